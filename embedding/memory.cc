@@ -1,0 +1,186 @@
+#include "embedding/memory.h"
+
+#include <fcntl.h>
+#include <libpmem2.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace cemb {
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+std::string Pmem2Error() { return pmem2_errormsg(); }
+
+}  // namespace
+
+struct Region::Impl {
+  virtual ~Impl() = default;
+  virtual void persist(const void* addr, size_t len) const {}
+  std::byte* data = nullptr;
+  size_t size = 0;
+  TierKind kind = TierKind::kDram;
+};
+
+namespace {
+
+// Anonymous memory. With huge pages the mapping is over-allocated by 2 MiB and
+// trimmed so that it starts on a 2 MiB boundary.
+struct DramImpl final : Region::Impl {
+  ~DramImpl() override {
+    if (map_base != nullptr) munmap(map_base, map_size);
+  }
+  void* map_base = nullptr;
+  size_t map_size = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Region::Impl>> MapDram(size_t bytes, bool huge_pages) {
+  auto impl = std::make_unique<DramImpl>();
+  const size_t align = huge_pages ? kHugePage : 4096;
+  const size_t size = RoundUp(bytes, align);
+  const size_t map_size = size + (huge_pages ? kHugePage : 0);
+  void* base = mmap(nullptr, map_size, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("dram: cannot map ", bytes, " bytes: ", std::strerror(errno)));
+  }
+  auto* begin = static_cast<std::byte*>(base);
+  auto* aligned = reinterpret_cast<std::byte*>(
+      RoundUp(reinterpret_cast<uintptr_t>(begin), align));
+  if (huge_pages) {
+    // Give back the unaligned head and the tail beyond the aligned range.
+    if (aligned > begin) munmap(begin, aligned - begin);
+    std::byte* end = begin + map_size;
+    if (end > aligned + size) munmap(aligned + size, end - (aligned + size));
+    impl->map_base = aligned;
+    impl->map_size = size;
+    madvise(aligned, size, MADV_HUGEPAGE);  // advice only: ignore failure
+  } else {
+    impl->map_base = base;
+    impl->map_size = map_size;
+  }
+  impl->data = aligned;
+  impl->size = bytes;
+  impl->kind = TierKind::kDram;
+  return impl;
+}
+
+// A file (or device-DAX) mapped through libpmem2.
+struct PmemImpl final : Region::Impl {
+  ~PmemImpl() override {
+    if (map != nullptr) pmem2_map_delete(&map);
+    if (source != nullptr) pmem2_source_delete(&source);
+    if (config != nullptr) pmem2_config_delete(&config);
+    if (fd >= 0) close(fd);
+    if (!remove_path.empty()) unlink(remove_path.c_str());
+  }
+  void persist(const void* addr, size_t len) const override {
+    persist_fn(const_cast<void*>(addr), len);
+  }
+  pmem2_config* config = nullptr;
+  pmem2_source* source = nullptr;
+  pmem2_map* map = nullptr;
+  pmem2_persist_fn persist_fn = nullptr;
+  int fd = -1;
+  std::string remove_path;
+};
+
+absl::StatusOr<std::unique_ptr<Region::Impl>> MapPmem(const TierOptions& tier, size_t bytes) {
+  auto impl = std::make_unique<PmemImpl>();
+  const std::string& path = tier.path;
+  if (path.empty()) return absl::InvalidArgumentError("pmem: no path given");
+
+  struct stat st {};
+  const bool exists = stat(path.c_str(), &st) == 0;
+  const bool is_dir = exists && S_ISDIR(st.st_mode);
+  const bool is_devdax = exists && S_ISCHR(st.st_mode);
+  if (is_dir) {
+    impl->fd = open(path.c_str(), O_TMPFILE | O_RDWR, 0600);
+  } else {
+    impl->fd = open(path.c_str(), O_RDWR | (is_devdax ? 0 : O_CREAT), 0600);
+    if (impl->fd >= 0 && tier.remove_on_close) impl->remove_path = path;
+  }
+  if (impl->fd < 0) {
+    return absl::NotFoundError(
+        absl::StrCat("pmem: cannot open '", path, "': ", std::strerror(errno)));
+  }
+  if (!is_devdax) {
+    struct stat fst {};
+    if (fstat(impl->fd, &fst) != 0) {
+      return absl::InternalError(absl::StrCat("pmem: fstat '", path, "': ", std::strerror(errno)));
+    }
+    if (static_cast<size_t>(fst.st_size) < bytes) {
+      // posix_fallocate reserves the blocks now, so a full file system fails
+      // here with ENOSPC instead of with SIGBUS at the first store.
+      const int err = posix_fallocate(impl->fd, 0, static_cast<off_t>(bytes));
+      if (err != 0) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "pmem: cannot size '", path, "' to ", bytes, " bytes: ", std::strerror(err)));
+      }
+    }
+  }
+  if (pmem2_config_new(&impl->config) != 0 ||
+      pmem2_config_set_required_store_granularity(impl->config, PMEM2_GRANULARITY_PAGE) != 0 ||
+      pmem2_config_set_length(impl->config, bytes) != 0) {
+    return absl::InternalError(absl::StrCat("pmem: config for '", path, "': ", Pmem2Error()));
+  }
+  if (pmem2_source_from_fd(&impl->source, impl->fd) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pmem: source '", path, "': ", Pmem2Error()));
+  }
+  size_t source_size = 0;
+  if (pmem2_source_size(impl->source, &source_size) != 0 || source_size < bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pmem: '", path, "' holds ", source_size, " bytes, ", bytes, " needed: ", Pmem2Error()));
+  }
+  if (pmem2_map_new(&impl->map, impl->config, impl->source) != 0) {
+    return absl::ResourceExhaustedError(absl::StrCat("pmem: map '", path, "': ", Pmem2Error()));
+  }
+  impl->persist_fn = pmem2_get_persist_fn(impl->map);
+  impl->data = static_cast<std::byte*>(pmem2_map_get_address(impl->map));
+  impl->size = bytes;
+  impl->kind = TierKind::kPmem;
+  return impl;
+}
+
+}  // namespace
+
+std::string TierName(const TierOptions& tier) {
+  if (tier.kind == TierKind::kPmem) return absl::StrCat("pmem:", tier.path);
+  return tier.huge_pages ? "dram" : "dram(no huge pages)";
+}
+
+absl::StatusOr<Region> Region::Allocate(const TierOptions& tier, size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("region: size must be > 0");
+  absl::StatusOr<std::unique_ptr<Impl>> impl =
+      tier.kind == TierKind::kDram ? MapDram(bytes, tier.huge_pages) : MapPmem(tier, bytes);
+  if (!impl.ok()) return impl.status();
+  Region region;
+  region.impl_ = *std::move(impl);
+  return region;
+}
+
+Region::Region() = default;
+Region::~Region() = default;
+Region::Region(Region&&) noexcept = default;
+Region& Region::operator=(Region&&) noexcept = default;
+
+std::byte* Region::data() const { return impl_ ? impl_->data : nullptr; }
+size_t Region::size() const { return impl_ ? impl_->size : 0; }
+TierKind Region::kind() const { return impl_ ? impl_->kind : TierKind::kDram; }
+bool Region::persistent() const { return impl_ && impl_->kind == TierKind::kPmem; }
+void Region::persist(const void* addr, size_t len) const {
+  if (impl_) impl_->persist(addr, len);
+}
+
+}  // namespace cemb

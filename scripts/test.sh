@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds CachedEmbeddings and runs the whole test suite: the Release build's
+# tests, then the same tests built with AddressSanitizer + UndefinedBehavior-
+# Sanitizer. Run scripts/setup.sh first (the README's command does).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+echo "== Release build and tests"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  -DCEMB_SANITIZE="address;undefined" -DCEMB_BUILD_BENCH=OFF -DCEMB_BUILD_APPS=OFF >/dev/null
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -LE no_sanitizer
