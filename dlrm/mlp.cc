@@ -1,0 +1,546 @@
+#include "dlrm/mlp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "dlrm/internal/aligned_buffer.h"
+#include "dlrm/internal/dnnl_call.h"
+#include "dlrm/npy.h"
+#include "dlrm/sgd.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace cemb::dlrm {
+namespace {
+
+using internal::AlignedBuffer;
+using internal::Call;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using dims = dnnl::memory::dims;
+
+// SGD work is split into chunks of this many elements across OpenMP threads.
+constexpr int64_t kSgdChunk = 1 << 14;
+
+size_t SizeOf(dt t) { return t == dt::bf16 ? 2 : 4; }
+
+dnnl::memory::desc Plain(int64_t rows, int64_t cols, dt type) {
+  return dnnl::memory::desc(dims{rows, cols}, type, tag::ab);
+}
+// The transpose view of a row-major [cols x rows] matrix, as [rows x cols].
+dnnl::memory::desc Transposed(int64_t rows, int64_t cols, dt type) {
+  return dnnl::memory::desc(dims{rows, cols}, type, tag::ba);
+}
+
+dnnl::algorithm ForwardAlg(Activation a) {
+  return a == Activation::kRelu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_logistic;
+}
+dnnl::algorithm BackwardAlg(Activation a) {
+  return a == Activation::kRelu ? dnnl::algorithm::eltwise_relu_use_dst_for_bwd
+                                : dnnl::algorithm::eltwise_logistic_use_dst_for_bwd;
+}
+
+// Fills `out` with N(0, stddev^2) values (Box-Muller over Xoshiro256pp).
+void FillNormal(std::span<float> out, double stddev, uint64_t seed) {
+  Xoshiro256pp rng(seed);
+  for (size_t i = 0; i < out.size(); i += 2) {
+    const double u1 = 1.0 - rng.Uniform();  // (0, 1]
+    const double u2 = rng.Uniform();
+    const double r = std::sqrt(-2.0 * std::log(u1)) * stddev;
+    out[i] = static_cast<float>(r * std::cos(2.0 * M_PI * u2));
+    if (i + 1 < out.size()) out[i + 1] = static_cast<float>(r * std::sin(2.0 * M_PI * u2));
+  }
+}
+
+}  // namespace
+
+struct Mlp::Impl {
+  struct Layer {
+    int64_t in = 0, out = 0;
+    Activation act = Activation::kNone;
+    AlignedBuffer w;     // fp32 [out, in], or bf16 hi halves in bf16 mode
+    AlignedBuffer w_lo;  // bf16 mode: low halves of the master weights
+    AlignedBuffer bias;  // fp32 [out]
+    AlignedBuffer dw;    // fp32 [out, in]
+    AlignedBuffer db;    // fp32 [out]
+  };
+  struct LayerPlan {
+    Call fwd, act_bwd, grad_reorder, bias_bwd, bwd_w, bwd_d;
+  };
+  struct BatchPlan {
+    int64_t batch = 0;
+    // Views of the caller's buffers, rebound by Forward / Backward.
+    dnnl::memory user_input, user_diff_output, user_diff_output_t, user_diff_input;
+    Call input_reorder;
+    std::vector<LayerPlan> layers;
+    std::vector<std::string> impls;
+  };
+
+  MlpOptions options;
+  dnnl::engine engine;
+  dnnl::stream stream;
+  std::vector<Layer> layers;
+  // act[l]: output of layer l-1 (l >= 1), [max_batch x sizes[l]];
+  // act[0] unused (the input is the caller's, or x_bf16).
+  std::vector<AlignedBuffer> act;
+  // grad[l]: gradient of act[l] for 1 <= l < L (in place through ReLU).
+  std::vector<AlignedBuffer> grad;
+  AlignedBuffer x_bf16;          // bf16 mode: the input converted
+  AlignedBuffer grad_last;       // fp32 gradient of the last pre-activation
+  AlignedBuffer grad_last_bf16;  // bf16 mode: the same in bf16
+  AlignedBuffer scratchpad;
+  std::vector<BatchPlan> plans;
+  int64_t last_batch = -1;
+  const BatchPlan* last_plan = nullptr;
+
+  bool bf16() const { return options.precision == Precision::kBf16; }
+  dt act_type() const { return bf16() ? dt::bf16 : dt::f32; }
+  int L() const { return static_cast<int>(layers.size()); }
+
+  absl::Status Build();
+  BatchPlan MakePlan(int64_t n, size_t& scratch);
+};
+
+Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
+  const dt at = act_type();
+  const dt wt = at;
+  const dnnl::primitive_attr attr = internal::ScratchpadAttr();
+  auto note = [&](const dnnl::primitive_desc_base& pd) {
+    scratch = std::max(scratch, pd.scratchpad_desc().get_size());
+  };
+  BatchPlan plan;
+  plan.batch = n;
+  const int64_t in0 = layers.front().in;
+  const int64_t outL = layers.back().out;
+  plan.user_input = dnnl::memory(Plain(n, in0, dt::f32), engine, DNNL_MEMORY_NONE);
+  plan.user_diff_output = dnnl::memory(Plain(n, outL, dt::f32), engine, DNNL_MEMORY_NONE);
+  plan.user_diff_input = dnnl::memory(Plain(n, in0, dt::f32), engine, DNNL_MEMORY_NONE);
+
+  dnnl::memory x0 = plan.user_input;
+  if (bf16()) {
+    x0 = dnnl::memory(Plain(n, in0, dt::bf16), engine, x_bf16.data());
+    dnnl::reorder::primitive_desc pd(engine, plan.user_input.get_desc(), engine, x0.get_desc(), attr);
+    note(pd);
+    plan.input_reorder = Call(dnnl::reorder(pd), {{DNNL_ARG_FROM, plan.user_input}, {DNNL_ARG_TO, x0}});
+  }
+
+  for (int l = 0; l < L(); ++l) {
+    Layer& layer = layers[l];
+    LayerPlan lp;
+    const bool last = l == L() - 1;
+    const dt yt = last ? dt::f32 : at;  // the last layer writes fp32
+    dnnl::memory x = l == 0 ? x0 : dnnl::memory(Plain(n, layer.in, at), engine, act[l].data());
+    dnnl::memory y(Plain(n, layer.out, yt), engine, act[l + 1].data());
+    dnnl::memory w_t(Transposed(layer.in, layer.out, wt), engine, layer.w.data());  // W^T view
+    dnnl::memory w(Plain(layer.out, layer.in, wt), engine, layer.w.data());
+    dnnl::memory b(Plain(1, layer.out, dt::f32), engine, layer.bias.data());
+    dnnl::memory dw(Plain(layer.out, layer.in, dt::f32), engine, layer.dw.data());
+    dnnl::memory db(Plain(1, layer.out, dt::f32), engine, layer.db.data());
+
+    // Forward: y = act(x W^T + b).
+    {
+      dnnl::primitive_attr fattr = internal::ScratchpadAttr();
+      if (layer.act != Activation::kNone) {
+        dnnl::post_ops po;
+        po.append_eltwise(1.f, ForwardAlg(layer.act), 0.f, 0.f);
+        fattr.set_post_ops(po);
+      }
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(x.get_desc(), w_t.get_desc(), b.get_desc(), y.get_desc()), fattr, engine);
+      note(pd);
+      plan.impls.push_back(pd.impl_info_str());
+      lp.fwd = Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, w_t},
+                                       {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, y}});
+    }
+
+    // The gradient w.r.t. this layer's pre-activation: `g` (type `at`) for
+    // the matmuls, `g_bias` for the bias reduction.
+    dnnl::memory g, g_bias;
+    if (!last) {
+      g = dnnl::memory(Plain(n, layer.out, at), engine, grad[l + 1].data());
+      g_bias = g;
+      if (layer.act != Activation::kNone) {  // in place, through dst
+        dnnl::eltwise_forward::primitive_desc hint(
+            {dnnl::prop_kind::forward_training, BackwardAlg(layer.act), y.get_desc(), 0.f, 0.f}, engine);
+        dnnl::eltwise_backward::primitive_desc pd(
+            {BackwardAlg(layer.act), g.get_desc(), y.get_desc(), 0.f, 0.f}, attr, engine, hint);
+        note(pd);
+        lp.act_bwd = Call(dnnl::eltwise_backward(pd),
+                          {{DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_DIFF_SRC, g}});
+      }
+    } else {
+      dnnl::memory g32 = plan.user_diff_output;
+      if (layer.act != Activation::kNone) {
+        g32 = dnnl::memory(Plain(n, layer.out, dt::f32), engine, grad_last.data());
+        dnnl::eltwise_forward::primitive_desc hint(
+            {dnnl::prop_kind::forward_training, BackwardAlg(layer.act), y.get_desc(), 0.f, 0.f}, engine);
+        dnnl::eltwise_backward::primitive_desc pd(
+            {BackwardAlg(layer.act), g32.get_desc(), y.get_desc(), 0.f, 0.f}, attr, engine, hint);
+        note(pd);
+        lp.act_bwd = Call(dnnl::eltwise_backward(pd), {{DNNL_ARG_DST, y},
+                                                       {DNNL_ARG_DIFF_DST, plan.user_diff_output},
+                                                       {DNNL_ARG_DIFF_SRC, g32}});
+      }
+      g_bias = g32;
+      g = g32;
+      if (bf16()) {
+        g = dnnl::memory(Plain(n, layer.out, dt::bf16), engine, grad_last_bf16.data());
+        dnnl::reorder::primitive_desc pd(engine, g32.get_desc(), engine, g.get_desc(), attr);
+        note(pd);
+        lp.grad_reorder = Call(dnnl::reorder(pd), {{DNNL_ARG_FROM, g32}, {DNNL_ARG_TO, g}});
+      }
+    }
+
+    // db = column sums of g.
+    {
+      dnnl::reduction::primitive_desc pd(
+          dnnl::reduction::desc(dnnl::algorithm::reduction_sum, g_bias.get_desc(), db.get_desc(), 0.f, 0.f),
+          attr, engine);
+      note(pd);
+      lp.bias_bwd = Call(dnnl::reduction(pd), {{DNNL_ARG_SRC, g_bias}, {DNNL_ARG_DST, db}});
+    }
+    // dW [out, in] = g^T [out, N] x x [N, in], through a transposed view of g.
+    {
+      const bool user_g = g.get() == plan.user_diff_output.get();
+      dnnl::memory g_t(Transposed(layer.out, n, g.get_desc().data_type()), engine,
+                       user_g ? DNNL_MEMORY_NONE : g.get_data_handle());
+      if (user_g) plan.user_diff_output_t = g_t;  // rebound with it in Backward
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(g_t.get_desc(), x.get_desc(), dw.get_desc()),
+                                      attr, engine);
+      note(pd);
+      lp.bwd_w = Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, g_t}, {DNNL_ARG_WEIGHTS, x}, {DNNL_ARG_DST, dw}});
+    }
+    // dx [N, in] = g [N, out] x W [out, in].
+    if (l > 0 || options.compute_input_grad) {
+      dnnl::memory dx = l > 0 ? dnnl::memory(Plain(n, layer.in, at), engine, grad[l].data())
+                              : plan.user_diff_input;
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(g.get_desc(), w.get_desc(), dx.get_desc()),
+                                      attr, engine);
+      note(pd);
+      lp.bwd_d = Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, g}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dx}});
+    }
+    plan.layers.push_back(std::move(lp));
+  }
+  return plan;
+}
+
+absl::Status Mlp::Impl::Build() {
+  const int64_t max_n = options.max_batch;
+  const size_t as = SizeOf(act_type());
+  const int nl = static_cast<int>(options.sizes.size()) - 1;
+  layers.resize(nl);
+  for (int l = 0; l < nl; ++l) {
+    Layer& layer = layers[l];
+    layer.in = options.sizes[l];
+    layer.out = options.sizes[l + 1];
+    layer.act = l + 1 < nl ? Activation::kRelu : options.last_activation;
+    const size_t nw = static_cast<size_t>(layer.in * layer.out);
+    layer.w = AlignedBuffer(nw * (bf16() ? 2 : 4));
+    if (bf16()) layer.w_lo = AlignedBuffer(nw * 2);
+    layer.bias = AlignedBuffer(layer.out * 4);
+    layer.dw = AlignedBuffer(nw * 4);
+    layer.db = AlignedBuffer(layer.out * 4);
+  }
+  act.resize(nl + 1);
+  grad.resize(nl);
+  for (int l = 1; l <= nl; ++l) {
+    const size_t elems = static_cast<size_t>(max_n * options.sizes[l]);
+    act[l] = AlignedBuffer(elems * (l == nl ? 4 : as));
+    if (l < nl) grad[l] = AlignedBuffer(elems * as);
+  }
+  const int64_t out_l = options.sizes.back();
+  if (bf16()) {
+    x_bf16 = AlignedBuffer(static_cast<size_t>(max_n * options.sizes[0]) * 2);
+    grad_last_bf16 = AlignedBuffer(static_cast<size_t>(max_n * out_l) * 2);
+  }
+  if (options.last_activation != Activation::kNone) {
+    grad_last = AlignedBuffer(static_cast<size_t>(max_n * out_l) * 4);
+  }
+
+  // Initialise as dlrm_s_pytorch does (through SetWeight, so that bf16 mode
+  // splits the fp32 values exactly).
+  for (int l = 0; l < nl; ++l) {
+    const Layer& layer = layers[l];
+    std::vector<float> w(static_cast<size_t>(layer.in * layer.out)), b(layer.out);
+    FillNormal(w, std::sqrt(2.0 / static_cast<double>(layer.in + layer.out)),
+               SplitMix64::Mix(options.seed, 2 * l));
+    FillNormal(b, std::sqrt(1.0 / static_cast<double>(layer.out)), SplitMix64::Mix(options.seed, 2 * l + 1));
+    if (bf16()) {
+      uint16_t* hi = layers[l].w.as<uint16_t>();
+      uint16_t* lo = layers[l].w_lo.as<uint16_t>();
+      for (size_t i = 0; i < w.size(); ++i) SplitFloat(w[i], hi[i], lo[i]);
+    } else {
+      std::memcpy(layers[l].w.data(), w.data(), w.size() * 4);
+    }
+    std::memcpy(layers[l].bias.data(), b.data(), b.size() * 4);
+  }
+
+  engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
+  stream = dnnl::stream(engine);
+  std::vector<int64_t> sizes = options.batch_sizes;
+  sizes.push_back(max_n);
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  size_t scratch = 0;
+  for (int64_t n : sizes) plans.push_back(MakePlan(n, scratch));
+  scratchpad = AlignedBuffer(std::max<size_t>(scratch, 64));
+  dnnl::memory pad(dnnl::memory::desc(dims{static_cast<int64_t>(scratchpad.size())}, dt::u8, tag::a), engine,
+                   scratchpad.data());
+  for (BatchPlan& plan : plans) {
+    if (!plan.input_reorder.empty()) plan.input_reorder.BindScratchpad(pad);
+    for (LayerPlan& lp : plan.layers) {
+      for (Call* c : {&lp.fwd, &lp.act_bwd, &lp.grad_reorder, &lp.bias_bwd, &lp.bwd_w, &lp.bwd_d}) {
+        if (!c->empty()) c->BindScratchpad(pad);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Mlp> Mlp::Create(const MlpOptions& options) {
+  if (options.sizes.size() < 2) {
+    return absl::InvalidArgumentError(absl::StrCat("MLP needs at least 2 sizes (input and output), got ",
+                                                   options.sizes.size()));
+  }
+  for (size_t i = 0; i < options.sizes.size(); ++i) {
+    if (options.sizes[i] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("MLP size ", i, " is ", options.sizes[i], ", must be > 0"));
+    }
+  }
+  if (options.max_batch <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("MLP max_batch is ", options.max_batch, ", must be > 0"));
+  }
+  for (int64_t n : options.batch_sizes) {
+    if (n < 1 || n > options.max_batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MLP batch size ", n, " is outside [1, max_batch = ", options.max_batch, "]"));
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  try {
+    CEMB_RETURN_IF_ERROR(impl->Build());
+  } catch (const dnnl::error& e) {
+    return internal::FromDnnlError(
+        e, absl::StrCat("MLP ", absl::StrJoin(options.sizes, "-"),
+                        options.precision == Precision::kBf16 ? " bf16" : " fp32", ": creating primitives"));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("MLP: out of memory allocating buffers");
+  }
+  return Mlp(std::move(impl));
+}
+
+Mlp::Mlp(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Mlp::Mlp(Mlp&&) noexcept = default;
+Mlp& Mlp::operator=(Mlp&&) noexcept = default;
+Mlp::~Mlp() = default;
+
+const MlpOptions& Mlp::options() const { return impl_->options; }
+int Mlp::num_layers() const { return impl_->L(); }
+int64_t Mlp::input_width() const { return impl_->options.sizes.front(); }
+int64_t Mlp::output_width() const { return impl_->options.sizes.back(); }
+
+absl::StatusOr<std::span<const float>> Mlp::Forward(int64_t batch, const float* input) {
+  Impl& m = *impl_;
+  const Impl::BatchPlan* plan = nullptr;
+  for (const Impl::BatchPlan& p : m.plans) {
+    if (p.batch == batch) plan = &p;
+  }
+  if (plan == nullptr) {
+    std::vector<int64_t> planned;
+    for (const Impl::BatchPlan& p : m.plans) planned.push_back(p.batch);
+    return absl::InvalidArgumentError(absl::StrCat("MLP Forward: batch ", batch,
+                                                   " was not planned (planned: ", absl::StrJoin(planned, ", "),
+                                                   "); list it in MlpOptions::batch_sizes or pad"));
+  }
+  if (input == nullptr) return absl::InvalidArgumentError("MLP Forward: null input");
+  m.last_batch = -1;
+  dnnl_status_t st = dnnl_memory_set_data_handle_v2(plan->user_input.get(), const_cast<float*>(input), nullptr);
+  if (st == dnnl_success && !plan->input_reorder.empty()) st = plan->input_reorder.Execute(m.stream);
+  for (const Impl::LayerPlan& lp : plan->layers) {
+    if (st != dnnl_success) break;
+    st = lp.fwd.Execute(m.stream);
+  }
+  CEMB_RETURN_IF_ERROR(internal::DnnlStatus(st, "MLP Forward"));
+  m.last_batch = batch;
+  m.last_plan = plan;
+  return std::span<const float>(m.act.back().as<const float>(), static_cast<size_t>(batch * output_width()));
+}
+
+absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_input) {
+  Impl& m = *impl_;
+  if (batch != m.last_batch || m.last_plan == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("MLP Backward: batch ", batch, " does not follow a Forward of that batch (last: ",
+                     m.last_batch, ")"));
+  }
+  if (diff_output == nullptr) return absl::InvalidArgumentError("MLP Backward: null diff_output");
+  if (m.options.compute_input_grad != (diff_input != nullptr)) {
+    return absl::InvalidArgumentError(
+        m.options.compute_input_grad ? "MLP Backward: diff_input is null but compute_input_grad is set"
+                                     : "MLP Backward: diff_input given but compute_input_grad is not set");
+  }
+  const Impl::BatchPlan& plan = *m.last_plan;
+  void* dy = const_cast<float*>(diff_output);  // read only: no primitive writes it
+  dnnl_status_t st = dnnl_memory_set_data_handle_v2(plan.user_diff_output.get(), dy, nullptr);
+  if (st == dnnl_success && plan.user_diff_output_t) {
+    st = dnnl_memory_set_data_handle_v2(plan.user_diff_output_t.get(), dy, nullptr);
+  }
+  if (st == dnnl_success && diff_input != nullptr) {
+    st = dnnl_memory_set_data_handle_v2(plan.user_diff_input.get(), diff_input, nullptr);
+  }
+  for (int l = m.L() - 1; l >= 0 && st == dnnl_success; --l) {
+    const Impl::LayerPlan& lp = plan.layers[l];
+    for (const Call* c : {&lp.act_bwd, &lp.grad_reorder, &lp.bias_bwd, &lp.bwd_w, &lp.bwd_d}) {
+      if (c->empty()) continue;
+      st = c->Execute(m.stream);
+      if (st != dnnl_success) break;
+    }
+  }
+  return internal::DnnlStatus(st, "MLP Backward");
+}
+
+void Mlp::SgdStep(float lr) {
+  Impl& m = *impl_;
+  for (Impl::Layer& layer : m.layers) {
+    const int64_t n = layer.in * layer.out;
+    const int64_t chunks = (n + kSgdChunk - 1) / kSgdChunk;
+    const float* g = layer.dw.as<const float>();
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t begin = c * kSgdChunk;
+      const size_t len = static_cast<size_t>(std::min(n, begin + kSgdChunk) - begin);
+      if (m.bf16()) {
+        SplitSgdUpdate(std::span(layer.w.as<uint16_t>() + begin, len),
+                       std::span(layer.w_lo.as<uint16_t>() + begin, len), std::span(g + begin, len), lr);
+      } else {
+        SgdUpdate(std::span(layer.w.as<float>() + begin, len), std::span(g + begin, len), lr);
+      }
+    }
+    SgdUpdate(std::span(layer.bias.as<float>(), static_cast<size_t>(layer.out)),
+              std::span(layer.db.as<const float>(), static_cast<size_t>(layer.out)), lr);
+  }
+}
+
+std::vector<ParameterInfo> Mlp::Parameters() const {
+  std::vector<ParameterInfo> out;
+  for (int l = 0; l < num_layers(); ++l) {
+    const Impl::Layer& layer = impl_->layers[l];
+    out.push_back({absl::StrCat(2 * l, ".weight"), {layer.out, layer.in}});
+    out.push_back({absl::StrCat(2 * l, ".bias"), {layer.out}});
+  }
+  return out;
+}
+
+namespace {
+absl::Status CheckParam(int layer, int layers, size_t got, int64_t want, const char* what) {
+  if (layer < 0 || layer >= layers) {
+    return absl::OutOfRangeError(absl::StrCat("MLP layer ", layer, " is outside [0, ", layers, ")"));
+  }
+  if (got != static_cast<size_t>(want)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MLP layer ", layer, " ", what, ": ", got, " values where ", want, " are needed"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status Mlp::GetWeight(int layer, std::span<float> out) const {
+  const Impl& m = *impl_;
+  const int64_t n = layer >= 0 && layer < m.L() ? m.layers[layer].in * m.layers[layer].out : 0;
+  CEMB_RETURN_IF_ERROR(CheckParam(layer, m.L(), out.size(), n, "weight"));
+  const Impl::Layer& l = m.layers[layer];
+  if (m.bf16()) {
+    for (int64_t i = 0; i < n; ++i) out[i] = CombineSplit(l.w.as<uint16_t>()[i], l.w_lo.as<uint16_t>()[i]);
+  } else {
+    std::memcpy(out.data(), l.w.data(), static_cast<size_t>(n) * 4);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::SetWeight(int layer, std::span<const float> in) {
+  Impl& m = *impl_;
+  const int64_t n = layer >= 0 && layer < m.L() ? m.layers[layer].in * m.layers[layer].out : 0;
+  CEMB_RETURN_IF_ERROR(CheckParam(layer, m.L(), in.size(), n, "weight"));
+  Impl::Layer& l = m.layers[layer];
+  if (m.bf16()) {
+    for (int64_t i = 0; i < n; ++i) SplitFloat(in[i], l.w.as<uint16_t>()[i], l.w_lo.as<uint16_t>()[i]);
+  } else {
+    std::memcpy(l.w.data(), in.data(), static_cast<size_t>(n) * 4);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::GetBias(int layer, std::span<float> out) const {
+  const Impl& m = *impl_;
+  const int64_t n = layer >= 0 && layer < m.L() ? m.layers[layer].out : 0;
+  CEMB_RETURN_IF_ERROR(CheckParam(layer, m.L(), out.size(), n, "bias"));
+  std::memcpy(out.data(), m.layers[layer].bias.data(), static_cast<size_t>(n) * 4);
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::SetBias(int layer, std::span<const float> in) {
+  Impl& m = *impl_;
+  const int64_t n = layer >= 0 && layer < m.L() ? m.layers[layer].out : 0;
+  CEMB_RETURN_IF_ERROR(CheckParam(layer, m.L(), in.size(), n, "bias"));
+  std::memcpy(m.layers[layer].bias.data(), in.data(), static_cast<size_t>(n) * 4);
+  return absl::OkStatus();
+}
+
+std::span<const float> Mlp::weight_grad(int layer) const {
+  const Impl::Layer& l = impl_->layers[layer];
+  return {l.dw.as<const float>(), static_cast<size_t>(l.in * l.out)};
+}
+std::span<const float> Mlp::bias_grad(int layer) const {
+  const Impl::Layer& l = impl_->layers[layer];
+  return {l.db.as<const float>(), static_cast<size_t>(l.out)};
+}
+
+absl::Status Mlp::SaveNpy(const std::string& dir, const std::string& prefix) const {
+  for (int l = 0; l < num_layers(); ++l) {
+    const Impl::Layer& layer = impl_->layers[l];
+    std::vector<float> w(static_cast<size_t>(layer.in * layer.out)), b(layer.out);
+    CEMB_RETURN_IF_ERROR(GetWeight(l, w));
+    CEMB_RETURN_IF_ERROR(GetBias(l, b));
+    CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, 2 * l, ".weight.npy"), w,
+                                         {layer.out, layer.in}));
+    CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, 2 * l, ".bias.npy"), b, {layer.out}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mlp::LoadNpy(const std::string& dir, const std::string& prefix) {
+  // Read and check everything first, so that a bad file leaves the MLP as it was.
+  std::vector<NpyArray<float>> weights, biases;
+  for (int l = 0; l < num_layers(); ++l) {
+    const Impl::Layer& layer = impl_->layers[l];
+    const std::string wpath = absl::StrCat(dir, "/", prefix, 2 * l, ".weight.npy");
+    const std::string bpath = absl::StrCat(dir, "/", prefix, 2 * l, ".bias.npy");
+    CEMB_ASSIGN_OR_RETURN(NpyArray<float> w, ReadNpy<float>(wpath));
+    CEMB_ASSIGN_OR_RETURN(NpyArray<float> b, ReadNpy<float>(bpath));
+    if (w.shape != std::vector<int64_t>{layer.out, layer.in}) {
+      return absl::InvalidArgumentError(absl::StrCat(wpath, ": shape (", absl::StrJoin(w.shape, ", "),
+                                                     ") where (", layer.out, ", ", layer.in, ") is needed"));
+    }
+    if (b.shape != std::vector<int64_t>{layer.out}) {
+      return absl::InvalidArgumentError(absl::StrCat(bpath, ": shape (", absl::StrJoin(b.shape, ", "),
+                                                     ") where (", layer.out, ",) is needed"));
+    }
+    weights.push_back(std::move(w));
+    biases.push_back(std::move(b));
+  }
+  for (int l = 0; l < num_layers(); ++l) {
+    CEMB_RETURN_IF_ERROR(SetWeight(l, weights[l].data));
+    CEMB_RETURN_IF_ERROR(SetBias(l, biases[l].data));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Mlp::ImplementationNames() const { return impl_->plans.front().impls; }
+
+}  // namespace cemb::dlrm
