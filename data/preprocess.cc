@@ -1,0 +1,245 @@
+#include "data/preprocess.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace cemb::data {
+namespace {
+
+constexpr uint32_t kRecordFloats = 1 + kNumDense + kNumCategorical;
+
+// Which part line `index` (0-based) of input `input` belongs to.
+class Splitter {
+ public:
+  static absl::StatusOr<Splitter> Create(const PreprocessOptions& o) {
+    Splitter s;
+    s.mode_ = o.split;
+    s.format_ = o.format;
+    s.num_inputs_ = o.inputs.size();
+    if (o.split == SplitMode::kNone) return s;
+    if (o.format == CriteoFormat::kKaggle) {
+      if (o.inputs.size() != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the Kaggle split takes one input (train.txt), got ", o.inputs.size(),
+            "; use the Terabyte format or no split"));
+      }
+      CEMB_ASSIGN_OR_RETURN(uint64_t lines, CountLines(o.inputs[0]));
+      s.points_ = KaggleSplit(lines);
+    } else {
+      CEMB_ASSIGN_OR_RETURN(uint64_t lines, CountLines(o.inputs.back()));
+      s.points_ = {0, (lines + 1) / 2};
+    }
+    return s;
+  }
+  Part PartOf(size_t input, uint64_t index) const {
+    if (mode_ == SplitMode::kNone) return Part::kAll;
+    if (format_ == CriteoFormat::kTerabyte && input + 1 < num_inputs_) return Part::kTrain;
+    if (index < points_.train_end) return Part::kTrain;
+    if (index < points_.test_end) return Part::kTest;
+    return Part::kValidation;
+  }
+  std::vector<Part> Parts() const {
+    if (mode_ == SplitMode::kNone) return {Part::kAll};
+    return {Part::kTrain, Part::kValidation, Part::kTest};
+  }
+
+ private:
+  SplitMode mode_ = SplitMode::kNone;
+  CriteoFormat format_ = CriteoFormat::kKaggle;
+  size_t num_inputs_ = 0;
+  SplitPoints points_;
+};
+
+std::string OutputName(Part part) {
+  switch (part) {
+    case Part::kTrain: return "train.bin";
+    case Part::kValidation: return "val.bin";
+    case Part::kTest: return "test.bin";
+    case Part::kAll: break;
+  }
+  return "all.bin";
+}
+
+absl::StatusOr<uint64_t> TotalBytes(const std::vector<std::string>& inputs) {
+  uint64_t total = 0;
+  for (const std::string& path : inputs) {
+    CEMB_ASSIGN_OR_RETURN(internal::File f, internal::File::OpenForReading(path));
+    total += f.size();
+  }
+  return total;
+}
+
+// Calls fn(input_index, block) for every block of every input, reporting
+// progress; accumulates the reader's counters into `summary` when given.
+template <typename Fn>
+absl::Status ForEachBlock(const PreprocessOptions& o, int pass, int passes, uint64_t total_bytes,
+                          PreprocessSummary* summary, Fn&& fn) {
+  PreprocessProgress progress{pass, passes, 0, total_bytes, 0};
+  uint64_t bytes_before = 0;
+  for (size_t in = 0; in < o.inputs.size(); ++in) {
+    CEMB_ASSIGN_OR_RETURN(std::unique_ptr<CriteoReader> reader,
+                          CriteoReader::Open(o.inputs[in], o.reader));
+    while (true) {
+      CEMB_ASSIGN_OR_RETURN(const RowBlock* block, reader->Next());
+      if (block == nullptr) break;
+      CEMB_RETURN_IF_ERROR(fn(in, *block));
+      if (o.progress) {
+        progress.bytes_done = bytes_before + reader->bytes_done();
+        progress.lines += block->rows.size();
+        o.progress(progress);
+      }
+    }
+    bytes_before += reader->file_bytes();
+    if (summary != nullptr) {
+      summary->lines += reader->lines();
+      summary->bad_lines += reader->bad_lines();
+      for (const std::string& m : reader->bad_line_messages()) {
+        if (summary->bad_line_messages.size() < o.reader.max_reported_bad_lines) {
+          summary->bad_line_messages.push_back(m);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+SplitPoints KaggleSplit(uint64_t lines) {
+  constexpr uint64_t kDays = 7;
+  const uint64_t per_day = lines / kDays, extras = lines % kDays;
+  SplitPoints p;
+  p.train_end = (kDays - 1) * per_day + std::min(extras, kDays - 1);
+  const uint64_t last_day = lines - p.train_end;
+  p.test_end = p.train_end + (last_day + 1) / 2;  // np.array_split: the first half is larger
+  return p;
+}
+
+void Vocabulary::Finalize(uint32_t threshold) {
+  for (size_t t = 0; t < counts_.size(); ++t) {
+    std::vector<uint32_t> frequent;
+    for (const auto& [id, count] : counts_[t]) {
+      if (count >= threshold) frequent.push_back(id);
+    }
+    std::sort(frequent.begin(), frequent.end());
+    rows_[t].clear();
+    rows_[t].reserve(frequent.size());
+    for (size_t i = 0; i < frequent.size(); ++i) rows_[t][frequent[i]] = static_cast<int32_t>(i + 1);
+    sizes_[t] = frequent.size() + 1;
+    absl::flat_hash_map<uint32_t, uint32_t>().swap(counts_[t]);
+  }
+}
+
+absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
+  PreprocessOptions o = options;
+  if (o.inputs.empty()) return absl::InvalidArgumentError("preprocess: no input files");
+  if (o.output_dir.empty()) return absl::InvalidArgumentError("preprocess: no output directory");
+  if (o.reader.threads <= 0) o.reader.threads = std::max(1, omp_get_max_threads());
+  const int threads = o.reader.threads;
+  PreprocessSummary summary;
+  CEMB_ASSIGN_OR_RETURN(summary.input_bytes, TotalBytes(o.inputs));
+
+  // Table sizes.
+  std::unique_ptr<Vocabulary> vocabulary;
+  std::vector<uint64_t> sizes;
+  if (o.index_mode == IndexMode::kModulo) {
+    sizes = o.table_sizes.empty()
+                ? std::vector<uint64_t>(kKaggleCardinalities.begin(), kKaggleCardinalities.end())
+                : o.table_sizes;
+    if (sizes.size() != kNumCategorical) {
+      return absl::InvalidArgumentError(absl::StrCat("preprocess: ", sizes.size(),
+                                                     " table sizes given, Criteo has ", kNumCategorical));
+    }
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      if (o.max_index_range != 0) sizes[t] = std::min(sizes[t], o.max_index_range);
+      if (sizes[t] == 0 || sizes[t] > (uint64_t{1} << 31)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("preprocess: table ", t, " size ", sizes[t], " not in [1, 2^31]"));
+      }
+    }
+  } else {
+    if (o.frequency_threshold == 0) {
+      return absl::InvalidArgumentError("preprocess: frequency_threshold must be >= 1");
+    }
+    vocabulary = std::make_unique<Vocabulary>(kNumCategorical);
+    Vocabulary* v = vocabulary.get();
+    auto count = [&](size_t, const RowBlock& block) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+      for (int t = 0; t < kNumCategorical; ++t) {
+        for (const CriteoRow& row : block.rows) v->Count(t, row.categorical[t]);
+      }
+      return absl::OkStatus();
+    };
+    CEMB_RETURN_IF_ERROR(ForEachBlock(o, 1, 2, summary.input_bytes, nullptr, count));
+    vocabulary->Finalize(o.frequency_threshold);
+    for (int t = 0; t < kNumCategorical; ++t) sizes.push_back(vocabulary->table_size(t));
+  }
+  summary.table_sizes = sizes;
+
+  CEMB_ASSIGN_OR_RETURN(Splitter splitter, Splitter::Create(o));
+  std::error_code ec;
+  std::filesystem::create_directories(o.output_dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(o.output_dir, ": cannot create the output directory: ", ec.message()));
+  }
+  std::unique_ptr<DatasetWriter> writers[4];
+  for (Part part : splitter.Parts()) {
+    DatasetSpec spec{.num_dense = kNumDense, .table_sizes = sizes, .hotness = 1, .part = part};
+    const std::string path = o.output_dir + "/" + OutputName(part);
+    CEMB_ASSIGN_OR_RETURN(writers[static_cast<int>(part)], DatasetWriter::Create(path, spec));
+  }
+
+  std::vector<float> records;
+  const Vocabulary* vocab = vocabulary.get();
+  const uint64_t* table_size = sizes.data();
+  auto write = [&](size_t input, const RowBlock& block) -> absl::Status {
+        const int64_t n = static_cast<int64_t>(block.rows.size());
+        records.resize(static_cast<size_t>(n) * kRecordFloats);
+        float* out = records.data();
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int64_t i = 0; i < n; ++i) {
+          const CriteoRow& row = block.rows[i];
+          float* r = out + i * kRecordFloats;
+          r[0] = static_cast<float>(row.label);
+          for (int j = 0; j < kNumDense; ++j) r[1 + j] = DenseTransform(row.dense[j]);
+          int32_t idx[kNumCategorical];
+          for (int t = 0; t < kNumCategorical; ++t) {
+            idx[t] = vocab ? vocab->Row(t, row.categorical[t])
+                           : static_cast<int32_t>(row.categorical[t] % table_size[t]);
+          }
+          std::memcpy(r + 1 + kNumDense, idx, sizeof idx);
+        }
+        // Runs of consecutive rows in the same part.
+        int64_t begin = 0;
+        while (begin < n) {
+          const Part part = splitter.PartOf(input, block.lines[begin] - 1);
+          int64_t end = begin + 1;
+          while (end < n && splitter.PartOf(input, block.lines[end] - 1) == part) ++end;
+          CEMB_RETURN_IF_ERROR(writers[static_cast<int>(part)]->AppendRecords(
+              out + begin * kRecordFloats, static_cast<uint64_t>(end - begin)));
+          begin = end;
+        }
+        for (const CriteoRow& row : block.rows) summary.positives += row.label;
+        summary.samples += static_cast<uint64_t>(n);
+        return absl::OkStatus();
+  };
+  CEMB_RETURN_IF_ERROR(
+      ForEachBlock(o, vocab ? 2 : 1, vocab ? 2 : 1, summary.input_bytes, &summary, write));
+
+  for (Part part : splitter.Parts()) {
+    DatasetWriter& w = *writers[static_cast<int>(part)];
+    CEMB_RETURN_IF_ERROR(w.Finish());
+    summary.outputs.push_back(o.output_dir + "/" + OutputName(part));
+    summary.output_samples.push_back(w.num_samples());
+  }
+  return summary;
+}
+
+}  // namespace cemb::data
