@@ -1,0 +1,102 @@
+#include "embedding/ensemble.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "embedding/parallel.h"
+
+namespace cemb {
+
+namespace internal {
+bool StreamableRows(const void* base, int64_t ld_bytes, int64_t rows) {
+  return reinterpret_cast<uintptr_t>(base) % 64 == 0 && (rows <= 1 || ld_bytes % 64 == 0);
+}
+}  // namespace internal
+
+absl::Status Ensemble::CheckCount(size_t n, const char* what) const {
+  if (n != tables_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("ensemble of ", tables_.size(), " tables given ", n, " ", what));
+  }
+  return absl::OkStatus();
+}
+
+void Ensemble::MakeItems(std::span<const int64_t> sizes) {
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  const int64_t target_items = static_cast<int64_t>(threads()) * options_.items_per_thread;
+  const int64_t chunk = std::max<int64_t>(16, (total + target_items - 1) / std::max<int64_t>(1, target_items));
+  items_.clear();
+  for (int t = 0; t < static_cast<int>(sizes.size()); ++t) {
+    for (int64_t b = 0; b < sizes[t]; b += chunk) items_.push_back({t, b, std::min(sizes[t], b + chunk)});
+  }
+}
+
+template <typename Index>
+absl::Status Ensemble::pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
+                                     const LookupOptions& options) {
+  if (absl::Status s = CheckCount(bags.size(), "bag sets"); !s.ok()) return s;
+  if (absl::Status s = CheckCount(out.size(), "outputs"); !s.ok()) return s;
+  sizes_.resize(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (absl::Status s = tables_[t]->validate(bags[t], out[t]); !s.ok()) return s;
+    sizes_[t] = bags[t].nbags();
+  }
+  MakeItems(sizes_);
+  parallel_for(static_cast<int64_t>(items_.size()), options_.threads, [&](int64_t i) {
+    const Item& item = items_[i];
+    tables_[item.table]->pooled(bags[item.table], out[item.table], options, item.begin, item.end);
+  });
+  return absl::OkStatus();
+}
+
+template <typename Index>
+absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling pooling) {
+  if (absl::Status s = CheckCount(bags.size(), "bag sets"); !s.ok()) return s;
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (absl::Status s = validate_bags(tables_[t]->name(), tables_[t]->nvectors(), bags[t]); !s.ok()) return s;
+  }
+  parallel_for(ntables(), options_.threads, [&](int64_t t) {
+    plans_[t].BuildUnchecked<Index>(tables_[t]->nvectors(), bags[t].offsets, bags[t].indices, bags[t].weights,
+                                    pooling);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Ensemble::Update(std::span<const ConstMatrixView> grads, std::span<RowwiseAdagradState* const> states,
+                              const UpdateOptions& options) {
+  if (absl::Status s = CheckCount(grads.size(), "gradients"); !s.ok()) return s;
+  sizes_.resize(tables_.size());
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    if (absl::Status s = tables_[t]->validate_update(plans_[t], grads[t]); !s.ok()) return s;
+    if (!states.empty() && (states[t] == nullptr || states[t]->nvectors() != tables_[t]->nvectors())) {
+      return absl::InvalidArgumentError(absl::StrCat("table ", tables_[t]->name(), ": missing or mis-sized AdaGrad state"));
+    }
+    sizes_[t] = plans_[t].nunique();
+  }
+  MakeItems(sizes_);
+  parallel_for(static_cast<int64_t>(items_.size()), options_.threads, [&](int64_t i) {
+    const Item& item = items_[i];
+    float* state = states.empty() ? nullptr : states[item.table]->data();
+    tables_[item.table]->update(plans_[item.table], grads[item.table], options, state, item.begin, item.end);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Ensemble::sgd_update(std::span<const ConstMatrixView> grads, const UpdateOptions& options) {
+  return Update(grads, {}, options);
+}
+
+absl::Status Ensemble::adagrad_update(std::span<const ConstMatrixView> grads,
+                                      std::span<RowwiseAdagradState* const> states, const UpdateOptions& options) {
+  if (absl::Status s = CheckCount(states.size(), "AdaGrad states"); !s.ok()) return s;
+  return Update(grads, states, options);
+}
+
+template absl::Status Ensemble::pooled_lookup(std::span<const Bags<int32_t>>, std::span<const MatrixView>,
+                                              const LookupOptions&);
+template absl::Status Ensemble::pooled_lookup(std::span<const Bags<int64_t>>, std::span<const MatrixView>,
+                                              const LookupOptions&);
+template absl::Status Ensemble::reindex(std::span<const Bags<int32_t>>, Pooling);
+template absl::Status Ensemble::reindex(std::span<const Bags<int64_t>>, Pooling);
+
+}  // namespace cemb

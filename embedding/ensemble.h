@@ -1,0 +1,167 @@
+// Ensemble: the embedding tables of a model, run together. One lookup or
+// update of all tables is one parallel_for over work items: a table's bags
+// are cut into chunks, each chunk owning distinct output rows, so no item
+// takes a lock; the update cuts each table's unique rows (not its outputs)
+// into chunks, so no two items touch the same row.
+//
+// Tables of different types (a SimpleTable in DRAM, one on PMem, a cached
+// table) live in one ensemble: each is added with its planned TableKernels
+// behind a small virtual interface, called once per chunk, never per row.
+//
+// Ownership: the ensemble holds the kernels (which point at the tables; the
+// tables must outlive the ensemble) and one reusable UpdatePlan per table.
+// Thread safety: one call at a time (the plans and work lists are reused, so
+// a steady-state step allocates nothing).
+//
+// Example:
+//   Ensemble ensemble({.threads = 2});
+//   CEMB_RETURN_IF_ERROR(ensemble.add(table0));
+//   CEMB_RETURN_IF_ERROR(ensemble.add(table1));
+//   CEMB_RETURN_IF_ERROR(ensemble.pooled_lookup<int32_t>(bags, outputs));   // one Bags and one MatrixView per table
+//   CEMB_RETURN_IF_ERROR(ensemble.reindex<int32_t>(bags, Pooling::kSum));
+//   CEMB_RETURN_IF_ERROR(ensemble.sgd_update(grads, {.learning_rate = 0.1f}));
+#ifndef CEMB_EMBEDDING_ENSEMBLE_H_
+#define CEMB_EMBEDDING_ENSEMBLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "embedding/kernels.h"
+#include "embedding/parallel.h"
+
+namespace cemb {
+
+// The type-erased face of one table's kernels.
+class TableOps {
+ public:
+  virtual ~TableOps() = default;
+  virtual std::string name() const = 0;
+  virtual int64_t nvectors() const = 0;
+  virtual int64_t featuresize() const = 0;
+  virtual std::string description() const = 0;
+
+  virtual absl::Status validate(const Bags<int32_t>& bags, MatrixView out) const = 0;
+  virtual absl::Status validate(const Bags<int64_t>& bags, MatrixView out) const = 0;
+  virtual void pooled(const Bags<int32_t>& bags, MatrixView out, const LookupOptions& o, int64_t b0,
+                      int64_t b1) const = 0;
+  virtual void pooled(const Bags<int64_t>& bags, MatrixView out, const LookupOptions& o, int64_t b0,
+                      int64_t b1) const = 0;
+  virtual absl::Status validate_update(const UpdatePlan& plan, ConstMatrixView grad) const = 0;
+  // state == nullptr: SGD; else row-wise AdaGrad with that accumulator array.
+  virtual void update(const UpdatePlan& plan, ConstMatrixView grad, const UpdateOptions& o, float* state,
+                      int64_t u0, int64_t u1) const = 0;
+};
+
+template <RowTable Table>
+class BoundTableOps final : public TableOps {
+ public:
+  explicit BoundTableOps(TableKernels<Table> kernels) : k_(std::move(kernels)) {}
+  const TableKernels<Table>& kernels() const { return k_; }
+
+  std::string name() const override { return k_.table().name(); }
+  int64_t nvectors() const override { return k_.table().nvectors(); }
+  int64_t featuresize() const override { return k_.table().featuresize(); }
+  std::string description() const override { return k_.description(); }
+  absl::Status validate(const Bags<int32_t>& bags, MatrixView out) const override { return Validate(bags, out); }
+  absl::Status validate(const Bags<int64_t>& bags, MatrixView out) const override { return Validate(bags, out); }
+  void pooled(const Bags<int32_t>& bags, MatrixView out, const LookupOptions& o, int64_t b0,
+              int64_t b1) const override {
+    k_.pooled_range(k_.pooled_args(bags, out, o), b0, b1);
+  }
+  void pooled(const Bags<int64_t>& bags, MatrixView out, const LookupOptions& o, int64_t b0,
+              int64_t b1) const override {
+    k_.pooled_range(k_.pooled_args(bags, out, o), b0, b1);
+  }
+  absl::Status validate_update(const UpdatePlan& plan, ConstMatrixView grad) const override {
+    return k_.validate_update(plan, grad);
+  }
+  void update(const UpdatePlan& plan, ConstMatrixView grad, const UpdateOptions& o, float* state, int64_t u0,
+              int64_t u1) const override {
+    const internal::UpdateArgs args = k_.update_args(plan, grad, o, state);
+    if (state == nullptr) {
+      k_.sgd_range(args, u0, u1);
+    } else {
+      k_.adagrad_range(args, u0, u1);
+    }
+  }
+
+ private:
+  template <typename Index>
+  absl::Status Validate(const Bags<Index>& bags, MatrixView out) const {
+    const Table& t = k_.table();
+    if (absl::Status s = validate_bags(t.name(), t.nvectors(), bags); !s.ok()) return s;
+    return validate_matrix(t.name(), "output", t.featuresize(), bags.nbags(), out);
+  }
+
+  TableKernels<Table> k_;
+};
+
+struct EnsembleOptions {
+  int threads = 0;  // 0: DefaultThreads()
+  // Work items per thread and call; more balances better, fewer costs less.
+  int items_per_thread = 8;
+  KernelOptions kernels;
+};
+
+class Ensemble {
+ public:
+  explicit Ensemble(const EnsembleOptions& options = {}) : options_(options) {}
+
+  // Plans the kernels of `table` (which must outlive the ensemble).
+  template <RowTable Table>
+  [[nodiscard]] absl::Status add(const Table& table) {
+    absl::StatusOr<TableKernels<Table>> k = TableKernels<Table>::Create(table, options_.kernels);
+    if (!k.ok()) return k.status();
+    tables_.push_back(std::make_unique<BoundTableOps<Table>>(*std::move(k)));
+    plans_.emplace_back();
+    return absl::OkStatus();
+  }
+
+  int ntables() const { return static_cast<int>(tables_.size()); }
+  const TableOps& table(int t) const { return *tables_[t]; }
+  const UpdatePlan& plan(int t) const { return plans_[t]; }
+  int threads() const { return options_.threads > 0 ? options_.threads : DefaultThreads(); }
+
+  // out[t] = pooled_lookup of table t over bags[t]. Validates every table
+  // first; on an error nothing is written.
+  template <typename Index>
+  [[nodiscard]] absl::Status pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
+                                           const LookupOptions& options = {});
+
+  // Builds each table's update plan from the bags of its last lookup
+  // (tables in parallel). Validates first.
+  template <typename Index>
+  [[nodiscard]] absl::Status reindex(std::span<const Bags<Index>> bags, Pooling pooling);
+
+  // Applies grads[t] (one row per bag of table t) through the plans of the
+  // last reindex(): SGD, or row-wise AdaGrad with one state per table.
+  [[nodiscard]] absl::Status sgd_update(std::span<const ConstMatrixView> grads, const UpdateOptions& options);
+  [[nodiscard]] absl::Status adagrad_update(std::span<const ConstMatrixView> grads,
+                                            std::span<RowwiseAdagradState* const> states,
+                                            const UpdateOptions& options);
+
+ private:
+  struct Item {
+    int table;
+    int64_t begin, end;
+  };
+  absl::Status CheckCount(size_t n, const char* what) const;
+  // Cuts each table's [0, sizes[t]) into chunks, into items_.
+  void MakeItems(std::span<const int64_t> sizes);
+  absl::Status Update(std::span<const ConstMatrixView> grads, std::span<RowwiseAdagradState* const> states,
+                      const UpdateOptions& options);
+
+  EnsembleOptions options_;
+  std::vector<std::unique_ptr<TableOps>> tables_;
+  std::vector<UpdatePlan> plans_;
+  std::vector<Item> items_;
+  std::vector<int64_t> sizes_;
+};
+
+}  // namespace cemb
+
+#endif  // CEMB_EMBEDDING_ENSEMBLE_H_

@@ -1,0 +1,359 @@
+// The embedding kernels, written once over the rowpointer interface and an
+// ISA `A` (ScalarArch, xsimd::fma3<xsimd::avx2>, xsimd::avx512bw).
+//
+// Included only by the ISA translation units. Every function here is a
+// template over A, so the AVX-512 and AVX2 copies have different symbols and
+// the linker can never merge one into the other; the kernels are
+// [[gnu::flatten]] so that the table's inline accessors are inlined into the
+// ISA code rather than called as shared weak symbols.
+//
+// Reference semantics (what tests/embedding/reference.h implements plainly):
+//   gather:   out[i, :] = row(indices[i])
+//   pooled:   out[b, :] = s_b * sum_{j in bag b} w_j * row(indices[j])
+//             w_j = weights[j] or 1; s_b = 1/|bag b| for kMean (0-size bag: 0 row), else 1
+//   sgd:      for each unique row u: g = sum_{k in occ(u)} scale_k * grad[source_k, :]
+//             row(u) -= lr * g
+//   adagrad:  g as above; state[u] += mean(g^2); row(u) -= lr * g / (sqrt(state[u]) + eps)
+#ifndef CEMB_EMBEDDING_INTERNAL_KERNELS_IMPL_H_
+#define CEMB_EMBEDDING_INTERNAL_KERNELS_IMPL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "embedding/internal/kernel_args.h"
+#include "embedding/internal/simd.h"
+#include "embedding/simple_table.h"
+
+namespace cemb::internal {
+
+// --- helpers -------------------------------------------------------------
+
+template <typename A, typename T, int kVecs>
+[[gnu::always_inline]] inline void StoreRow(float* out, const typename Simd<A>::F* acc, bool stream) {
+  using S = Simd<A>;
+  if (stream) {
+    for (int v = 0; v < kVecs; ++v) S::stream(out + v * S::kWidth, acc[v]);
+  } else {
+    for (int v = 0; v < kVecs; ++v) S::store(out + v * S::kWidth, acc[v]);
+  }
+}
+
+template <typename Table>
+[[gnu::always_inline]] inline void PrefetchTableRow(const Table& t, int64_t row) {
+  PrefetchRow(t.rowpointer(row, Access::kPrefetch),
+              t.featuresize() * static_cast<int64_t>(sizeof(typename Table::value_type)));
+}
+
+// --- gather (non-reducing lookup) ------------------------------------------
+
+template <typename A, typename Table, int KD, typename Index>
+[[gnu::flatten]] void GatherRange(const Table& t, const GatherArgs<Index>& a, int64_t begin, int64_t end) {
+  using S = Simd<A>;
+  using T = typename Table::value_type;
+  const int64_t d = KD > 0 ? KD : t.featuresize();
+  for (int64_t i = begin; i < end; ++i) {
+    if (a.prefetch > 0 && i + a.prefetch < a.nindices) PrefetchTableRow(t, a.indices[i + a.prefetch]);
+    const T* row = t.rowpointer(a.indices[i], Access::kForward);
+    float* out = a.out.row(i);
+    if constexpr (KD > 0) {
+      constexpr int kVecs = KD / S::kWidth;
+      typename S::F v[kVecs];
+      for (int k = 0; k < kVecs; ++k) v[k] = S::load(row + k * S::kWidth);
+      StoreRow<A, T, kVecs>(out, v, a.stream);
+    } else {
+      int64_t j = 0;
+      for (; j + S::kWidth <= d; j += S::kWidth) S::store(out + j, S::load(row + j));
+      for (; j < d; ++j) out[j] = ToFloat(row[j]);
+    }
+  }
+  if (a.stream) S::fence();
+}
+
+// --- pooled lookup ----------------------------------------------------------
+
+// A bag's pooled row for a compile-time feature size KD whose vectors fit in
+// the accumulator registers: rows are resolved, prefetched and summed inline.
+template <typename A, typename Table, int KD, typename Index>
+[[gnu::always_inline]] inline void PooledBagInRegisters(const Table& t, const PooledArgs<Index>& a,
+                                                         int64_t b) {
+  using S = Simd<A>;
+  using T = typename Table::value_type;
+  constexpr int kVecs = KD / S::kWidth;
+  typename S::F acc[kVecs];
+  for (int v = 0; v < kVecs; ++v) acc[v] = S::zero();
+  const int64_t begin = a.offsets[b], end = a.offsets[b + 1];
+  for (int64_t j = begin; j < end; ++j) {
+    if (a.prefetch > 0 && j + a.prefetch < a.nindices) PrefetchTableRow(t, a.indices[j + a.prefetch]);
+    const T* row = t.rowpointer(a.indices[j], Access::kForward);
+    if (a.weights != nullptr) {
+      const typename S::F w = S::broadcast(a.weights[j]);
+      for (int v = 0; v < kVecs; ++v) acc[v] = S::fma(S::load(row + v * S::kWidth), w, acc[v]);
+    } else {
+      for (int v = 0; v < kVecs; ++v) acc[v] = acc[v] + S::load(row + v * S::kWidth);
+    }
+  }
+  if (a.pooling == Pooling::kMean && end > begin) {
+    const typename S::F s = S::broadcast(1.0f / static_cast<float>(end - begin));
+    for (int v = 0; v < kVecs; ++v) acc[v] = acc[v] * s;
+  }
+  StoreRow<A, T, kVecs>(a.out.row(b), acc, a.stream);
+}
+
+// A bag's pooled row when the feature size does not fit the registers (or is
+// known only at run time): row addresses are resolved once per chunk of the
+// bag, then summed column block by column block into the output row.
+template <typename A, typename Table, int KD, typename Index>
+[[gnu::always_inline]] inline void PooledBagBlocked(const Table& t, const PooledArgs<Index>& a, int64_t b) {
+  using S = Simd<A>;
+  using T = typename Table::value_type;
+  constexpr int kChunk = 64;
+  constexpr int kBlock = S::kMaxAccumulators;  // vectors per column block
+  const int64_t d = KD > 0 ? KD : t.featuresize();
+  const int64_t vec_cols = d / S::kWidth * S::kWidth;
+  const T* rows[kChunk];
+  float weights[kChunk];
+  float* out = a.out.row(b);
+  const int64_t begin = a.offsets[b], end = a.offsets[b + 1];
+  for (int64_t j = 0; j < d; ++j) out[j] = 0.0f;
+  for (int64_t c0 = begin; c0 < end; c0 += kChunk) {
+    const int n = static_cast<int>(std::min<int64_t>(kChunk, end - c0));
+    for (int k = 0; k < n; ++k) {
+      const int64_t j = c0 + k;
+      if (a.prefetch > 0 && j + a.prefetch < a.nindices) PrefetchTableRow(t, a.indices[j + a.prefetch]);
+      rows[k] = t.rowpointer(a.indices[j], Access::kForward);
+      weights[k] = a.weights != nullptr ? a.weights[j] : 1.0f;
+    }
+    int64_t col = 0;
+    for (; col + kBlock * S::kWidth <= vec_cols; col += kBlock * S::kWidth) {
+      typename S::F acc[kBlock];
+      for (int v = 0; v < kBlock; ++v) acc[v] = S::load(out + col + v * S::kWidth);
+      for (int k = 0; k < n; ++k) {
+        const typename S::F w = S::broadcast(weights[k]);
+        for (int v = 0; v < kBlock; ++v) acc[v] = S::fma(S::load(rows[k] + col + v * S::kWidth), w, acc[v]);
+      }
+      for (int v = 0; v < kBlock; ++v) S::store(out + col + v * S::kWidth, acc[v]);
+    }
+    for (; col < vec_cols; col += S::kWidth) {
+      typename S::F acc = S::load(out + col);
+      for (int k = 0; k < n; ++k) acc = S::fma(S::load(rows[k] + col), S::broadcast(weights[k]), acc);
+      S::store(out + col, acc);
+    }
+    for (; col < d; ++col) {
+      float acc = out[col];
+      for (int k = 0; k < n; ++k) acc += ToFloat(rows[k][col]) * weights[k];
+      out[col] = acc;
+    }
+  }
+  if (a.pooling == Pooling::kMean && end > begin) {
+    const float s = 1.0f / static_cast<float>(end - begin);
+    for (int64_t j = 0; j < d; ++j) out[j] *= s;
+  }
+}
+
+template <typename A, typename Table, int KD, typename Index>
+[[gnu::flatten]] void PooledRange(const Table& t, const PooledArgs<Index>& a, int64_t bag_begin,
+                                  int64_t bag_end) {
+  using S = Simd<A>;
+  constexpr bool kInRegisters = KD > 0 && KD / S::kWidth <= S::kMaxAccumulators;
+  for (int64_t b = bag_begin; b < bag_end; ++b) {
+    if constexpr (kInRegisters) {
+      PooledBagInRegisters<A, Table, KD>(t, a, b);
+    } else {
+      PooledBagBlocked<A, Table, KD>(t, a, b);
+    }
+  }
+  if (kInRegisters && a.stream) S::fence();
+}
+
+// --- fused updates ----------------------------------------------------------
+
+// g[col .. col + kBlock*W) of unique row u, summed over its occurrences.
+template <typename A, int kBlock>
+[[gnu::always_inline]] inline void SumGradient(const UpdateArgs& a, int64_t u, int64_t col,
+                                               typename Simd<A>::F* g) {
+  using S = Simd<A>;
+  for (int v = 0; v < kBlock; ++v) g[v] = S::zero();
+  for (int64_t k = a.offsets[u]; k < a.offsets[u + 1]; ++k) {
+    const float* src = a.grad.row(a.sources[k]) + col;
+    if (a.scales != nullptr) {
+      const typename S::F s = S::broadcast(a.scales[k]);
+      for (int v = 0; v < kBlock; ++v) g[v] = S::fma(S::load(src + v * S::kWidth), s, g[v]);
+    } else {
+      for (int v = 0; v < kBlock; ++v) g[v] = g[v] + S::load(src + v * S::kWidth);
+    }
+  }
+}
+
+// row[col ..] -= step * g for kBlock vectors, stored or streamed.
+template <typename A, int kBlock, typename T>
+[[gnu::always_inline]] inline void ApplyStep(T* row, int64_t col, const typename Simd<A>::F* g, float step,
+                                             bool stream) {
+  using S = Simd<A>;
+  const typename S::F s = S::broadcast(step);
+  for (int v = 0; v < kBlock; ++v) {
+    T* p = row + col + v * S::kWidth;
+    const typename S::F r = S::fnma(g[v], s, S::load(p));
+    if (stream) {
+      S::stream(p, r);
+    } else {
+      S::store(p, r);
+    }
+  }
+}
+
+template <typename A>
+[[gnu::always_inline]] inline float SumSquares(const typename Simd<A>::F* g, int n) {
+  using S = Simd<A>;
+  typename S::F acc = S::zero();
+  for (int v = 0; v < n; ++v) acc = S::fma(g[v], g[v], acc);
+  return S::sum(acc);
+}
+
+// One unique row, compile-time feature size: the gradient of the whole row
+// stays in registers (or, past the register budget, in a stack buffer).
+template <typename A, typename Table, int KD, bool kAdagrad>
+[[gnu::always_inline]] inline void UpdateRowStatic(const Table& t, const UpdateArgs& a, int64_t u) {
+  using S = Simd<A>;
+  constexpr int kVecs = KD / S::kWidth;
+  constexpr int kBlock = std::min(kVecs, S::kMaxAccumulators);
+  typename Table::value_type* row = t.rowpointer(a.rows[u], Access::kUpdate);
+  typename S::F g[kVecs];
+  for (int v0 = 0; v0 < kVecs; v0 += kBlock) SumGradient<A, kBlock>(a, u, v0 * S::kWidth, g + v0);
+  float step = a.lr;
+  if constexpr (kAdagrad) {
+    float& state = a.state[a.rows[u]];
+    state += SumSquares<A>(g, kVecs) / static_cast<float>(KD);
+    step = a.lr / (std::sqrt(state) + a.eps);
+  }
+  for (int v0 = 0; v0 < kVecs; v0 += kBlock) ApplyStep<A, kBlock>(row, v0 * S::kWidth, g + v0, step, a.stream);
+}
+
+// One unique row, run-time feature size: column tiles of one vector.
+template <typename A, typename Table, bool kAdagrad>
+[[gnu::always_inline]] inline void UpdateRowTiled(const Table& t, const UpdateArgs& a, int64_t u) {
+  using S = Simd<A>;
+  using T = typename Table::value_type;
+  const int64_t d = t.featuresize();
+  const int64_t vec_cols = d / S::kWidth * S::kWidth;
+  T* row = t.rowpointer(a.rows[u], Access::kUpdate);
+  auto scalar_grad = [&](int64_t col) {
+    float g = 0.0f;
+    for (int64_t k = a.offsets[u]; k < a.offsets[u + 1]; ++k) {
+      g += a.grad.row(a.sources[k])[col] * (a.scales != nullptr ? a.scales[k] : 1.0f);
+    }
+    return g;
+  };
+  float step = a.lr;
+  if constexpr (kAdagrad) {  // a first pass for the mean square of the gradient
+    float squares = 0.0f;
+    for (int64_t col = 0; col < vec_cols; col += S::kWidth) {
+      typename S::F g;
+      SumGradient<A, 1>(a, u, col, &g);
+      squares += SumSquares<A>(&g, 1);
+    }
+    for (int64_t col = vec_cols; col < d; ++col) {
+      const float g = scalar_grad(col);
+      squares += g * g;
+    }
+    float& state = a.state[a.rows[u]];
+    state += squares / static_cast<float>(d);
+    step = a.lr / (std::sqrt(state) + a.eps);
+  }
+  for (int64_t col = 0; col < vec_cols; col += S::kWidth) {
+    typename S::F g;
+    SumGradient<A, 1>(a, u, col, &g);
+    ApplyStep<A, 1>(row, col, &g, step, /*stream=*/false);
+  }
+  for (int64_t col = vec_cols; col < d; ++col) {
+    row[col] = FromFloat<T>(ToFloat(row[col]) - step * scalar_grad(col));
+  }
+}
+
+template <typename A, typename Table, int KD, bool kAdagrad>
+[[gnu::flatten]] void UpdateRange(const Table& t, const UpdateArgs& a, int64_t begin, int64_t end) {
+  using S = Simd<A>;
+  for (int64_t u = begin; u < end; ++u) {
+    if (a.prefetch > 0 && u + a.prefetch < end) PrefetchTableRow(t, a.rows[u + a.prefetch]);
+    if constexpr (KD > 0) {
+      UpdateRowStatic<A, Table, KD, kAdagrad>(t, a, u);
+    } else {
+      UpdateRowTiled<A, Table, kAdagrad>(t, a, u);
+    }
+  }
+  if (KD > 0 && a.stream) S::fence();
+}
+
+// --- the kernel set of a table ----------------------------------------------
+
+template <typename A, typename Table, int KD>
+KernelSet<Table> KernelsFor(Isa isa) {
+  KernelSet<Table> k;
+  k.isa = isa;
+  k.specialised_size = KD;
+  k.gather32 = &GatherRange<A, Table, KD, int32_t>;
+  k.gather64 = &GatherRange<A, Table, KD, int64_t>;
+  k.pooled32 = &PooledRange<A, Table, KD, int32_t>;
+  k.pooled64 = &PooledRange<A, Table, KD, int64_t>;
+  k.sgd = &UpdateRange<A, Table, KD, false>;
+  k.adagrad = &UpdateRange<A, Table, KD, true>;
+  return k;
+}
+
+// Chooses the kernels of a table: its static size, or a specialised size that
+// equals its run-time size, or the tiled fallback. The generic ISA has only
+// the fallback.
+template <typename A, typename Table>
+KernelSet<Table> SelectKernels(Isa isa, int64_t featuresize) {
+  if constexpr (std::is_same_v<A, ScalarArch>) {
+    return KernelsFor<A, Table, 0>(isa);
+  } else if constexpr (Table::kFeatureSize != kDynamic) {
+    constexpr int64_t kD = Table::kFeatureSize;
+    if constexpr (kD % Simd<A>::kWidth == 0 && kD <= 1024) {
+      return KernelsFor<A, Table, static_cast<int>(kD)>(isa);
+    } else {
+      return KernelsFor<A, Table, 0>(isa);
+    }
+  } else {
+    switch (featuresize) {
+      case 16: return KernelsFor<A, Table, 16>(isa);
+      case 32: return KernelsFor<A, Table, 32>(isa);
+      case 64: return KernelsFor<A, Table, 64>(isa);
+      case 128: return KernelsFor<A, Table, 128>(isa);
+      case 256: return KernelsFor<A, Table, 256>(isa);
+      default: return KernelsFor<A, Table, 0>(isa);
+    }
+  }
+}
+
+}  // namespace cemb::internal
+
+// The ISA translation units define CEMB_KERNELS_ISA_<NAME> before including
+// this header, which then defines that ISA's MakeKernels template; the unit
+// explicitly instantiates it for its table types with
+// CEMB_INSTANTIATE_KERNELS(MakeKernelsAvx512, SimpleTable<float, 128>).
+namespace cemb::internal {
+#if defined(CEMB_KERNELS_ISA_AVX512)
+template <typename Table>
+KernelSet<Table> MakeKernelsAvx512(int64_t featuresize) {
+  return SelectKernels<xsimd::avx512bw, Table>(Isa::kAvx512, featuresize);
+}
+#elif defined(CEMB_KERNELS_ISA_AVX2)
+template <typename Table>
+KernelSet<Table> MakeKernelsAvx2(int64_t featuresize) {
+  return SelectKernels<xsimd::fma3<xsimd::avx2>, Table>(Isa::kAvx2, featuresize);
+}
+#elif defined(CEMB_KERNELS_ISA_GENERIC)
+template <typename Table>
+KernelSet<Table> MakeKernelsGeneric(int64_t featuresize) {
+  return SelectKernels<ScalarArch, Table>(Isa::kGeneric, featuresize);
+}
+#else
+#error "define CEMB_KERNELS_ISA_AVX512, _AVX2 or _GENERIC before including kernels_impl.h"
+#endif
+}  // namespace cemb::internal
+
+#define CEMB_INSTANTIATE_KERNELS(FN, ...) \
+  template ::cemb::internal::KernelSet<__VA_ARGS__> cemb::internal::FN<__VA_ARGS__>(int64_t);
+
+#endif  // CEMB_EMBEDDING_INTERNAL_KERNELS_IMPL_H_

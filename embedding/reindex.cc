@@ -1,0 +1,90 @@
+#include "embedding/reindex.h"
+
+#include "embedding/validate.h"
+
+namespace cemb {
+
+template <typename Index>
+void UpdatePlan::BuildUnchecked(int64_t nvectors, std::span<const Index> offsets, std::span<const Index> indices,
+                                std::span<const float> weights, Pooling pooling) {
+  const int64_t n = static_cast<int64_t>(indices.size());
+  const bool one_per_bag = offsets.empty();
+  noutputs_ = one_per_bag ? n : static_cast<int64_t>(offsets.size()) - 1;
+  if (static_cast<int64_t>(slot_.size()) != nvectors) slot_.assign(nvectors, 0);
+  rows_.clear();
+  rows_.reserve(n);
+  unique_of_.resize(n);
+
+  // (1) Histogram with first-seen order; offsets_ holds the counts for now.
+  offsets_.clear();
+  offsets_.reserve(n + 1);
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t row = indices[p];
+    int32_t s = slot_[row];
+    if (s == 0) {
+      rows_.push_back(row);
+      offsets_.push_back(0);
+      s = static_cast<int32_t>(rows_.size());
+      slot_[row] = s;
+    }
+    ++offsets_[s - 1];
+    unique_of_[p] = s - 1;
+  }
+  for (int64_t row : rows_) slot_[row] = 0;
+
+  // (2) Exclusive prefix sum: offsets_[u] is where u's occurrences start;
+  // the scatter below advances it to where they end, then everything shifts.
+  const int64_t nunique = static_cast<int64_t>(rows_.size());
+  int64_t sum = 0;
+  for (int64_t u = 0; u < nunique; ++u) {
+    const int64_t count = offsets_[u];
+    offsets_[u] = sum;
+    sum += count;
+  }
+
+  // (3) Scatter the sources (and scales) of each occurrence.
+  const bool scaled = !weights.empty() || (pooling == Pooling::kMean && !one_per_bag);
+  sources_.resize(n);
+  scales_.resize(scaled ? n : 0);
+  for (int64_t b = 0; b < noutputs_; ++b) {
+    const int64_t begin = one_per_bag ? b : static_cast<int64_t>(offsets[b]);
+    const int64_t end = one_per_bag ? b + 1 : static_cast<int64_t>(offsets[b + 1]);
+    const float bag_scale = pooling == Pooling::kMean && end > begin ? 1.0f / static_cast<float>(end - begin) : 1.0f;
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t k = offsets_[unique_of_[p]]++;
+      sources_[k] = static_cast<int32_t>(b);
+      if (scaled) scales_[k] = (weights.empty() ? 1.0f : weights[p]) * bag_scale;
+    }
+  }
+  // offsets_[u] now ends u's range: shift right by one for CSR.
+  offsets_.push_back(0);
+  for (int64_t u = nunique; u > 0; --u) offsets_[u] = offsets_[u - 1];
+  offsets_[0] = 0;
+}
+
+template <typename Index>
+absl::Status reindex(const std::string& table, int64_t nvectors, const Bags<Index>& bags, Pooling pooling,
+                     UpdatePlan* plan) {
+  if (absl::Status s = validate_bags(table, nvectors, bags); !s.ok()) return s;
+  plan->BuildUnchecked<Index>(nvectors, bags.offsets, bags.indices, bags.weights, pooling);
+  return absl::OkStatus();
+}
+
+template <typename Index>
+absl::Status reindex_indices(const std::string& table, int64_t nvectors, std::span<const Index> indices,
+                             UpdatePlan* plan) {
+  if (absl::Status s = validate_indices(table, nvectors, indices); !s.ok()) return s;
+  plan->BuildUnchecked<Index>(nvectors, {}, indices, {}, Pooling::kSum);
+  return absl::OkStatus();
+}
+
+template void UpdatePlan::BuildUnchecked(int64_t, std::span<const int32_t>, std::span<const int32_t>,
+                                         std::span<const float>, Pooling);
+template void UpdatePlan::BuildUnchecked(int64_t, std::span<const int64_t>, std::span<const int64_t>,
+                                         std::span<const float>, Pooling);
+template absl::Status reindex(const std::string&, int64_t, const Bags<int32_t>&, Pooling, UpdatePlan*);
+template absl::Status reindex(const std::string&, int64_t, const Bags<int64_t>&, Pooling, UpdatePlan*);
+template absl::Status reindex_indices(const std::string&, int64_t, std::span<const int32_t>, UpdatePlan*);
+template absl::Status reindex_indices(const std::string&, int64_t, std::span<const int64_t>, UpdatePlan*);
+
+}  // namespace cemb

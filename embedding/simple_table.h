@@ -1,0 +1,133 @@
+// SimpleTable<T, D>: the "direct" embedding table. nvectors() rows of
+// featuresize() elements of T (float or bfloat16) stored contiguously,
+// row-major, in one Region of a memory tier; row r lives at base + r * D.
+//
+// The rowpointer interface (thesis Table 5.2), which every table type of
+// CachedEmbeddings implements and every kernel is written against:
+//   value_type                 float or bfloat16 (arithmetic is always fp32)
+//   kFeatureSize               D, or kDynamic
+//   featuresize()              D (a compile-time constant when D is static)
+//   nvectors()                 number of rows
+//   rowpointer(row, Access)    address of the row's current copy
+//   name()                     for messages ("table 7")
+//
+// Ownership: the table owns its Region. Movable, not copyable.
+// Thread safety: rowpointer() is safe from any number of threads; what is
+// written through the pointers is the caller's business (the kernels write
+// disjoint rows).
+// NOTE: a pointer from rowpointer() stays valid for the table's lifetime.
+//
+// Example:
+//   auto table = SimpleTable<float, 128>::Create({.name = "t0", .nvectors = 1 << 20});
+//   if (!table.ok()) return table.status();
+//   float* row = table->rowpointer(42, Access::kForward);
+#ifndef CEMB_EMBEDDING_SIMPLE_TABLE_H_
+#define CEMB_EMBEDDING_SIMPLE_TABLE_H_
+
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "embedding/bfloat16.h"
+#include "embedding/memory.h"
+#include "embedding/types.h"
+
+namespace cemb {
+
+template <typename T>
+concept StorageType = std::same_as<T, float> || std::same_as<T, bfloat16>;
+
+// What every table type provides (see the header comment).
+template <typename Table>
+concept RowTable = requires(const Table& t, int64_t row) {
+  typename Table::value_type;
+  requires StorageType<typename Table::value_type>;
+  { Table::kFeatureSize } -> std::convertible_to<int64_t>;
+  { t.featuresize() } -> std::convertible_to<int64_t>;
+  { t.nvectors() } -> std::convertible_to<int64_t>;
+  { t.rowpointer(row, Access::kForward) } -> std::same_as<typename Table::value_type*>;
+  { t.name() } -> std::convertible_to<std::string>;
+};
+
+struct TableOptions {
+  std::string name = "table";
+  int64_t nvectors = 0;
+  // Required when D is kDynamic; 0 or D when D is static.
+  int64_t featuresize = 0;
+  TierOptions tier;
+};
+
+template <StorageType T, int64_t D = kDynamic>
+class SimpleTable {
+ public:
+  using value_type = T;
+  static constexpr int64_t kFeatureSize = D;
+  static_assert(D == kDynamic || D > 0);
+
+  // Rows read as zero; initialise with InitUniform() or LoadRows().
+  [[nodiscard]] static absl::StatusOr<SimpleTable> Create(const TableOptions& options) {
+    int64_t d = D == kDynamic ? options.featuresize : D;
+    if (D != kDynamic && options.featuresize != 0 && options.featuresize != D) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.name, ": featuresize ", options.featuresize, " given to a table of static size ", D));
+    }
+    if (d <= 0) return absl::InvalidArgumentError(absl::StrCat(options.name, ": featuresize must be > 0"));
+    if (options.nvectors <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(options.name, ": nvectors must be > 0"));
+    }
+    absl::StatusOr<Region> region = Region::Allocate(
+        options.tier, static_cast<size_t>(options.nvectors) * static_cast<size_t>(d) * sizeof(T));
+    if (!region.ok()) {
+      return absl::Status(region.status().code(),
+                          absl::StrCat(options.name, ": ", region.status().message()));
+    }
+    return SimpleTable(*std::move(region), options.name, options.nvectors, d);
+  }
+
+  SimpleTable(SimpleTable&&) noexcept = default;
+  SimpleTable& operator=(SimpleTable&&) noexcept = default;
+
+  [[gnu::always_inline]] constexpr int64_t featuresize() const {
+    if constexpr (D != kDynamic) {
+      return D;
+    } else {
+      return featuresize_;
+    }
+  }
+  [[gnu::always_inline]] int64_t nvectors() const { return nvectors_; }
+  [[gnu::always_inline]] T* rowpointer(int64_t row, Access = Access::kForward) const {
+    return base_ + row * featuresize();
+  }
+  const std::string& name() const { return name_; }
+  const Region& region() const { return region_; }
+  size_t row_bytes() const { return static_cast<size_t>(featuresize()) * sizeof(T); }
+
+  // Makes the stores to rows [begin, end) durable on a persistent tier.
+  void persist_rows(int64_t begin, int64_t end) const {
+    if (region_.persistent() && end > begin) {
+      region_.persist(rowpointer(begin), static_cast<size_t>(end - begin) * row_bytes());
+    }
+  }
+
+ private:
+  SimpleTable(Region region, std::string name, int64_t nvectors, int64_t featuresize)
+      : region_(std::move(region)),
+        base_(reinterpret_cast<T*>(region_.data())),
+        nvectors_(nvectors),
+        featuresize_(featuresize),
+        name_(std::move(name)) {}
+
+  Region region_;
+  T* base_;
+  int64_t nvectors_;
+  int64_t featuresize_;
+  std::string name_;
+};
+
+}  // namespace cemb
+
+#endif  // CEMB_EMBEDDING_SIMPLE_TABLE_H_

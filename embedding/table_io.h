@@ -1,0 +1,168 @@
+// Initialisation, save and load of the rows of any RowTable.
+//
+//   InitUniform(table, seed)   every element uniform in [-a, a), a = sqrt(1 / nvectors)
+//                              (the DLRM reference's initialisation); the same seed
+//                              gives the same rows whatever the thread count.
+//   SaveRows(table, path)      writes a rows file atomically (temporary file, fsync,
+//                              rename): a 64-byte header (magic "CEMBROWS", version,
+//                              element type, nvectors, featuresize, checksum) + rows.
+//   LoadRows(table, path)      reads a rows file into the table (float <-> bfloat16
+//                              converted). The file is checked completely (header,
+//                              size, checksum) before the first row is written, so a
+//                              bad file leaves the table untouched.
+//
+// The rows are reached through rowpointer(row, Access::kUpdate), so these work
+// for every table type; on a persistent tier the written rows are persisted.
+// NOTE: not thread-safe against concurrent kernels on the same table.
+#ifndef CEMB_EMBEDDING_TABLE_IO_H_
+#define CEMB_EMBEDDING_TABLE_IO_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "base/random.h"
+#include "embedding/bfloat16.h"
+#include "embedding/parallel.h"
+#include "embedding/simple_table.h"
+
+namespace cemb {
+
+namespace table_io_internal {
+
+enum class ElementType : uint32_t { kFloat = 0, kBfloat16 = 1 };
+
+template <typename T>
+constexpr ElementType ElementTypeOf() {
+  return std::is_same_v<T, float> ? ElementType::kFloat : ElementType::kBfloat16;
+}
+
+struct RowsHeader {
+  char magic[8];
+  uint32_t version;
+  ElementType type;
+  int64_t nvectors;
+  int64_t featuresize;
+  uint64_t checksum;  // Checksum64 of the row bytes
+  uint8_t reserved[24];
+};
+static_assert(sizeof(RowsHeader) == 64);
+
+// Streams rows out to `path` atomically. `fill(row_begin, row_end, buffer)`
+// writes rows' raw bytes into buffer.
+class RowsWriter {
+ public:
+  static absl::StatusOr<RowsWriter> Open(const std::string& path, ElementType type,
+                                         int64_t nvectors, int64_t featuresize);
+  RowsWriter(RowsWriter&&) noexcept;
+  ~RowsWriter();
+  absl::Status Append(const void* data, size_t bytes);
+  absl::Status Commit();  // header with checksum, fsync, rename
+
+ private:
+  RowsWriter() = default;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Opens and fully verifies a rows file (header against the table, size,
+// checksum); then Read() streams the payload.
+class RowsReader {
+ public:
+  static absl::StatusOr<RowsReader> Open(const std::string& path, const std::string& table_name,
+                                         int64_t nvectors, int64_t featuresize);
+  RowsReader(RowsReader&&) noexcept;
+  ~RowsReader();
+  ElementType type() const;
+  absl::Status Read(void* data, size_t bytes);
+
+ private:
+  RowsReader() = default;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+constexpr int64_t kRowsPerChunk = 4096;
+
+template <RowTable Table>
+void PersistRows(const Table& table, int64_t begin, int64_t end) {
+  if constexpr (requires { table.persist_rows(begin, end); }) table.persist_rows(begin, end);
+}
+
+}  // namespace table_io_internal
+
+template <RowTable Table>
+void InitUniform(const Table& table, uint64_t seed, int threads = 0) {
+  using T = typename Table::value_type;
+  const int64_t n = table.nvectors();
+  const int64_t d = table.featuresize();
+  const double a = std::sqrt(1.0 / static_cast<double>(n));
+  const int64_t chunks = (n + table_io_internal::kRowsPerChunk - 1) / table_io_internal::kRowsPerChunk;
+  parallel_for(chunks, threads, [&](int64_t c) {
+    Xoshiro256pp rng(SplitMix64::Mix(seed, static_cast<uint64_t>(c)));
+    const int64_t begin = c * table_io_internal::kRowsPerChunk;
+    const int64_t end = std::min(n, begin + table_io_internal::kRowsPerChunk);
+    for (int64_t r = begin; r < end; ++r) {
+      T* row = table.rowpointer(r, Access::kUpdate);
+      for (int64_t j = 0; j < d; ++j) {
+        row[j] = FromFloat<T>(static_cast<float>((2.0 * rng.Uniform() - 1.0) * a));
+      }
+    }
+    table_io_internal::PersistRows(table, begin, end);
+  });
+}
+
+template <RowTable Table>
+[[nodiscard]] absl::Status SaveRows(const Table& table, const std::string& path) {
+  using T = typename Table::value_type;
+  namespace ti = table_io_internal;
+  absl::StatusOr<ti::RowsWriter> writer =
+      ti::RowsWriter::Open(path, ti::ElementTypeOf<T>(), table.nvectors(), table.featuresize());
+  if (!writer.ok()) return writer.status();
+  const size_t row_bytes = static_cast<size_t>(table.featuresize()) * sizeof(T);
+  std::vector<char> buffer(ti::kRowsPerChunk * row_bytes);
+  for (int64_t begin = 0; begin < table.nvectors(); begin += ti::kRowsPerChunk) {
+    const int64_t end = std::min(table.nvectors(), begin + ti::kRowsPerChunk);
+    for (int64_t r = begin; r < end; ++r) {
+      std::memcpy(buffer.data() + (r - begin) * row_bytes, table.rowpointer(r, Access::kUpdate), row_bytes);
+    }
+    if (absl::Status s = writer->Append(buffer.data(), (end - begin) * row_bytes); !s.ok()) return s;
+  }
+  return writer->Commit();
+}
+
+template <RowTable Table>
+[[nodiscard]] absl::Status LoadRows(const Table& table, const std::string& path) {
+  using T = typename Table::value_type;
+  namespace ti = table_io_internal;
+  absl::StatusOr<ti::RowsReader> reader =
+      ti::RowsReader::Open(path, table.name(), table.nvectors(), table.featuresize());
+  if (!reader.ok()) return reader.status();
+  const int64_t d = table.featuresize();
+  const size_t elem = reader->type() == ti::ElementType::kFloat ? sizeof(float) : sizeof(bfloat16);
+  std::vector<char> buffer(ti::kRowsPerChunk * d * elem);
+  for (int64_t begin = 0; begin < table.nvectors(); begin += ti::kRowsPerChunk) {
+    const int64_t end = std::min(table.nvectors(), begin + ti::kRowsPerChunk);
+    if (absl::Status s = reader->Read(buffer.data(), (end - begin) * d * elem); !s.ok()) return s;
+    for (int64_t r = begin; r < end; ++r) {
+      T* row = table.rowpointer(r, Access::kUpdate);
+      const char* src = buffer.data() + (r - begin) * d * elem;
+      if (elem == sizeof(T)) {
+        std::memcpy(row, src, d * elem);
+      } else if (reader->type() == ti::ElementType::kFloat) {
+        for (int64_t j = 0; j < d; ++j) row[j] = FromFloat<T>(reinterpret_cast<const float*>(src)[j]);
+      } else {
+        for (int64_t j = 0; j < d; ++j) row[j] = FromFloat<T>(ToFloat(reinterpret_cast<const bfloat16*>(src)[j]));
+      }
+    }
+    ti::PersistRows(table, begin, end);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cemb
+
+#endif  // CEMB_EMBEDDING_TABLE_IO_H_

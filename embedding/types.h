@@ -1,0 +1,75 @@
+// Vocabulary types shared by the tables and kernels of embedding/.
+#ifndef CEMB_EMBEDDING_TYPES_H_
+#define CEMB_EMBEDDING_TYPES_H_
+
+#include <cstdint>
+#include <span>
+
+
+namespace cemb {
+
+// The feature size of a table known only at run time.
+inline constexpr int64_t kDynamic = -1;
+
+// Why a kernel asks for a row (thesis Table 5.2). A cached table moves a row
+// into DRAM on kForward and only reads the current address otherwise.
+enum class Access {
+  kForward,   // a lookup will read the row
+  kUpdate,    // a gradient will be applied to the row
+  kPrefetch,  // an address for a prefetch hint only: no side effect, may be stale
+};
+
+enum class Pooling { kSum, kMean };
+
+// How a kernel writes its final results: through the cache hierarchy, or with
+// non-temporal (streaming) stores that bypass it. Streaming pays off when the
+// written rows will not be read again soon (a large output, a cold row).
+enum class Store { kStandard, kNonTemporal };
+
+// Instruction-set paths of the kernels. kAuto picks the best the CPU has.
+enum class Isa { kAuto, kGeneric, kAvx2, kAvx512 };
+
+const char* IsaName(Isa isa);
+
+// A row-major fp32 matrix with a leading dimension: row i starts at
+// data + i * ld. The kernels write featuresize() columns of each row, so one
+// view can be a column slice of a larger matrix (the DLRM concatenation).
+struct MatrixView {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ld = 0;
+
+  float* row(int64_t i) const { return data + i * ld; }
+  // Columns [col, col + ncols) of this view.
+  MatrixView slice(int64_t col, int64_t ncols) const { return {data + col, rows, ncols, ld}; }
+};
+
+struct ConstMatrixView {
+  const float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t ld = 0;
+
+  ConstMatrixView() = default;
+  ConstMatrixView(const float* d, int64_t r, int64_t c, int64_t l) : data(d), rows(r), cols(c), ld(l) {}
+  ConstMatrixView(const MatrixView& m) : data(m.data), rows(m.rows), cols(m.cols), ld(m.ld) {}
+  const float* row(int64_t i) const { return data + i * ld; }
+  ConstMatrixView slice(int64_t col, int64_t ncols) const { return {data + col, rows, ncols, ld}; }
+};
+
+// Bags in CSR form: bag b holds indices[offsets[b] .. offsets[b+1]).
+// offsets has nbags + 1 entries, offsets[0] == 0, and is non-decreasing;
+// weights is empty or holds one weight per index.
+template <typename Index>
+struct Bags {
+  std::span<const Index> offsets;
+  std::span<const Index> indices;
+  std::span<const float> weights = {};
+
+  int64_t nbags() const { return offsets.empty() ? 0 : static_cast<int64_t>(offsets.size()) - 1; }
+};
+
+}  // namespace cemb
+
+#endif  // CEMB_EMBEDDING_TYPES_H_

@@ -1,0 +1,93 @@
+#include "embedding/validate.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace cemb {
+namespace {
+
+// A branch-free min/max pass (vectorised by the compiler); the slow search
+// for the culprit runs only when the pass finds something out of range.
+template <typename Index>
+bool AllInRange(std::span<const Index> indices, int64_t nvectors) {
+  Index lo = 0, hi = 0;
+  for (Index i : indices) {
+    lo = std::min(lo, i);
+    hi = std::max(hi, i);
+  }
+  return lo >= 0 && static_cast<int64_t>(hi) < nvectors;
+}
+
+std::string RowError(int64_t row, int64_t nvectors) {
+  return row < 0 ? absl::StrCat("row ", row, " is negative")
+                 : absl::StrCat("row ", row, " >= nvectors ", nvectors);
+}
+
+}  // namespace
+
+template <typename Index>
+absl::Status validate_bags(const std::string& table, int64_t nvectors, const Bags<Index>& bags) {
+  const int64_t n = static_cast<int64_t>(bags.indices.size());
+  if (bags.offsets.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("table ", table, ": offsets is empty (need nbags + 1 entries)"));
+  }
+  if (bags.offsets[0] != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("table ", table, ": offsets[0] is ", bags.offsets[0], ", not 0"));
+  }
+  for (int64_t b = 0; b + 1 < static_cast<int64_t>(bags.offsets.size()); ++b) {
+    if (bags.offsets[b + 1] < bags.offsets[b]) {
+      return absl::InvalidArgumentError(absl::StrCat("table ", table, ", bag ", b, ": offsets decrease (",
+                                                     bags.offsets[b], " then ", bags.offsets[b + 1], ")"));
+    }
+  }
+  if (static_cast<int64_t>(bags.offsets.back()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat("table ", table, ": offsets end at ", bags.offsets.back(),
+                                                   " but there are ", n, " indices"));
+  }
+  if (!bags.weights.empty() && static_cast<int64_t>(bags.weights.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table ", table, ": ", bags.weights.size(), " weights for ", n, " indices"));
+  }
+  if (AllInRange(bags.indices, nvectors)) return absl::OkStatus();
+  for (int64_t b = 0; b < bags.nbags(); ++b) {
+    for (int64_t j = bags.offsets[b]; j < bags.offsets[b + 1]; ++j) {
+      const int64_t row = bags.indices[j];
+      if (row < 0 || row >= nvectors) {
+        return absl::OutOfRangeError(absl::StrCat("table ", table, ", bag ", b, ", index ",
+                                                  j - bags.offsets[b], ": ", RowError(row, nvectors)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename Index>
+absl::Status validate_indices(const std::string& table, int64_t nvectors, std::span<const Index> indices) {
+  if (AllInRange(indices, nvectors)) return absl::OkStatus();
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const int64_t row = indices[i];
+    if (row < 0 || row >= nvectors) {
+      return absl::OutOfRangeError(
+          absl::StrCat("table ", table, ", bag ", i, ", index 0: ", RowError(row, nvectors)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validate_matrix(const std::string& table, const char* what, int64_t featuresize, int64_t rows,
+                             ConstMatrixView m) {
+  if (rows == 0) return absl::OkStatus();
+  if (m.data == nullptr || m.rows < rows || m.cols < featuresize || m.ld < m.cols) {
+    return absl::InvalidArgumentError(absl::StrCat("table ", table, ": ", what, " is ", m.rows, " x ", m.cols,
+                                                   " (ld ", m.ld, "), need at least ", rows, " x ", featuresize));
+  }
+  return absl::OkStatus();
+}
+
+template absl::Status validate_bags(const std::string&, int64_t, const Bags<int32_t>&);
+template absl::Status validate_bags(const std::string&, int64_t, const Bags<int64_t>&);
+template absl::Status validate_indices(const std::string&, int64_t, std::span<const int32_t>);
+template absl::Status validate_indices(const std::string&, int64_t, std::span<const int64_t>);
+
+}  // namespace cemb

@@ -1,0 +1,183 @@
+// Every kernel x {static, dynamic feature size} x {float, bfloat16} x {each
+// ISA this CPU runs} against the plain reference in reference.h.
+#include "embedding/kernels.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "embedding/reindex.h"
+#include "gtest/gtest.h"
+#include "tests/embedding/reference.h"
+#include "tests/embedding/test_util.h"
+
+namespace cemb {
+namespace {
+
+using testing::AvailableIsas;
+using testing::MakeBags;
+using testing::MakeTable;
+using testing::PaddedMatrix;
+
+template <typename TableT, int64_t kD>
+struct Case {
+  using Table = TableT;
+  static constexpr int64_t d = kD;
+};
+
+template <typename C>
+class KernelsTest : public ::testing::Test {
+ protected:
+  using Table = typename C::Table;
+  using T = typename Table::value_type;
+  static constexpr int64_t kRows = 300;
+};
+
+// Updated rows are rounded to bfloat16: allow one rounding step.
+template <typename T>
+double UpdateTolerance(double expected) {
+  return std::is_same_v<T, float> ? 1e-5 * (1 + std::abs(expected)) : std::abs(expected) / 128 + 1e-6;
+}
+
+using Cases = ::testing::Types<
+    Case<SimpleTable<float, 16>, 16>, Case<SimpleTable<float, 32>, 32>, Case<SimpleTable<float, 64>, 64>,
+    Case<SimpleTable<float, 128>, 128>, Case<SimpleTable<float, 256>, 256>,
+    Case<SimpleTable<float, kDynamic>, 16>, Case<SimpleTable<float, kDynamic>, 128>,
+    Case<SimpleTable<float, kDynamic>, 7>, Case<SimpleTable<float, kDynamic>, 33>,
+    Case<SimpleTable<float, kDynamic>, 200>, Case<SimpleTable<bfloat16, 16>, 16>,
+    Case<SimpleTable<bfloat16, 64>, 64>, Case<SimpleTable<bfloat16, 256>, 256>,
+    Case<SimpleTable<bfloat16, kDynamic>, 32>, Case<SimpleTable<bfloat16, kDynamic>, 128>,
+    Case<SimpleTable<bfloat16, kDynamic>, 24>>;
+
+class CaseNames {
+ public:
+  template <typename C>
+  static std::string GetName(int) {
+    using T = typename C::Table::value_type;
+    return std::string(std::is_same_v<T, float> ? "f32" : "bf16") +
+           (C::Table::kFeatureSize == kDynamic ? "_dynamic_" : "_static_") + std::to_string(C::d);
+  }
+};
+TYPED_TEST_SUITE(KernelsTest, Cases, CaseNames);
+
+TYPED_TEST(KernelsTest, LookupMatchesReference) {
+  using Table = typename TestFixture::Table;
+  const Table table = MakeTable<Table>(this->kRows, TypeParam::d, 1);
+  const reference::Rows rows = reference::Snapshot(table);
+  const auto bags = MakeBags<int64_t>(97, 1, 1, this->kRows, 2);
+  for (Isa isa : AvailableIsas()) {
+    for (Store store : {Store::kStandard, Store::kNonTemporal}) {
+      SCOPED_TRACE(IsaName(isa));
+      auto kernels = TableKernels<Table>::Create(table, {.isa = isa});
+      ASSERT_TRUE(kernels.ok()) << kernels.status();
+      PaddedMatrix out(97, TypeParam::d);
+      ASSERT_TRUE(kernels->lookup(std::span<const int64_t>(bags.indices), out.view(), {.store = store}).ok());
+      for (int64_t i = 0; i < 97; ++i) {
+        for (int64_t c = 0; c < TypeParam::d; ++c) {
+          ASSERT_EQ(out.at(i, c), static_cast<float>(rows.at(bags.indices[i], c))) << "row " << i << " col " << c;
+        }
+      }
+      EXPECT_TRUE(out.SentinelsIntact());
+    }
+  }
+}
+
+template <typename Fixture, typename Index>
+void CheckPooled(Pooling pooling, bool weighted, Store store, int64_t pad) {
+  using Table = typename Fixture::Table;
+  constexpr int64_t d = Fixture::d;
+  const Table table = MakeTable<Table>(300, d, 3);
+  const reference::Rows rows = reference::Snapshot(table);
+  // Lengths 0..45: empty bags, single rows and the thesis' 40 accesses.
+  const auto bags = MakeBags<Index>(61, 0, 45, 300, 4);
+  const std::vector<double> expected =
+      reference::Pooled<Index>(rows, bags.offsets, bags.indices, weighted ? bags.weights : std::vector<float>{},
+                               pooling);
+  for (Isa isa : AvailableIsas()) {
+    SCOPED_TRACE(IsaName(isa));
+    auto kernels = TableKernels<Table>::Create(table, {.isa = isa});
+    ASSERT_TRUE(kernels.ok()) << kernels.status();
+    PaddedMatrix out(61, d, pad);
+    ASSERT_TRUE(kernels->pooled_lookup(bags.bags(weighted), out.view(), {.pooling = pooling, .store = store}).ok());
+    for (int64_t b = 0; b < 61; ++b) {
+      for (int64_t c = 0; c < d; ++c) {
+        const double e = expected[b * d + c];
+        ASSERT_NEAR(out.at(b, c), e, 1e-5 * (1 + std::abs(e))) << "bag " << b << " col " << c;
+      }
+    }
+    EXPECT_TRUE(out.SentinelsIntact());
+  }
+}
+
+TYPED_TEST(KernelsTest, PooledSumMatchesReference) { CheckPooled<TypeParam, int32_t>(Pooling::kSum, false, Store::kStandard, 5); }
+TYPED_TEST(KernelsTest, PooledSumInt64MatchesReference) { CheckPooled<TypeParam, int64_t>(Pooling::kSum, false, Store::kStandard, 3); }
+TYPED_TEST(KernelsTest, PooledMeanMatchesReference) { CheckPooled<TypeParam, int32_t>(Pooling::kMean, false, Store::kStandard, 5); }
+TYPED_TEST(KernelsTest, PooledWeightedMatchesReference) { CheckPooled<TypeParam, int64_t>(Pooling::kSum, true, Store::kStandard, 5); }
+// ld a multiple of 16 floats: the streaming stores really run.
+TYPED_TEST(KernelsTest, PooledNonTemporalMatchesReference) { CheckPooled<TypeParam, int32_t>(Pooling::kSum, true, Store::kNonTemporal, 16); }
+
+template <typename Fixture, typename Index>
+void CheckUpdate(Pooling pooling, bool weighted, bool adagrad, Store store) {
+  using Table = typename Fixture::Table;
+  constexpr int64_t d = Fixture::d;
+  constexpr double kLr = 0.5, kEps = 1e-8;
+  const auto bags = MakeBags<Index>(53, 0, 41, 300, 5);
+  std::vector<float> grad(53 * (d + 3));
+  Xoshiro256pp rng(6);
+  for (float& g : grad) g = static_cast<float>(rng.Uniform() - 0.5);
+  const ConstMatrixView gv(grad.data(), 53, d, d + 3);
+  const std::span<const float> weights = weighted ? std::span<const float>(bags.weights) : std::span<const float>();
+  const auto g = reference::TableGradient<Index>(d, bags.offsets, bags.indices, weights, pooling, grad.data(), d + 3);
+
+  for (Isa isa : AvailableIsas()) {
+    SCOPED_TRACE(IsaName(isa));
+    const Table table = MakeTable<Table>(300, d, 7);
+    reference::Rows expected = reference::Snapshot(table);
+    std::vector<double> expected_state(300, 0.0);
+    RowwiseAdagradState state(300);
+    auto kernels = TableKernels<Table>::Create(table, {.isa = isa});
+    ASSERT_TRUE(kernels.ok());
+    UpdatePlan plan;
+    ASSERT_TRUE(reindex(table.name(), table.nvectors(), Bags<Index>{bags.offsets, bags.indices, weights}, pooling,
+                        &plan).ok());
+    const UpdateOptions options{.learning_rate = static_cast<float>(kLr), .store = store,
+                                .eps = static_cast<float>(kEps)};
+    if (adagrad) {
+      ASSERT_TRUE(kernels->adagrad_update(plan, gv, state, options).ok());
+      reference::ApplyAdagrad(expected, expected_state, g, kLr, kEps);
+    } else {
+      ASSERT_TRUE(kernels->sgd_update(plan, gv, options).ok());
+      reference::ApplySgd(expected, g, kLr);
+    }
+    const reference::Rows got = reference::Snapshot(table);
+    for (int64_t r = 0; r < 300; ++r) {
+      for (int64_t c = 0; c < d; ++c) {
+        ASSERT_NEAR(got.at(r, c), expected.at(r, c), UpdateTolerance<typename Table::value_type>(expected.at(r, c)))
+            << "row " << r << " col " << c << (g.count(r) ? " (updated)" : " (untouched)");
+      }
+      if (adagrad) ASSERT_NEAR(state.values()[r], expected_state[r], 1e-5 * (1 + expected_state[r]));
+    }
+  }
+}
+
+TYPED_TEST(KernelsTest, SgdMatchesReference) { CheckUpdate<TypeParam, int32_t>(Pooling::kSum, false, false, Store::kStandard); }
+TYPED_TEST(KernelsTest, SgdMeanWeightedMatchesReference) { CheckUpdate<TypeParam, int64_t>(Pooling::kMean, true, false, Store::kStandard); }
+TYPED_TEST(KernelsTest, SgdNonTemporalMatchesReference) { CheckUpdate<TypeParam, int32_t>(Pooling::kSum, true, false, Store::kNonTemporal); }
+TYPED_TEST(KernelsTest, AdagradMatchesReference) { CheckUpdate<TypeParam, int32_t>(Pooling::kSum, true, true, Store::kStandard); }
+
+TYPED_TEST(KernelsTest, ChoosesSpecialisedKernelForCommonSizes) {
+  using Table = typename TestFixture::Table;
+  const Table table = MakeTable<Table>(4, TypeParam::d, 1);
+  const bool common = TypeParam::d == 16 || TypeParam::d == 32 || TypeParam::d == 64 || TypeParam::d == 128 ||
+                      TypeParam::d == 256;
+  for (Isa isa : AvailableIsas()) {
+    auto kernels = TableKernels<Table>::Create(table, {.isa = isa});
+    ASSERT_TRUE(kernels.ok());
+    EXPECT_EQ(kernels->isa(), isa);
+    EXPECT_EQ(kernels->specialised_size(), isa != Isa::kGeneric && common ? TypeParam::d : 0)
+        << kernels->description();
+  }
+}
+
+}  // namespace
+}  // namespace cemb
