@@ -1,0 +1,210 @@
+#include "dlrm/interaction.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "dlrm/internal/aligned_buffer.h"
+#include "dlrm/internal/interaction_rows.h"
+
+namespace cemb::dlrm {
+namespace {
+
+using RowsFn = void (*)(const internal::DotRowsArgs&, int64_t, int64_t, float*);
+
+// Batches below this run on the calling thread only.
+constexpr int64_t kMinRowsPerThread = 32;
+
+bool CpuHasAvx512() {
+#if defined(CEMB_HAVE_AVX512_KERNELS) && (defined(__x86_64__) || defined(__i386__))
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
+
+absl::Status CheckView(const char* name, const void* data, int64_t ld, int64_t width, int64_t batch) {
+  if (batch == 0) return absl::OkStatus();
+  if (data == nullptr) return absl::InvalidArgumentError(absl::StrCat("Interaction: ", name, " is null"));
+  if (ld < width) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Interaction: ", name, " has ld ", ld, " < its width ", width));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+struct Interaction::Impl {
+  InteractionOptions options;
+  int64_t features = 0;
+  int64_t width = 0;
+  int threads = 1;
+  bool avx512 = false;
+  RowsFn forward = nullptr;
+  RowsFn backward = nullptr;
+  int64_t scratch_floats = 0;  // per thread
+  internal::AlignedBuffer scratch;
+
+  // Runs fn(begin, end, scratch) over [0, batch) split across the threads.
+  template <typename Fn>
+  void ParallelRows(int64_t batch, Fn fn) {
+    const int n = static_cast<int>(std::clamp<int64_t>(batch / kMinRowsPerThread, 1, threads));
+    float* base = scratch.as<float>();
+    if (n == 1) {
+      fn(0, batch, base);
+      return;
+    }
+#pragma omp parallel num_threads(n)
+    {
+      const int t = omp_get_thread_num();
+      const int nt = omp_get_num_threads();
+      const int64_t begin = batch * t / nt, end = batch * (t + 1) / nt;
+      fn(begin, end, base + t * scratch_floats);
+    }
+  }
+};
+
+absl::StatusOr<Interaction> Interaction::Create(const InteractionOptions& options) {
+  if (options.num_sparse < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Interaction: num_sparse is ", options.num_sparse));
+  }
+  if (options.dim <= 0) return absl::InvalidArgumentError(absl::StrCat("Interaction: dim is ", options.dim));
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Interaction: threads is ", options.threads));
+  }
+  if (options.self_interaction && options.kind != InteractionKind::kDot) {
+    return absl::InvalidArgumentError("Interaction: self_interaction needs the dot interaction");
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  const int64_t F = options.num_sparse + 1, D = options.dim;
+  impl->features = F;
+  impl->width = options.kind == InteractionKind::kConcat
+                    ? F * D
+                    : D + (options.self_interaction ? F * (F + 1) / 2 : F * (F - 1) / 2);
+  impl->threads = options.threads > 0 ? options.threads : std::max(1, omp_get_max_threads());
+  const bool have512 = CpuHasAvx512();
+  switch (options.isa) {
+    case InteractionIsa::kAuto:
+      impl->avx512 = have512;
+      break;
+    case InteractionIsa::kGeneric:
+      impl->avx512 = false;
+      break;
+    case InteractionIsa::kAvx512:
+      if (!have512) return absl::UnimplementedError("Interaction: AVX-512 kernels are not available here");
+      impl->avx512 = true;
+      break;
+  }
+#if defined(CEMB_HAVE_AVX512_KERNELS)
+  impl->forward = impl->avx512 ? internal::DotForwardRowsAvx512 : internal::DotForwardRowsGeneric;
+  impl->backward = impl->avx512 ? internal::DotBackwardRowsAvx512 : internal::DotBackwardRowsGeneric;
+#else
+  impl->forward = internal::DotForwardRowsGeneric;
+  impl->backward = internal::DotBackwardRowsGeneric;
+#endif
+  if (options.kind == InteractionKind::kDot) {
+    impl->scratch_floats = (internal::DotScratchFloats(F, D) + 15) / 16 * 16;
+    try {
+      impl->scratch = internal::AlignedBuffer(static_cast<size_t>(impl->scratch_floats * impl->threads) * 4);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError("Interaction: out of memory for scratch");
+    }
+  }
+  return Interaction(std::move(impl));
+}
+
+Interaction::Interaction(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Interaction::Interaction(Interaction&&) noexcept = default;
+Interaction& Interaction::operator=(Interaction&&) noexcept = default;
+Interaction::~Interaction() = default;
+
+const InteractionOptions& Interaction::options() const { return impl_->options; }
+int64_t Interaction::num_features() const { return impl_->features; }
+int64_t Interaction::output_width() const { return impl_->width; }
+bool Interaction::uses_avx512() const { return impl_->avx512; }
+
+absl::Status Interaction::Forward(int64_t batch, ConstMatrixView dense, ConstMatrixView sparse,
+                                  MatrixView out) {
+  Impl& m = *impl_;
+  const int64_t D = m.options.dim, T = m.options.num_sparse;
+  if (batch < 0) return absl::InvalidArgumentError(absl::StrCat("Interaction: batch is ", batch));
+  CEMB_RETURN_IF_ERROR(CheckView("dense", dense.data, dense.ld, D, batch));
+  if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("sparse", sparse.data, sparse.ld, T * D, batch));
+  CEMB_RETURN_IF_ERROR(CheckView("out", out.data, out.ld, m.width, batch));
+  if (m.options.kind == InteractionKind::kConcat) {
+    m.ParallelRows(batch, [&](int64_t begin, int64_t end, float*) {
+      for (int64_t b = begin; b < end; ++b) {
+        std::memcpy(out.data + b * out.ld, dense.data + b * dense.ld, static_cast<size_t>(D) * 4);
+        if (T > 0) {
+          std::memcpy(out.data + b * out.ld + D, sparse.data + b * sparse.ld, static_cast<size_t>(T * D) * 4);
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
+  internal::DotRowsArgs a;
+  a.features = m.features;
+  a.dim = D;
+  a.self = m.options.self_interaction;
+  a.dense = dense.data;
+  a.dense_ld = dense.ld;
+  a.sparse = sparse.data;
+  a.sparse_ld = sparse.ld;
+  a.out = out.data;
+  a.out_ld = out.ld;
+  m.ParallelRows(batch, [&](int64_t begin, int64_t end, float* scratch) { m.forward(a, begin, end, scratch); });
+  return absl::OkStatus();
+}
+
+absl::Status Interaction::Backward(int64_t batch, ConstMatrixView dense, ConstMatrixView sparse,
+                                   ConstMatrixView d_out, MatrixView d_dense, MatrixView d_sparse) {
+  Impl& m = *impl_;
+  const int64_t D = m.options.dim, T = m.options.num_sparse;
+  if (batch < 0) return absl::InvalidArgumentError(absl::StrCat("Interaction: batch is ", batch));
+  const bool dot = m.options.kind == InteractionKind::kDot;
+  if (dot) {
+    CEMB_RETURN_IF_ERROR(CheckView("dense", dense.data, dense.ld, D, batch));
+    if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("sparse", sparse.data, sparse.ld, T * D, batch));
+  }
+  CEMB_RETURN_IF_ERROR(CheckView("d_out", d_out.data, d_out.ld, m.width, batch));
+  CEMB_RETURN_IF_ERROR(CheckView("d_dense", d_dense.data, d_dense.ld, D, batch));
+  if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("d_sparse", d_sparse.data, d_sparse.ld, T * D, batch));
+  if (!dot) {
+    m.ParallelRows(batch, [&](int64_t begin, int64_t end, float*) {
+      for (int64_t b = begin; b < end; ++b) {
+        std::memcpy(d_dense.data + b * d_dense.ld, d_out.data + b * d_out.ld, static_cast<size_t>(D) * 4);
+        if (T > 0) {
+          std::memcpy(d_sparse.data + b * d_sparse.ld, d_out.data + b * d_out.ld + D,
+                      static_cast<size_t>(T * D) * 4);
+        }
+      }
+    });
+    return absl::OkStatus();
+  }
+  internal::DotRowsArgs a;
+  a.features = m.features;
+  a.dim = D;
+  a.self = m.options.self_interaction;
+  a.dense = dense.data;
+  a.dense_ld = dense.ld;
+  a.sparse = sparse.data;
+  a.sparse_ld = sparse.ld;
+  a.d_out = d_out.data;
+  a.d_out_ld = d_out.ld;
+  a.d_dense = d_dense.data;
+  a.d_dense_ld = d_dense.ld;
+  a.d_sparse = d_sparse.data;
+  a.d_sparse_ld = d_sparse.ld;
+  m.ParallelRows(batch, [&](int64_t begin, int64_t end, float* scratch) { m.backward(a, begin, end, scratch); });
+  return absl::OkStatus();
+}
+
+}  // namespace cemb::dlrm
