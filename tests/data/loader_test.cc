@@ -180,7 +180,9 @@ TEST(Loader, PeekShowsTheBatchesNextReturns) {
     const Batch* b = (*loader)->Next();
     ASSERT_EQ(b, ahead[0]);
     EXPECT_EQ(Ids(*b), peeked[0]) << "batch " << consumed;
-    if (consumed >= 1) EXPECT_EQ(Ids(*b), previous_second) << "batch " << consumed;
+    if (consumed >= 1) {
+      EXPECT_EQ(Ids(*b), previous_second) << "batch " << consumed;
+    }
     previous_second = peeked.size() > 1 ? peeked[1] : std::vector<uint64_t>{};
     ++consumed;
   }
