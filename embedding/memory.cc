@@ -115,33 +115,40 @@ absl::StatusOr<std::unique_ptr<Region::Impl>> MapPmem(const TierOptions& tier, s
     return absl::NotFoundError(
         absl::StrCat("pmem: cannot open '", path, "': ", std::strerror(errno)));
   }
+  if (pmem2_source_from_fd(&impl->source, impl->fd) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pmem: source '", path, "': ", Pmem2Error()));
+  }
+  // The mapping covers whole units of the source's alignment (a page for a
+  // file, 2 MiB for device-DAX); the region reports the size asked for.
+  size_t alignment = 4096;
+  if (pmem2_source_alignment(impl->source, &alignment) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pmem: alignment of '", path, "': ", Pmem2Error()));
+  }
+  const size_t map_bytes = RoundUp(bytes, alignment);
   if (!is_devdax) {
     struct stat fst {};
     if (fstat(impl->fd, &fst) != 0) {
       return absl::InternalError(absl::StrCat("pmem: fstat '", path, "': ", std::strerror(errno)));
     }
-    if (static_cast<size_t>(fst.st_size) < bytes) {
+    if (static_cast<size_t>(fst.st_size) < map_bytes) {
       // posix_fallocate reserves the blocks now, so a full file system fails
       // here with ENOSPC instead of with SIGBUS at the first store.
-      const int err = posix_fallocate(impl->fd, 0, static_cast<off_t>(bytes));
+      const int err = posix_fallocate(impl->fd, 0, static_cast<off_t>(map_bytes));
       if (err != 0) {
         return absl::ResourceExhaustedError(absl::StrCat(
-            "pmem: cannot size '", path, "' to ", bytes, " bytes: ", std::strerror(err)));
+            "pmem: cannot size '", path, "' to ", map_bytes, " bytes: ", std::strerror(err)));
       }
     }
   }
   if (pmem2_config_new(&impl->config) != 0 ||
       pmem2_config_set_required_store_granularity(impl->config, PMEM2_GRANULARITY_PAGE) != 0 ||
-      pmem2_config_set_length(impl->config, bytes) != 0) {
+      pmem2_config_set_length(impl->config, map_bytes) != 0) {
     return absl::InternalError(absl::StrCat("pmem: config for '", path, "': ", Pmem2Error()));
   }
-  if (pmem2_source_from_fd(&impl->source, impl->fd) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("pmem: source '", path, "': ", Pmem2Error()));
-  }
   size_t source_size = 0;
-  if (pmem2_source_size(impl->source, &source_size) != 0 || source_size < bytes) {
+  if (pmem2_source_size(impl->source, &source_size) != 0 || source_size < map_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "pmem: '", path, "' holds ", source_size, " bytes, ", bytes, " needed: ", Pmem2Error()));
+        "pmem: '", path, "' holds ", source_size, " bytes, ", map_bytes, " needed: ", Pmem2Error()));
   }
   if (pmem2_map_new(&impl->map, impl->config, impl->source) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("pmem: map '", path, "': ", Pmem2Error()));

@@ -1,0 +1,97 @@
+#include "embedding/ensemble.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/embedding/reference.h"
+#include "tests/embedding/test_util.h"
+
+namespace cemb {
+namespace {
+
+using testing::MakeBags;
+using testing::MakeTable;
+
+// Three tables of different types and sizes in one ensemble, writing into
+// column slices of one matrix, with 2 threads: the same results as a plain
+// reference per table, and an update that matches too.
+TEST(Ensemble, MixedTablesMatchReferenceWithThreads) {
+  auto t0 = MakeTable<SimpleTable<float, 16>>(500, 16, 1);
+  auto t1 = MakeTable<SimpleTable<bfloat16, kDynamic>>(700, 40, 2);
+  auto t2 = MakeTable<SimpleTable<float, 128>>(300, 128, 3);
+  Ensemble ensemble({.threads = 2, .items_per_thread = 16});
+  ASSERT_TRUE(ensemble.add(t0).ok());
+  ASSERT_TRUE(ensemble.add(t1).ok());
+  ASSERT_TRUE(ensemble.add(t2).ok());
+  ASSERT_EQ(ensemble.ntables(), 3);
+
+  constexpr int64_t kBatch = 257;
+  const int64_t width = 16 + 40 + 128;
+  const auto b0 = MakeBags<int32_t>(kBatch, 0, 40, 500, 4);
+  const auto b1 = MakeBags<int32_t>(kBatch, 1, 3, 700, 5);
+  const auto b2 = MakeBags<int32_t>(kBatch, 1, 1, 300, 6);
+  const std::vector<Bags<int32_t>> bags = {b0.bags(false), b1.bags(true), b2.bags(false)};
+  std::vector<float> out(kBatch * width, testing::kSentinel);
+  const MatrixView all{out.data(), kBatch, width, width};
+  const std::vector<MatrixView> outs = {all.slice(0, 16), all.slice(16, 40), all.slice(56, 128)};
+
+  const reference::Rows r0 = reference::Snapshot(t0), r1 = reference::Snapshot(t1), r2 = reference::Snapshot(t2);
+  ASSERT_TRUE(ensemble.pooled_lookup<int32_t>(bags, outs).ok());
+  const auto e0 = reference::Pooled<int32_t>(r0, b0.offsets, b0.indices, {}, Pooling::kSum);
+  const auto e1 = reference::Pooled<int32_t>(r1, b1.offsets, b1.indices, b1.weights, Pooling::kSum);
+  const auto e2 = reference::Pooled<int32_t>(r2, b2.offsets, b2.indices, {}, Pooling::kSum);
+  for (int64_t b = 0; b < kBatch; ++b) {
+    for (int c = 0; c < 16; ++c) ASSERT_NEAR(out[b * width + c], e0[b * 16 + c], 1e-5);
+    for (int c = 0; c < 40; ++c) ASSERT_NEAR(out[b * width + 16 + c], e1[b * 40 + c], 1e-5);
+    for (int c = 0; c < 128; ++c) ASSERT_NEAR(out[b * width + 56 + c], e2[b * 128 + c], 1e-5);
+  }
+
+  // Update with the output as its own gradient.
+  ASSERT_TRUE(ensemble.reindex<int32_t>(bags, Pooling::kSum).ok());
+  const std::vector<ConstMatrixView> grads = {outs[0], outs[1], outs[2]};
+  ASSERT_TRUE(ensemble.sgd_update(grads, {.learning_rate = 0.1f}).ok());
+  reference::Rows x0 = r0, x2 = r2;
+  reference::ApplySgd(x0, reference::TableGradient<int32_t>(16, b0.offsets, b0.indices, {}, Pooling::kSum, out.data(), width), 0.1);
+  reference::ApplySgd(x2, reference::TableGradient<int32_t>(128, b2.offsets, b2.indices, {}, Pooling::kSum, out.data() + 56, width), 0.1);
+  const reference::Rows g0 = reference::Snapshot(t0), g2 = reference::Snapshot(t2);
+  for (size_t i = 0; i < g0.v.size(); ++i) ASSERT_NEAR(g0.v[i], x0.v[i], 1e-5);
+  for (size_t i = 0; i < g2.v.size(); ++i) ASSERT_NEAR(g2.v[i], x2.v[i], 1e-5);
+}
+
+TEST(Ensemble, BadTableLeavesEveryOutputUntouched) {
+  auto t0 = MakeTable<SimpleTable<float, 16>>(50, 16, 1);
+  auto t1 = MakeTable<SimpleTable<float, 16>>(50, 16, 2);
+  Ensemble ensemble({.threads = 2});
+  ASSERT_TRUE(ensemble.add(t0).ok());
+  ASSERT_TRUE(ensemble.add(t1).ok());
+  const std::vector<int64_t> offsets = {0, 1, 2};
+  const std::vector<int64_t> good = {3, 4}, bad = {3, 50};
+  const std::vector<Bags<int64_t>> bags = {{offsets, good}, {offsets, bad}};
+  std::vector<float> out(2 * 32, testing::kSentinel);
+  const MatrixView all{out.data(), 2, 32, 32};
+  const std::vector<MatrixView> outs = {all.slice(0, 16), all.slice(16, 16)};
+  absl::Status s = ensemble.pooled_lookup<int64_t>(bags, outs);
+  EXPECT_EQ(s.message(), "table t2, bag 1, index 0: row 50 >= nvectors 50");
+  for (float x : out) ASSERT_EQ(x, testing::kSentinel);
+  EXPECT_FALSE(ensemble.pooled_lookup<int64_t>(std::span(bags).first(1), outs).ok());  // count mismatch
+}
+
+TEST(Ensemble, AdagradUpdatesEveryTable) {
+  auto t0 = MakeTable<SimpleTable<float, 32>>(40, 32, 1);
+  Ensemble ensemble({.threads = 2});
+  ASSERT_TRUE(ensemble.add(t0).ok());
+  const auto b = MakeBags<int32_t>(20, 1, 4, 40, 3);
+  const std::vector<Bags<int32_t>> bags = {b.bags(false)};
+  ASSERT_TRUE(ensemble.reindex<int32_t>(bags, Pooling::kSum).ok());
+  std::vector<float> grad(20 * 32, 1.0f);
+  const std::vector<ConstMatrixView> grads = {ConstMatrixView(grad.data(), 20, 32, 32)};
+  RowwiseAdagradState state(40);
+  RowwiseAdagradState* states[] = {&state};
+  ASSERT_TRUE(ensemble.adagrad_update(grads, states, {.learning_rate = 0.1f}).ok());
+  int touched = 0;
+  for (float s : state.values()) touched += s > 0;
+  EXPECT_EQ(touched, ensemble.plan(0).nunique());
+}
+
+}  // namespace
+}  // namespace cemb
