@@ -1,0 +1,9 @@
+// The avx2 kernels of the benchmark's IndirectTable types, compiled with this
+// ISA's -m flags (bench/CMakeLists.txt), exactly as embedding/kernels_avx2.cc
+// does for SimpleTable; called only when the CPU has the ISA.
+#define CEMB_KERNELS_ISA_AVX2
+#include "embedding/internal/kernels_impl.h"
+#include "bench/indirect_table.h"
+
+#define CEMB_INSTANTIATE(...) CEMB_INSTANTIATE_KERNELS(MakeKernelsAvx2, __VA_ARGS__)
+CEMB_FOR_EACH_INDIRECT_TABLE(CEMB_INSTANTIATE)
