@@ -20,6 +20,7 @@
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -103,6 +104,23 @@ inline void AddMachineContext() {
   benchmark::AddCustomContext("last_level_cache_bytes", std::to_string(ReadCacheBytes()));
   benchmark::AddCustomContext("mem_total", ReadFileField("/proc/meminfo", "MemTotal"));
 }
+
+// Process CPU time against wall time: how much of `threads` CPUs a timed
+// loop actually had (other processes on a shared machine lower it).
+struct CpuClock {
+  double cpu = 0.0, wall = 0.0;
+  static CpuClock Now() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+    return {sec(u.ru_utime) + sec(u.ru_stime),
+            std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count()};
+  }
+  double Share(const CpuClock& start, int threads) const {
+    const double wall_s = wall - start.wall;
+    return wall_s > 0 ? (cpu - start.cpu) / (wall_s * threads) : 0.0;
+  }
+};
 
 // --- the machine's limit -------------------------------------------------
 

@@ -47,6 +47,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -387,55 +388,68 @@ void Run(benchmark::State& state, const Config& c) {
   const UpdateOptions update_options{.learning_rate = 1e-3f, .store = c.store};
 
   int64_t unique_rows = 0;  // over the timed iterations
+  double seconds = 0.0;     // timed part of the iterations
+  // One step; only its timed part is added to `seconds` (the sgd benchmark's
+  // reindex is not).
   auto step = [&](std::span<const Bags<Index>> bags, bool count) -> absl::Status {
+    absl::Status s;
+    auto start = std::chrono::steady_clock::now();
     switch (c.op) {
-      case Op::kLookup: return ensemble.pooled_lookup<Index>(bags, out, lookup_options);
-      case Op::kReindex: return ensemble.reindex<Index>(bags, Pooling::kSum);
+      case Op::kLookup: s = ensemble.pooled_lookup<Index>(bags, out, lookup_options); break;
+      case Op::kReindex: s = ensemble.reindex<Index>(bags, Pooling::kSum); break;
       case Op::kSgd:
       case Op::kReindexSgd:
-      case Op::kReindexAdagrad: {
-        if (c.op == Op::kSgd && count) state.PauseTiming();
-        absl::Status s = ensemble.reindex<Index>(bags, Pooling::kSum);
-        if (c.op == Op::kSgd && count) state.ResumeTiming();
+      case Op::kReindexAdagrad:
+        s = ensemble.reindex<Index>(bags, Pooling::kSum);
         if (!s.ok()) return s;
+        if (c.op == Op::kSgd) start = std::chrono::steady_clock::now();
         s = c.op == Op::kReindexAdagrad ? ensemble.adagrad_update(grads, state_ptrs, update_options)
                                         : ensemble.sgd_update(grads, update_options);
         if (count) {
           for (int t = 0; t < c.ntables; ++t) unique_rows += ensemble.plan(t).nunique();
         }
-        return s;
-      }
+        break;
     }
-    return absl::OkStatus();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (count) {
+      state.SetIterationTime(elapsed);
+      seconds += elapsed;
+    }
+    return s;
   };
   // Untimed: the first call grows the plans and the work lists.
   if (absl::Status s = step(pool.Next(), false); !s.ok()) {
     state.SkipWithError(std::string(s.message()).c_str());
     return;
   }
+  const CpuClock cpu_start = CpuClock::Now();
   for (auto _ : state) {
     if (absl::Status s = step(pool.Next(), true); !s.ok()) {
       state.SkipWithError(std::string(s.message()).c_str());
       break;
     }
   }
+  const CpuClock cpu_end = CpuClock::Now();
+  if (seconds <= 0.0) return;
 
   const double iterations = static_cast<double>(state.iterations());
   const double indices = static_cast<double>(c.ntables) * kBatch * c.bag;
   const double bytes = c.op == Op::kLookup   ? indices * row_bytes * iterations
                        : c.op == Op::kReindex ? 0.0
                                               : 2.0 * static_cast<double>(unique_rows) * row_bytes;
-  using benchmark::Counter;
-  state.counters["rows/s"] = Counter(indices * iterations, Counter::kIsRate);
+  state.counters["rows/s"] = indices * iterations / seconds;
   state.counters["limit_GB/s"] = limit.best() / 1e9;
   state.counters["gather_plain_GB/s"] = limit.plain / 1e9;
   if (bytes > 0) {
     state.SetBytesProcessed(static_cast<int64_t>(bytes));
-    state.counters["GB/s"] = Counter(bytes / 1e9, Counter::kIsRate);
-    state.counters["vs_gather"] = Counter(bytes / limit.best(), Counter::kIsRate);
+    state.counters["GB/s"] = bytes / seconds / 1e9;
+    state.counters["vs_gather"] = bytes / seconds / limit.best();
   }
   if (unique_rows > 0) state.counters["unique_frac"] = static_cast<double>(unique_rows) / (indices * iterations);
   state.counters["pool_batches"] = pool.nbatches;
+  // The share of `threads` CPUs this process had over the loop: well below 1
+  // means other load took the cores and the timing is not the machine's.
+  state.counters["cpu_share"] = cpu_end.Share(cpu_start, threads);
   state.SetLabel(ensemble.table(0).description());
 }
 
@@ -613,7 +627,7 @@ int main(int argc, char** argv) {
         Run<int32_t>(state, c);
       }
     });
-    b->UseRealTime()->Unit(benchmark::kMillisecond);
+    b->UseManualTime()->Unit(benchmark::kMillisecond);
   }
   AddMachineContext();
   benchmark::AddCustomContext("pmem_dir", g_flags.pmem_dir);

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Runs the embedding benchmark's headline configurations (issue 2, item 15)
+# and prints a summary table against the FBGEMM / PyTorch figures of the issue.
+#
+#   bench/run_embedding.sh            8 tables x 1,000,000 rows (8 GiB at D=256; a few minutes)
+#   bench/run_embedding.sh --small    8 tables x 200,000 rows, one index width (a minute or two)
+#   bench/run_embedding.sh [--small] -- --benchmark_filter=lookup   (extra benchmark flags)
+#
+# Environment: BUILD_DIR (default build-bench), MIN_TIME (seconds per
+# benchmark; default 0.5, or 0.2 with --small), JSON (where the raw results go;
+# default $BUILD_DIR/embedding_bench_<grid>.json), TMPDIR (the PMem tier's
+# directory, sweep grid only).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+grid=headline
+extra=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --small) grid=small; shift ;;
+    --) shift; extra=("$@"); break ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "run_embedding.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+build=${BUILD_DIR:-build-bench}
+if [[ $grid == small ]]; then min_time=${MIN_TIME:-0.2}; else min_time=${MIN_TIME:-0.5}; fi
+json=${JSON:-$build/embedding_bench_$grid.json}
+
+if [[ ! -f $build/build.ninja && ! -f $build/Makefile ]]; then
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$build" --target embedding_bench >/dev/null
+
+echo "embedding_bench --cemb_grid=$grid --benchmark_min_time=$min_time ${extra[*]:-}" >&2
+"$build/bench/embedding_bench" --cemb_grid="$grid" --benchmark_min_time="$min_time" \
+  --benchmark_format=console --benchmark_out="$json" --benchmark_out_format=json "${extra[@]}" >&2
+
+python3 - "$json" <<'EOF'
+import json, sys
+
+data = json.load(open(sys.argv[1]))
+ctx = data["context"]
+# Issue 2, item 15: FBGEMM's best CPU kernel per batch on this machine
+# (8 tables x 1,000,000 rows, batch 16384, 2 threads), in ms.
+FBGEMM = {("lookup", 16, 40, "uniform"): 29.9, ("lookup", 128, 40, "uniform"): 161.0,
+          ("lookup", 128, 40, "zipf"): 79.0, ("lookup", 128, 1, "uniform"): 6.8,
+          ("lookup", 256, 40, "uniform"): 343.0}
+UPDATE_REFS = {"reindex_sgd": ("PyTorch sparse SGD", 1091.0), "reindex_adagrad": ("FBGEMM rowwise AdaGrad", 524.0)}
+
+rows = []
+for b in data["benchmarks"]:
+    if b.get("error_occurred"):
+        print(f"ERROR {b['name']}: {b.get('error_message')}", file=sys.stderr)
+        continue
+    parts = b["name"].split("/")
+    op, shape = parts[0], parts[1][2:]
+    d, bag = int(parts[2][2:]), int(parts[3][2:])
+    rows.append(dict(op=op, shape=shape, d=d, bag=bag, dist=parts[4], tier=parts[5], kind=parts[6], idx=parts[7],
+                     store=parts[8], threads=parts[9].split(":")[1], ms=b["real_time"], gbs=b.get("GB/s"),
+                     vs=b.get("vs_gather"), limit=b.get("limit_GB/s"), cpu=b.get("cpu_share")))
+
+full_size = all(r["shape"] == "8x1000000" for r in rows)
+print()
+print(f"CPU {ctx.get('cpu_model')} | ISA {ctx.get('kernel_isa')} | THP {ctx.get('thp_enabled')} | "
+      f"{ctx.get('date')} | tables {', '.join(sorted({r['shape'] for r in rows}))}")
+if not full_size:
+    print("NOTE: the references are for 8 x 1,000,000 rows; smaller tables cache better, so the ratios "
+          "below are indicative only.")
+hdr = f"{'operation':<16}{'D':>4}{'L':>4} {'dist':<8}{'idx':<4} {'store':<6}{'ms/batch':>9}{'GB/s':>7}" \
+      f"{'limit':>7}{'vs_gather':>10}{'cpu':>5}  reference"
+print(hdr)
+print("-" * (len(hdr) + 30))
+
+def lookup_ms(r):
+    for x in rows:
+        if x["op"] == "lookup" and (x["d"], x["bag"], x["dist"], x["idx"], x["shape"]) == \
+                (r["d"], r["bag"], r["dist"], r["idx"], r["shape"]) and x["store"] == "std":
+            return x["ms"]
+    return None
+
+for r in rows:
+    ref = ""
+    if r["op"] == "lookup":
+        f = FBGEMM.get(("lookup", r["d"], r["bag"], r["dist"]))
+        if f:
+            verdict = "MET" if r["ms"] <= f else "MISSED"
+            ref = f"FBGEMM {f:g} ms: {f / r['ms']:.2f}x ({verdict}; aim <= {0.9 * f:.1f})"
+    elif r["op"] in ("reindex_sgd", "reindex_adagrad", "sgd"):
+        lk = lookup_ms(r)
+        if lk:
+            ratio = r["ms"] / lk
+            ref = f"{ratio:.2f}x lookup"
+            if r["op"] == "reindex_sgd":
+                ref += " (MET: <= 1.5x)" if ratio <= 1.5 else " (MISSED: > 1.5x)"
+        if r["op"] in UPDATE_REFS:
+            name, ms = UPDATE_REFS[r["op"]]
+            ref += f"; {name} {ms:g} ms: {ms / r['ms']:.2f}x"
+    gbs = f"{r['gbs']:.2f}" if r["gbs"] else "-"
+    vs = f"{r['vs']:.2f}" if r["vs"] else "-"
+    print(f"{r['op']:<16}{r['d']:>4}{r['bag']:>4} {r['dist']:<8}{r['idx']:<4} {r['store']:<6}{r['ms']:>9.1f}"
+          f"{gbs:>7}{r['limit']:>7.2f}{vs:>10}{r['cpu']:>5.2f}  {ref}")
+print("\nms/batch: one batch of 16384 bags per table; GB/s: table rows read (updates: unique rows read + "
+      "written); limit: plain random-row gather of the same tables; cpu: share of the threads' CPUs the "
+      "process had (< 0.9: other load)")
+EOF
