@@ -200,8 +200,12 @@ void Loader::Fill(uint64_t global_batch, Batch& batch) {
     batch.labels_[i] = r[0];
     std::memcpy(batch.dense_.data() + size_t{i} * d, r + 1, size_t{d} * sizeof(float));
     const auto* idx = reinterpret_cast<const int32_t*>(r + 1 + d);
-    for (uint32_t t = 0; t < tables; ++t) {
-      std::memcpy(batch.indices_[t].data() + size_t{i} * k, idx + size_t{t} * k, k * sizeof(int32_t));
+    if (k == 1) {
+      for (uint32_t t = 0; t < tables; ++t) batch.indices_[t][i] = idx[t];
+    } else {
+      for (uint32_t t = 0; t < tables; ++t) {
+        std::memcpy(batch.indices_[t].data() + size_t{i} * k, idx + size_t{t} * k, k * sizeof(int32_t));
+      }
     }
   }
   for (uint32_t t = 0; t < tables; ++t) {
