@@ -1,0 +1,637 @@
+// CachedTable<T, D>: the CachedEmbeddings table (thesis section 5.4). The base
+// rows live in a SimpleTable on a slow tier (PMem, CXL memory, a file; DRAM in
+// tests); a software cache keeps copies of hot rows in DRAM cache pages, and a
+// pointer table says, per row, where its current copy is.
+//
+// Pointer word (one std::atomic<uint64_t> per row): the address of the row's
+// current copy, with three low tag bits (row addresses are 4-byte aligned,
+// cache slots 8-byte aligned; Create() checks):
+//   bit 0 kCached  the address is a cache slot in DRAM
+//   bit 1 kLocked  a thread owns the row and is copying it into the cache
+//   bit 2 kDirty   (cached only) the cached copy was handed out for update
+// States and the only transitions:
+//   BASE    = base address              (not cached)
+//   LOCKED  = base address | kLocked    (being migrated by the owning thread)
+//   CACHED  = slot address | kCached
+//   DIRTY   = slot address | kCached | kDirty
+//   BASE   -> LOCKED   CAS by access_and_cache (a miss the policy admits); a
+//                      failed CAS (another thread owns it) returns the base
+//                      row and never waits
+//   LOCKED -> CACHED   release store by the owner after the copy and backedge
+//   LOCKED -> BASE     release store by the owner when no slot can be had
+//   CACHED -> DIRTY    fetch_or by access_for_update (rowpointer kUpdate)
+//   CACHED/DIRTY -> BASE   flush (DIRTY: the slot is written back first)
+//   BASE   -> CACHED   fill() of the static policy (between steps)
+//
+// Cache pages: DRAM regions of rows_per_page slots, an atomic bump pointer
+// that hands out slots, and a backedge array (slot -> row it holds, -1 =
+// empty). Pages are kept oldest first; a table-level mutex is taken only to
+// open a new page, which happens only while the cache is below cachelower +
+// cacheslack. Flushed pages are recycled, so a steady state allocates nothing.
+//
+// Policies (CachePolicy): kDynamic caches on lookup (optionally only rows the
+// admission filter has seen `admit_after` times) and is flushed when full;
+// kStatic is filled once by fill() / fill_random() (rows chosen at random or
+// from a RowProfiler) and never caches on lookup. kSimple (no cache, no
+// indirection) is a plain SimpleTable on the slow tier: see cache/storage.h.
+//
+// Lifetime rule: a pointer returned by rowpointer() is valid until the next
+// flush of this table; flushes happen between steps. With
+// CacheOptions::check_lifetime (the default in debug builds) a flush while a
+// StepScope is open aborts, every flush moves flush_epoch(), and flushed slots
+// are poisoned (0xFF bytes: NaN) so a stale pointer reads garbage loudly.
+//
+// Thread safety: rowpointer() (all Access kinds) may be called from any number
+// of threads; as for every table, an update of a row must not overlap another
+// access to the same row (the kernels and the ensemble guarantee it). The
+// flushes, fill*, the setters and reset_stats() need exclusive access (no
+// kernel running on this table): call them between steps. stats() may be read
+// at any time (the counts of a running step may be partial).
+//
+// Example:
+//   auto t = CachedTable<float, 128>::Create({.name = "t0", .nvectors = 1 << 24,
+//                                             .tier = TierOptions::Pmem("/mnt/pmem0")},
+//                                            {.lower = CacheSize::Fraction(0.1)});
+//   CEMB_RETURN_IF_ERROR(ensemble.add(*t));          // kernels: cache/kernels_<isa>.cc
+//   ... ensemble.pooled_lookup(...); ensemble.sgd_update(...);
+//   if (t->isfull()) t->flush_dirty();                // between steps
+//   std::puts(t->stats().ToString().c_str());
+#ifndef CEMB_CACHE_CACHED_TABLE_H_
+#define CEMB_CACHE_CACHED_TABLE_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "cache/admission.h"
+#include "cache/cache_stats.h"
+#include "cache/internal/table_types.h"
+#include "embedding/memory.h"
+#include "embedding/simple_table.h"
+
+namespace cemb {
+
+enum class CachePolicy { kSimple, kStatic, kDynamic };
+
+const char* CachePolicyName(CachePolicy policy);  // "simple", "static", "dynamic"
+absl::StatusOr<CachePolicy> ParseCachePolicy(std::string_view name);
+
+// A cache size: bytes, or a fraction of the table's bytes.
+struct CacheSize {
+  int64_t bytes = -1;     // used when >= 0
+  double fraction = 0.0;  // of nvectors * row bytes, when bytes < 0
+
+  static CacheSize Bytes(int64_t b) { return {b, 0.0}; }
+  static CacheSize Fraction(double f) { return {-1, f}; }
+  int64_t Resolve(int64_t table_bytes) const {
+    return bytes >= 0 ? bytes : static_cast<int64_t>(fraction * static_cast<double>(table_bytes));
+  }
+};
+
+#ifdef NDEBUG
+inline constexpr bool kCacheDebugChecks = false;
+#else
+inline constexpr bool kCacheDebugChecks = true;
+#endif
+
+struct CacheOptions {
+  CachePolicy policy = CachePolicy::kDynamic;
+  // Flushes bring the cache down to at most `lower`; it may grow to
+  // `lower + slack` (whole pages) before isfull().
+  CacheSize lower = CacheSize::Fraction(0.25);
+  CacheSize slack = CacheSize::Fraction(0.05);
+  // Slots per cache page; 0: about 2 MiB pages, but at least 8 pages in the
+  // cache and at least 16 rows per page.
+  int64_t rows_per_page = 0;
+  // kDynamic: cache a row on its admit_after-th miss (0 or 1: on the first).
+  int admit_after = 0;
+  // Counters per row of the admission sketch; 0: nvectors / 4, clamped to
+  // [4096, 4M].
+  int64_t sketch_counters = 0;
+  // The lifetime checks of the header comment (StepScope, poisoning).
+  bool check_lifetime = kCacheDebugChecks;
+};
+
+namespace cache_internal {
+
+inline constexpr uint64_t kCached = 1;
+inline constexpr uint64_t kLocked = 2;
+inline constexpr uint64_t kDirty = 4;
+inline constexpr uint64_t kTagMask = 7;
+
+// One DRAM cache page.
+struct Page {
+  Region memory;
+  std::byte* rows = nullptr;                // rows_per_page slots of `stride` bytes
+  std::unique_ptr<int64_t[]> backedge;      // slot -> row, -1 = empty
+  alignas(64) std::atomic<int64_t> next{0};  // bump pointer (may run past the end)
+};
+
+// A page of `rows` slots of `stride` bytes, 64-byte aligned, backedges empty.
+absl::StatusOr<std::unique_ptr<Page>> NewPage(int64_t rows, size_t stride);
+// dst <- src with non-temporal stores where alignment allows; the caller
+// fences with StoreFence() after a batch.
+void StreamCopy(void* dst, const void* src, size_t bytes);
+void StoreFence();
+[[noreturn]] void LifetimeViolation(const std::string& table, const char* what, int64_t scopes);
+// `count` distinct rows of [0, nvectors) in random order (all rows when count >= nvectors).
+std::vector<int64_t> RandomDistinctRows(int64_t nvectors, int64_t count, uint64_t seed);
+
+// Everything the hot path does not touch, behind one pointer (so the table
+// is movable).
+struct CacheState {
+  std::mutex mu;  // guards opening pages; flushes take it too
+  std::deque<std::unique_ptr<Page>> pages;      // in use, oldest first
+  std::vector<std::unique_ptr<Page>> free_pages;  // flushed, for reuse
+  std::atomic<Page*> current{nullptr};          // the page slots come from
+  std::atomic<int64_t> npages{0};               // pages.size()
+  std::atomic<bool> full{false};                // no slot and no new page: skip the CAS
+  int64_t max_pages = 0;
+  int64_t lower_bytes = 0, slack_bytes = 0;
+  std::atomic<int64_t> open_scopes{0};
+  std::atomic<bool> flushing{false};
+  std::atomic<uint64_t> epoch{0};
+  ColdCounters cold;                            // under mu
+  std::vector<int64_t> written;                 // flush scratch
+};
+
+}  // namespace cache_internal
+
+template <StorageType T, int64_t D = kDynamic>
+class CachedTable {
+ public:
+  using value_type = T;
+  static constexpr int64_t kFeatureSize = D;
+
+  // Creates the base table on table.tier (rows read as zero) and an empty
+  // cache. Errors: bad shapes, a policy of kSimple (use a SimpleTable), a row
+  // size that is not a multiple of 4 bytes (bfloat16 with odd D), tier errors.
+  [[nodiscard]] static absl::StatusOr<CachedTable> Create(const TableOptions& table, const CacheOptions& cache = {}) {
+    if (cache.policy == CachePolicy::kSimple) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(table.name, ": the simple policy has no cache; make a SimpleTable (cache/storage.h)"));
+    }
+    absl::StatusOr<SimpleTable<T, D>> base = SimpleTable<T, D>::Create(table);
+    if (!base.ok()) return base.status();
+    if (base->row_bytes() % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(table.name, ": a cached table needs rows of a multiple of 4 bytes, not ",
+                                                     base->row_bytes()));
+    }
+    return CachedTable(*std::move(base), cache);
+  }
+
+  CachedTable(CachedTable&&) noexcept = default;
+  CachedTable& operator=(CachedTable&&) noexcept = default;
+
+  // --- the rowpointer interface ------------------------------------------
+
+  [[gnu::always_inline]] constexpr int64_t featuresize() const { return base_.featuresize(); }
+  [[gnu::always_inline]] int64_t nvectors() const { return base_.nvectors(); }
+  const std::string& name() const { return base_.name(); }
+
+  [[gnu::always_inline]] T* rowpointer(int64_t row, Access kind = Access::kForward) const {
+    if (kind == Access::kForward) return access_and_cache(row);
+    if (kind == Access::kUpdate) return access_for_update(row);
+    return access(row);
+  }
+
+  // The current copy of `row`, caching it first when the policy admits it.
+  // Hit: one acquire load, one bit test, one relaxed counter increment.
+  [[gnu::always_inline]] T* access_and_cache(int64_t row) const {
+    DebugCheckNotFlushing();
+    const uint64_t w = words_[row].load(std::memory_order_acquire);
+    Count(cache_internal::HotCounter::kLookups);
+    if (w & cache_internal::kCached) [[likely]] return Address(w);
+    return Miss(row, w);
+  }
+
+  // The current copy of `row`, marked dirty when it is cached; counted as a
+  // write to the slow tier when it is not.
+  [[gnu::always_inline]] T* access_for_update(int64_t row) const {
+    DebugCheckNotFlushing();
+    const uint64_t w = words_[row].load(std::memory_order_acquire);
+    if (w & cache_internal::kCached) [[likely]] {
+      if (!(w & cache_internal::kDirty)) words_[row].fetch_or(cache_internal::kDirty, std::memory_order_relaxed);
+      Count(cache_internal::HotCounter::kUpdateHits);
+    } else {
+      Count(cache_internal::HotCounter::kBaseUpdates);
+    }
+    return Address(w);
+  }
+
+  // The current address of `row`: no side effect, no counting (prefetch hints,
+  // reads outside the kernels).
+  [[gnu::always_inline]] T* access(int64_t row) const {
+    return Address(words_[row].load(std::memory_order_acquire));
+  }
+
+  // --- cache control (between steps) ---------------------------------------
+
+  CachePolicy policy() const { return policy_; }
+  int64_t cachelower() const { return state_->lower_bytes; }
+  int64_t cacheslack() const { return state_->slack_bytes; }
+  void set_cachelower(CacheSize size) { SetBounds(size.Resolve(table_bytes()), state_->slack_bytes); }
+  void set_cacheslack(CacheSize size) { SetBounds(state_->lower_bytes, size.Resolve(table_bytes())); }
+  int64_t rows_per_page() const { return rows_per_page_; }
+  int64_t page_bytes() const { return rows_per_page_ * static_cast<int64_t>(stride_); }
+  // Bytes of the pages in use (whole pages).
+  int64_t used_bytes() const { return state_->npages.load(std::memory_order_relaxed) * page_bytes(); }
+  // Rows the cache can hold at cachelower + cacheslack.
+  int64_t capacity_rows() const { return state_->max_pages * rows_per_page_; }
+  // kDynamic: no further page can be opened (the cache reached cachelower +
+  // cacheslack): time to flush. Always false for kStatic.
+  bool isfull() const {
+    return policy_ == CachePolicy::kDynamic && state_->npages.load(std::memory_order_relaxed) >= state_->max_pages;
+  }
+
+  // Drops the oldest pages until used_bytes() <= cachelower(), restoring each
+  // row's pointer to its base row. flush_clean does not write back: the cached
+  // copies' updates are lost (counted as dirty_rows_discarded); use it for
+  // tables that are only read. flush_dirty writes the dirty rows back with
+  // non-temporal stores and persists them on a persistent tier; clean rows are
+  // never written back.
+  void flush_clean() { Flush(state_->lower_bytes, /*writeback=*/false); }
+  void flush_dirty() { Flush(state_->lower_bytes, /*writeback=*/true); }
+  // Empties the cache (writing back dirty rows).
+  void flush_all() { Flush(0, /*writeback=*/true); }
+  // Writes every dirty cached row back (and persists it), keeping the cache:
+  // before a checkpoint of the base, or for the static policy.
+  void sync() { Writeback(); }
+
+  // kStatic: caches `rows` (duplicates and already-cached rows skipped) until
+  // the cache holds capacity_rows(); returns the number of rows cached.
+  // Errors: a row out of range (nothing is cached then).
+  [[nodiscard]] absl::StatusOr<int64_t> fill(std::span<const int64_t> rows);
+  // kStatic: fills the cache with capacity_rows() distinct rows drawn at random.
+  [[nodiscard]] absl::StatusOr<int64_t> fill_random(uint64_t seed);
+
+  // --- inspection ------------------------------------------------------------
+
+  CacheStats stats() const;
+  void reset_stats();
+  // True when `p` points into a cache page (tests, debugging: linear in pages).
+  bool in_cache(const void* p) const;
+  bool is_cached(int64_t row) const { return words_[row].load(std::memory_order_acquire) & cache_internal::kCached; }
+  bool is_dirty(int64_t row) const { return words_[row].load(std::memory_order_acquire) & cache_internal::kDirty; }
+  int64_t cached_rows() const;
+  const SimpleTable<T, D>& base() const { return base_; }
+  size_t row_bytes() const { return base_.row_bytes(); }
+  const AdmissionFilter& admission() const { return *filter_; }
+
+  // The lifetime rule, checked: flushes move the epoch; with check_lifetime a
+  // flush while a StepScope is open aborts with a message.
+  uint64_t flush_epoch() const { return state_->epoch.load(std::memory_order_relaxed); }
+  class StepScope {
+   public:
+    explicit StepScope(const CachedTable& t) : t_(&t), epoch_(t.flush_epoch()) {
+      t_->state_->open_scopes.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~StepScope() {
+      if (t_ != nullptr) t_->state_->open_scopes.fetch_sub(1, std::memory_order_relaxed);
+    }
+    StepScope(StepScope&& o) noexcept : t_(std::exchange(o.t_, nullptr)), epoch_(o.epoch_) {}
+    StepScope(const StepScope&) = delete;
+    StepScope& operator=(const StepScope&) = delete;
+    // True while the pointers this step obtained are still valid.
+    bool valid() const { return t_->flush_epoch() == epoch_; }
+
+   private:
+    const CachedTable* t_;
+    uint64_t epoch_;
+  };
+  // Open for the duration of a step (kernels running on the table).
+  StepScope begin_step() const { return StepScope(*this); }
+
+  // Makes the base rows [begin, end) durable (table_io's PersistRows). Cached
+  // copies are persisted when they are written back.
+  void persist_rows(int64_t begin, int64_t end) const { base_.persist_rows(begin, end); }
+
+ private:
+  using HotCounter = cache_internal::HotCounter;
+
+  CachedTable(SimpleTable<T, D> base, const CacheOptions& o)
+      : base_(std::move(base)),
+        policy_(o.policy),
+        check_lifetime_(o.check_lifetime),
+        stride_((base_.row_bytes() + 7) / 8 * 8),
+        words_storage_(new std::atomic<uint64_t>[static_cast<size_t>(base_.nvectors())]),
+        state_(std::make_unique<cache_internal::CacheState>()),
+        shards_(std::make_unique<cache_internal::StatShards>()) {
+    words_ = words_storage_.get();
+    for (int64_t r = 0; r < base_.nvectors(); ++r) {
+      words_[r].store(reinterpret_cast<uint64_t>(base_.rowpointer(r)), std::memory_order_relaxed);
+    }
+    const int64_t lower = o.lower.Resolve(table_bytes()), slack = o.slack.Resolve(table_bytes());
+    rows_per_page_ = o.rows_per_page;
+    if (rows_per_page_ <= 0) {
+      const int64_t capacity = std::max<int64_t>(0, lower + slack) / static_cast<int64_t>(stride_);
+      rows_per_page_ = std::max<int64_t>(16, std::min<int64_t>((int64_t{2} << 20) / stride_, capacity / 8));
+    }
+    int64_t counters = o.sketch_counters > 0 ? o.sketch_counters
+                                            : std::clamp<int64_t>(base_.nvectors() / 4, 4096, int64_t{4} << 20);
+    filter_ = std::make_unique<AdmissionFilter>(o.policy == CachePolicy::kDynamic ? o.admit_after : 0, counters);
+    SetBounds(lower, slack);
+  }
+
+  int64_t table_bytes() const { return base_.nvectors() * static_cast<int64_t>(base_.row_bytes()); }
+  [[gnu::always_inline]] static T* Address(uint64_t w) { return reinterpret_cast<T*>(w & ~cache_internal::kTagMask); }
+  [[gnu::always_inline]] void Count(HotCounter c, uint64_t n = 1) const { shards_->add(c, n); }
+  [[gnu::always_inline]] void DebugCheckNotFlushing() const {
+    if constexpr (kCacheDebugChecks) {
+      if (state_->flushing.load(std::memory_order_relaxed)) {
+        cache_internal::LifetimeViolation(name(), "rowpointer() during a flush", 0);
+      }
+    }
+  }
+
+  // The miss path of access_and_cache: admission, ownership, copy, publish.
+  [[gnu::noinline]] T* Miss(int64_t row, uint64_t w) const;
+  // A free slot for `row` (its backedge written), or nullptr when the cache
+  // is at cachelower + cacheslack.
+  std::byte* AllocateSlot(int64_t row) const;
+  void SetBounds(int64_t lower, int64_t slack);
+  void Flush(int64_t target_bytes, bool writeback);
+  void Writeback();
+  // Evicts or writes back every slot of `page`.
+  void DrainPage(cache_internal::Page& page, bool evict, bool writeback);
+  void PersistWritten();
+
+  SimpleTable<T, D> base_;
+  CachePolicy policy_;
+  bool check_lifetime_;
+  size_t stride_;  // slot size: row bytes rounded up to 8
+  int64_t rows_per_page_ = 0;
+  std::unique_ptr<std::atomic<uint64_t>[]> words_storage_;
+  std::atomic<uint64_t>* words_;
+  std::unique_ptr<cache_internal::CacheState> state_;
+  std::unique_ptr<cache_internal::StatShards> shards_;
+  std::unique_ptr<AdmissionFilter> filter_;
+};
+
+// --- implementation ----------------------------------------------------------
+
+template <StorageType T, int64_t D>
+T* CachedTable<T, D>::Miss(int64_t row, uint64_t w) const {
+  using namespace cache_internal;
+  Count(HotCounter::kMisses);
+  if (policy_ != CachePolicy::kDynamic) return Address(w);
+  if (w & kLocked) {  // another thread is copying it: read the base row
+    Count(HotCounter::kCasFailures);
+    return Address(w);
+  }
+  if (state_->full.load(std::memory_order_relaxed)) {
+    Count(HotCounter::kCapacityRejects);
+    return Address(w);
+  }
+  if (!filter_->observe(row)) {
+    Count(HotCounter::kAdmissionRejects);
+    return Address(w);
+  }
+  uint64_t expected = w;
+  if (!words_[row].compare_exchange_strong(expected, w | kLocked, std::memory_order_acquire,
+                                           std::memory_order_acquire)) {
+    Count(HotCounter::kCasFailures);
+    // Another thread took the row: its base address stays valid until the next flush.
+    return Address(expected);
+  }
+  std::byte* slot = AllocateSlot(row);
+  if (slot == nullptr) {
+    words_[row].store(w, std::memory_order_release);
+    Count(HotCounter::kCapacityRejects);
+    return Address(w);
+  }
+  std::memcpy(slot, Address(w), base_.row_bytes());
+  words_[row].store(reinterpret_cast<uint64_t>(slot) | kCached, std::memory_order_release);
+  Count(HotCounter::kMigrations);
+  return reinterpret_cast<T*>(slot);
+}
+
+template <StorageType T, int64_t D>
+std::byte* CachedTable<T, D>::AllocateSlot(int64_t row) const {
+  using namespace cache_internal;
+  CacheState& s = *state_;
+  for (;;) {
+    Page* page = s.current.load(std::memory_order_acquire);
+    if (page != nullptr) {
+      const int64_t i = page->next.fetch_add(1, std::memory_order_relaxed);
+      if (i < rows_per_page_) {
+        page->backedge[i] = row;
+        return page->rows + static_cast<size_t>(i) * stride_;
+      }
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.current.load(std::memory_order_relaxed) != page) continue;  // another thread opened one
+    if (static_cast<int64_t>(s.pages.size()) >= s.max_pages) {
+      s.full.store(true, std::memory_order_relaxed);
+      return nullptr;
+    }
+    std::unique_ptr<Page> fresh;
+    if (!s.free_pages.empty()) {
+      fresh = std::move(s.free_pages.back());
+      s.free_pages.pop_back();
+    } else {
+      absl::StatusOr<std::unique_ptr<Page>> made = NewPage(rows_per_page_, stride_);
+      if (!made.ok()) {  // out of DRAM: behave as a full cache
+        s.full.store(true, std::memory_order_relaxed);
+        return nullptr;
+      }
+      fresh = *std::move(made);
+    }
+    fresh->next.store(0, std::memory_order_relaxed);
+    s.current.store(fresh.get(), std::memory_order_release);
+    s.pages.push_back(std::move(fresh));
+    s.npages.store(static_cast<int64_t>(s.pages.size()), std::memory_order_relaxed);
+    ++s.cold.pages_opened;
+  }
+}
+
+template <StorageType T, int64_t D>
+void CachedTable<T, D>::SetBounds(int64_t lower, int64_t slack) {
+  cache_internal::CacheState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.lower_bytes = std::max<int64_t>(0, lower);
+  s.slack_bytes = std::max<int64_t>(0, slack);
+  s.max_pages = (s.lower_bytes + s.slack_bytes) / page_bytes();
+  s.full.store(false, std::memory_order_relaxed);  // the next miss finds out
+}
+
+template <StorageType T, int64_t D>
+void CachedTable<T, D>::DrainPage(cache_internal::Page& page, bool evict, bool writeback) {
+  using namespace cache_internal;
+  ColdCounters& c = state_->cold;
+  const int64_t n = std::min(page.next.load(std::memory_order_relaxed), rows_per_page_);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = page.backedge[i];
+    if (row < 0) continue;
+    std::byte* slot = page.rows + static_cast<size_t>(i) * stride_;
+    const uint64_t w = words_[row].load(std::memory_order_relaxed);
+    T* base_row = base_.rowpointer(row);
+    if (w & kDirty) {
+      if (writeback) {
+        StreamCopy(base_row, slot, base_.row_bytes());
+        state_->written.push_back(row);
+        ++c.rows_written_back;
+      } else if (evict) {
+        ++c.dirty_rows_discarded;
+      }
+    } else if (evict || writeback) {
+      ++c.clean_rows_skipped;
+    }
+    if (evict) {
+      words_[row].store(reinterpret_cast<uint64_t>(base_row), std::memory_order_release);
+      page.backedge[i] = -1;
+      ++c.rows_evicted;
+    } else if (w & kDirty) {
+      words_[row].store(w & ~kDirty, std::memory_order_release);
+    }
+  }
+  if (evict && check_lifetime_) std::memset(page.rows, 0xFF, static_cast<size_t>(n) * stride_);
+}
+
+template <StorageType T, int64_t D>
+void CachedTable<T, D>::PersistWritten() {
+  std::vector<int64_t>& rows = state_->written;
+  if (rows.empty()) return;
+  cache_internal::StoreFence();
+  if (base_.region().persistent()) {
+    // Persist runs of rows, merging neighbours closer than a 4 KiB page.
+    std::sort(rows.begin(), rows.end());
+    const int64_t gap = std::max<int64_t>(1, 4096 / static_cast<int64_t>(base_.row_bytes()));
+    size_t i = 0;
+    while (i < rows.size()) {
+      size_t j = i + 1;
+      while (j < rows.size() && rows[j] - rows[j - 1] <= gap) ++j;
+      base_.persist_rows(rows[i], rows[j - 1] + 1);
+      i = j;
+    }
+  }
+  rows.clear();
+}
+
+template <StorageType T, int64_t D>
+void CachedTable<T, D>::Flush(int64_t target_bytes, bool writeback) {
+  using namespace cache_internal;
+  CacheState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (check_lifetime_ && s.open_scopes.load(std::memory_order_relaxed) != 0) {
+    LifetimeViolation(name(), "flush while a step holds row pointers", s.open_scopes.load());
+  }
+  s.flushing.store(true, std::memory_order_relaxed);
+  s.epoch.fetch_add(1, std::memory_order_relaxed);
+  ++s.cold.flushes;
+  while (!s.pages.empty() && static_cast<int64_t>(s.pages.size()) * page_bytes() > target_bytes) {
+    std::unique_ptr<Page> page = std::move(s.pages.front());
+    s.pages.pop_front();
+    DrainPage(*page, /*evict=*/true, writeback);
+    if (s.current.load(std::memory_order_relaxed) == page.get()) s.current.store(nullptr, std::memory_order_relaxed);
+    page->next.store(0, std::memory_order_relaxed);
+    ++s.cold.pages_flushed;
+    if (static_cast<int64_t>(s.pages.size() + s.free_pages.size()) < s.max_pages) {
+      s.free_pages.push_back(std::move(page));
+    }
+  }
+  s.npages.store(static_cast<int64_t>(s.pages.size()), std::memory_order_relaxed);
+  if (static_cast<int64_t>(s.pages.size()) < s.max_pages) s.full.store(false, std::memory_order_relaxed);
+  PersistWritten();
+  filter_->age();
+  s.flushing.store(false, std::memory_order_relaxed);
+}
+
+template <StorageType T, int64_t D>
+void CachedTable<T, D>::Writeback() {
+  cache_internal::CacheState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.cold.syncs;
+  for (auto& page : s.pages) DrainPage(*page, /*evict=*/false, /*writeback=*/true);
+  PersistWritten();
+}
+
+template <StorageType T, int64_t D>
+absl::StatusOr<int64_t> CachedTable<T, D>::fill(std::span<const int64_t> rows) {
+  using namespace cache_internal;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= nvectors()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name(), ": fill row ", i, ": row ", rows[i], " >= nvectors ", nvectors()));
+    }
+  }
+  int64_t filled = 0;
+  for (int64_t row : rows) {
+    const uint64_t w = words_[row].load(std::memory_order_relaxed);
+    if (w & kCached) continue;
+    std::byte* slot = AllocateSlot(row);
+    if (slot == nullptr) break;
+    std::memcpy(slot, Address(w), base_.row_bytes());
+    words_[row].store(reinterpret_cast<uint64_t>(slot) | kCached, std::memory_order_release);
+    ++filled;
+  }
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->cold.rows_filled += static_cast<uint64_t>(filled);
+  return filled;
+}
+
+template <StorageType T, int64_t D>
+absl::StatusOr<int64_t> CachedTable<T, D>::fill_random(uint64_t seed) {
+  return fill(cache_internal::RandomDistinctRows(nvectors(), capacity_rows(), seed));
+}
+
+template <StorageType T, int64_t D>
+CacheStats CachedTable<T, D>::stats() const {
+  CacheStats st;
+  shards_->sum_into(st);
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    st.cold = state_->cold;
+  }
+  st.row_bytes = base_.row_bytes();
+  st.cached_rows = cached_rows();
+  st.used_bytes = used_bytes();
+  st.cachelower = cachelower();
+  st.cacheslack = cacheslack();
+  return st;
+}
+
+template <StorageType T, int64_t D>
+void CachedTable<T, D>::reset_stats() {
+  shards_->reset();
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->cold = {};
+}
+
+template <StorageType T, int64_t D>
+bool CachedTable<T, D>::in_cache(const void* p) const {
+  const auto* b = static_cast<const std::byte*>(p);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (const auto& page : state_->pages) {
+    if (b >= page->rows && b < page->rows + static_cast<size_t>(page_bytes())) return true;
+  }
+  return false;
+}
+
+template <StorageType T, int64_t D>
+int64_t CachedTable<T, D>::cached_rows() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  int64_t n = 0;
+  for (const auto& page : state_->pages) n += std::min(page->next.load(std::memory_order_relaxed), rows_per_page_);
+  return n;
+}
+
+}  // namespace cemb
+
+#define CEMB_CACHE_EXTERN_TEMPLATE(...) extern template class __VA_ARGS__;
+CEMB_FOR_EACH_CACHED_TABLE(CEMB_CACHE_EXTERN_TEMPLATE)
+#undef CEMB_CACHE_EXTERN_TEMPLATE
+
+#endif  // CEMB_CACHE_CACHED_TABLE_H_

@@ -1,0 +1,64 @@
+// Where one embedding table's rows live, chosen per table (by the trainer's
+// YAML config): a policy name and a cache size become a table.
+//
+//   "dram"     SimpleTable in DRAM                      (no slow tier)
+//   "simple"   SimpleTable on the slow tier             (thesis policy "simple": no cache, no indirection)
+//   "static"   CachedTable, policy kStatic, on the slow tier: fill it after initialising
+//              the rows (fill_random(seed), or fill(profiler.hottest(capacity_rows())))
+//   "dynamic"  CachedTable, policy kDynamic, on the slow tier: flush_dirty() when isfull()
+//
+// StoredTable<T, D> is a std::variant of the two table types; std::visit
+// reaches the table (both satisfy RowTable).
+//
+// Example:
+//   CEMB_ASSIGN_OR_RETURN(StorageKind kind, ParseStorageKind(yaml["storage"]));
+//   StorageConfig config{.kind = kind, .slow_tier = TierOptions::Pmem("/mnt/pmem0"),
+//                        .cache = {.lower = CacheSize::Fraction(0.1)}};
+//   CEMB_ASSIGN_OR_RETURN(auto table, (MakeStoredTable<float, 128>({.name = "t0", .nvectors = n}, config)));
+//   CEMB_RETURN_IF_ERROR(std::visit([&](auto& t) { return ensemble.add(t); }, table));
+//   if (auto* c = std::get_if<CachedTable<float, 128>>(&table); c && c->isfull()) c->flush_dirty();
+#ifndef CEMB_CACHE_STORAGE_H_
+#define CEMB_CACHE_STORAGE_H_
+
+#include <string_view>
+#include <variant>
+
+#include "absl/status/statusor.h"
+#include "cache/cached_table.h"
+#include "embedding/simple_table.h"
+
+namespace cemb {
+
+enum class StorageKind { kDram, kSimple, kStatic, kDynamic };
+
+const char* StorageKindName(StorageKind kind);  // "dram", "simple", "static", "dynamic"
+absl::StatusOr<StorageKind> ParseStorageKind(std::string_view name);
+
+struct StorageConfig {
+  StorageKind kind = StorageKind::kDram;
+  TierOptions slow_tier;  // simple, static, dynamic
+  CacheOptions cache;     // static, dynamic (its policy is set from kind)
+};
+
+template <StorageType T, int64_t D = kDynamic>
+using StoredTable = std::variant<SimpleTable<T, D>, CachedTable<T, D>>;
+
+// `table.tier` is ignored: the config says where the rows live.
+template <StorageType T, int64_t D = kDynamic>
+[[nodiscard]] absl::StatusOr<StoredTable<T, D>> MakeStoredTable(TableOptions table, const StorageConfig& config) {
+  table.tier = config.kind == StorageKind::kDram ? TierOptions::Dram() : config.slow_tier;
+  if (config.kind == StorageKind::kDram || config.kind == StorageKind::kSimple) {
+    absl::StatusOr<SimpleTable<T, D>> t = SimpleTable<T, D>::Create(table);
+    if (!t.ok()) return t.status();
+    return StoredTable<T, D>(std::in_place_index<0>, *std::move(t));
+  }
+  CacheOptions cache = config.cache;
+  cache.policy = config.kind == StorageKind::kStatic ? CachePolicy::kStatic : CachePolicy::kDynamic;
+  absl::StatusOr<CachedTable<T, D>> t = CachedTable<T, D>::Create(table, cache);
+  if (!t.ok()) return t.status();
+  return StoredTable<T, D>(std::in_place_index<1>, *std::move(t));
+}
+
+}  // namespace cemb
+
+#endif  // CEMB_CACHE_STORAGE_H_
