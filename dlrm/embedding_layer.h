@@ -1,0 +1,104 @@
+// EmbeddingLayer: the embedding tables of a DLRM, each stored where the
+// config says (cache/storage.h: a SimpleTable in DRAM, a SimpleTable on the
+// slow tier, or a CachedTable with the static or dynamic policy), looked up
+// and updated together by one Ensemble.
+//
+// All tables share the feature size `dim` (the dot interaction needs it).
+// Lookup writes table t's pooled rows into columns [t*dim, (t+1)*dim) of one
+// [batch x T*dim] matrix, which is the interaction's input as is; Update
+// takes the gradient in the same layout, builds each table's update plan
+// from the same bags, and applies fused SGD or row-wise AdaGrad. Between
+// steps, FlushFull() flushes the dynamic caches that are full.
+//
+// Plan once: tables, kernels (per table, by ISA and dim), AdaGrad state and
+// every buffer are made at Create(); Lookup/Update allocate nothing in steady
+// state.
+// Thread safety: one caller at a time (the trainer); the work itself runs on
+// `threads` OpenMP threads.
+//
+//   CEMB_ASSIGN_OR_RETURN(auto layer, EmbeddingLayer::Create({.dim = 16, .tables = specs}));
+//   CEMB_RETURN_IF_ERROR(layer->Lookup(bags, emb));                 // emb: [batch x T*16]
+//   ... backward ...
+//   CEMB_RETURN_IF_ERROR(layer->Update(bags, d_emb, lr));
+//   layer->FlushFull();
+#ifndef CEMB_DLRM_EMBEDDING_LAYER_H_
+#define CEMB_DLRM_EMBEDDING_LAYER_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cache/storage.h"
+#include "embedding/kernels.h"
+#include "embedding/types.h"
+
+namespace cemb::dlrm {
+
+struct EmbeddingTableSpec {
+  int64_t rows = 0;
+  StorageConfig storage;  // kind (dram, simple, static, dynamic), slow tier, cache sizes
+};
+
+enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad };
+
+struct EmbeddingLayerOptions {
+  int64_t dim = 16;
+  std::vector<EmbeddingTableSpec> tables;
+  bool bf16_rows = false;  // bfloat16 storage (fp32 arithmetic)
+  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
+  float adagrad_eps = 1e-8f;
+  Store update_store = Store::kStandard;
+  int threads = 0;  // 0: all
+  uint64_t seed = 1;  // InitUniform seed of table t: seed + t
+  KernelOptions kernels;
+};
+
+// What a table is and how its cache did, for the end-of-run report.
+struct TableReport {
+  std::string name;
+  std::string storage;  // "dram", "simple", "static", "dynamic"
+  std::string kernel;   // TableKernels::description()
+  bool cached = false;
+  CacheStats stats;     // meaningful when cached
+};
+
+class EmbeddingLayer {
+ public:
+  // Creates and initialises the tables (uniform ±sqrt(1/rows) with seed + t;
+  // static caches are then filled with random rows). Errors name the table.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<EmbeddingLayer>> Create(const EmbeddingLayerOptions& options);
+  virtual ~EmbeddingLayer() = default;
+
+  virtual int num_tables() const = 0;
+  virtual int64_t dim() const = 0;
+  virtual int64_t rows(int table) const = 0;
+
+  // out.row(b) columns [t*dim, (t+1)*dim) = pooled sum of bag b of table t.
+  // Validates every table's bags first; on an error nothing is written.
+  [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out) = 0;
+  // Applies `grad` (the gradient of Lookup's output, same layout) to the rows
+  // the bags read, with learning rate `lr`.
+  [[nodiscard]] virtual absl::Status Update(std::span<const Bags<int32_t>> bags, ConstMatrixView grad, float lr) = 0;
+  // Between steps: flushes every dynamic cache that is full (dirty rows
+  // written back). Returns how many tables were flushed.
+  virtual int FlushFull() = 0;
+  // Between steps: writes every dirty cached row back to its base row (the
+  // slow tier is then complete, e.g. before a checkpoint).
+  virtual void Sync() = 0;
+
+  // Rows and optimizer state of every table: "<dir>/<prefix><t>.rows"
+  // (embedding/table_io.h format) and "<dir>/<prefix><t>.adagrad.npy".
+  [[nodiscard]] virtual absl::Status Save(const std::string& dir, const std::string& prefix) = 0;
+  [[nodiscard]] virtual absl::Status Load(const std::string& dir, const std::string& prefix) = 0;
+
+  virtual std::vector<TableReport> Report() const = 0;
+  virtual void ResetStats() = 0;
+};
+
+}  // namespace cemb::dlrm
+
+#endif  // CEMB_DLRM_EMBEDDING_LAYER_H_

@@ -1,0 +1,125 @@
+// Dlrm: the DLRM of the thesis (section 5.5) and of facebookresearch/dlrm,
+// forward and backward on one batch:
+//
+//   bottom = BottomMLP(dense)                      [n x dim]   (dlrm/mlp.h, ReLU after every layer)
+//   emb    = EmbeddingLayer.Lookup(bags)           [n x T*dim] (pooled sums, one column block per table)
+//   z      = Interaction(bottom, emb)              [n x W]     (dot: bottom ++ pairwise dots; or concat)
+//   logit  = TopMLP(z)                             [n x 1]     (no activation on the last layer)
+//   loss   = mean BCE(sigmoid(logit), label)                   (dlrm/loss.h, from logits)
+//
+// TrainStep runs that forward, the backward through every layer, SGD on the
+// MLPs (split-SGD in bf16) and the fused embedding update (SGD or row-wise
+// AdaGrad) with one learning rate. Predict runs the forward only.
+//
+// Plan once: every oneDNN primitive, every kernel choice and every buffer is
+// made by Create() for the planned batch sizes (batch_size, plus
+// extra_batch_sizes, e.g. the last partial batch or an evaluation batch); a
+// step allocates nothing. A batch of another size is an InvalidArgument error.
+//
+// Phase times: TrainStep and Predict add the seconds of each phase to a
+// PhaseTimes (the caller adds kData and kOther around them).
+//
+// Thread safety: one caller at a time; the work runs on OpenMP threads.
+//
+//   CEMB_ASSIGN_OR_RETURN(auto model, Dlrm::Create(options));
+//   PhaseTimes times;
+//   CEMB_ASSIGN_OR_RETURN(double loss, model->TrainStep(batch, /*lr=*/0.1f, &times));
+#ifndef CEMB_DLRM_MODEL_H_
+#define CEMB_DLRM_MODEL_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dlrm/embedding_layer.h"
+#include "dlrm/interaction.h"
+#include "dlrm/mlp.h"
+
+namespace cemb::dlrm {
+
+enum class Phase {
+  kData,
+  kEmbeddingLookup,
+  kInteraction,  // forward and backward
+  kBottomForward,
+  kBottomBackward,
+  kTopForward,  // including the loss
+  kTopBackward,
+  kMlpUpdate,
+  kEmbeddingUpdate,
+  kCacheFlush,
+  kOther,
+};
+inline constexpr int kNumPhases = 11;
+const char* PhaseName(Phase phase);  // "data", "embedding lookup", ...
+
+struct PhaseTimes {
+  std::array<double, kNumPhases> seconds{};
+  double& operator[](Phase p) { return seconds[static_cast<int>(p)]; }
+  double operator[](Phase p) const { return seconds[static_cast<int>(p)]; }
+  double total() const;
+  PhaseTimes& operator+=(const PhaseTimes& o);
+};
+
+struct DlrmOptions {
+  int64_t num_dense = 13;
+  // Widths of the bottom MLP's layers after its input (num_dense); the last
+  // must equal the embedding dim. Reference Kaggle model: {512, 256, 64, 16}.
+  std::vector<int64_t> bottom_mlp;
+  // Widths of the top MLP's layers after its input (the interaction's
+  // output width); the last must be 1. Kaggle: {512, 256, 1}.
+  std::vector<int64_t> top_mlp;
+  InteractionKind interaction = InteractionKind::kDot;
+  bool self_interaction = false;
+  Precision mlp_precision = Precision::kFp32;
+  // The tables; embeddings.dim is the feature size of every table.
+  EmbeddingLayerOptions embeddings;
+  int64_t batch_size = 2048;
+  std::vector<int64_t> extra_batch_sizes;
+  int threads = 0;  // 0: all
+  uint64_t seed = 1;
+};
+
+// One batch as the model reads it (the loader's data::Batch gives these).
+struct BatchView {
+  int64_t size = 0;
+  std::span<const float> dense;   // [size x num_dense]
+  std::span<const float> labels;  // [size], 0 or 1
+  std::span<const Bags<int32_t>> bags;  // one per table, `size` bags each
+};
+
+class Dlrm {
+ public:
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Dlrm>> Create(const DlrmOptions& options);
+  ~Dlrm();
+
+  const DlrmOptions& options() const;
+  EmbeddingLayer& embeddings();
+  const Mlp& bottom_mlp() const;
+  const Mlp& top_mlp() const;
+
+  // Forward, backward and update on `batch`; returns the batch's mean loss.
+  [[nodiscard]] absl::StatusOr<double> TrainStep(const BatchView& batch, float lr, PhaseTimes* times);
+  // Forward only: probabilities[i] = sigmoid(logit of sample i).
+  [[nodiscard]] absl::Status Predict(const BatchView& batch, std::span<float> probabilities, PhaseTimes* times);
+
+  // Every MLP parameter as "<dir>/bot_l.<k>.weight.npy", "top_l.<k>.bias.npy"
+  // (dlrm_s_pytorch's state_dict names) and every table as
+  // "<dir>/emb_l.<t>.rows" (+ ".adagrad.npy" with row-wise AdaGrad).
+  [[nodiscard]] absl::Status Save(const std::string& dir);
+  [[nodiscard]] absl::Status Load(const std::string& dir);
+
+ private:
+  struct Impl;
+  explicit Dlrm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cemb::dlrm
+
+#endif  // CEMB_DLRM_MODEL_H_
