@@ -69,7 +69,7 @@ std::string FieldName(int f);
 // field is empty or -?[0-9]+ within int64; a categorical field is empty or 1..8
 // hex digits (either case). On error returns InvalidArgument naming the field
 // and the byte offset within the line, and leaves `row` unspecified.
-// NOTE: allocates only on error; about 1-2 ns per byte.
+// NOTE: allocates only on error; about 2-3 ns per byte (bench/data_bench.cc).
 absl::Status ParseCriteoLine(std::string_view line, CriteoRow& row,
                              size_t max_line_bytes = kDefaultMaxLineBytes);
 
