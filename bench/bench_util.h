@@ -184,6 +184,24 @@ inline double MeasureGatherBytesPerSecond(std::span<const GatherTarget> targets,
   return static_cast<double>(row_bytes_per_pass) * threads * passes / elapsed;
 }
 
+// Sequential read bandwidth of `threads` threads over a `bytes` DRAM buffer
+// (best of three passes): what a gather of random rows can at most approach.
+inline double MeasureSequentialReadBytesPerSecond(int threads, size_t bytes = size_t{1} << 30) {
+  const size_t words = bytes / sizeof(uint64_t);
+  std::vector<uint64_t> buffer(words, 1);  // touched, so the passes read DRAM, not the zero page
+  double best = 0.0;
+  uint64_t sink = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : sink)
+    for (size_t i = 0; i < words; i += 8) sink += buffer[i] ^ buffer[i + 3] ^ buffer[i + 7];  // one load per line
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    best = std::max(best, static_cast<double>(bytes) / s);
+  }
+  benchmark::DoNotOptimize(sink);
+  return best;
+}
+
 // The limit: the better of the plain gather and the one with prefetching.
 struct GatherLimit {
   double plain = 0.0;       // bytes/s without software prefetch

@@ -62,6 +62,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/random.h"
@@ -631,6 +632,11 @@ int main(int argc, char** argv) {
   }
   AddMachineContext();
   benchmark::AddCustomContext("pmem_dir", g_flags.pmem_dir);
+  {
+    const int threads = g_flags.threads > 0 ? g_flags.threads : omp_get_max_threads();
+    benchmark::AddCustomContext(absl::StrCat("seq_read_GB/s(", threads, " threads)"),
+                                absl::StrFormat("%.2f", MeasureSequentialReadBytesPerSecond(threads) / 1e9));
+  }
   benchmark::AddCustomContext("batch", std::to_string(kBatch));
   benchmark::AddCustomContext("grids", absl::StrJoin(g_flags.grids, ","));
   benchmark::Initialize(&argc, argv);
