@@ -1,0 +1,47 @@
+#include "cache/storage.h"
+
+#include <cstdlib>
+
+#include "gtest/gtest.h"
+
+namespace cemb {
+namespace {
+
+TEST(Storage, ParsesEveryKindAndRejectsOthers) {
+  for (auto k : {StorageKind::kDram, StorageKind::kSimple, StorageKind::kStatic, StorageKind::kDynamic}) {
+    auto parsed = ParseStorageKind(StorageKindName(k));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, k);
+  }
+  auto bad = ParseStorageKind("lru");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "unknown table storage 'lru' (expected dram, simple, static or dynamic)");
+  auto policy = ParseCachePolicy("static");
+  ASSERT_TRUE(policy.ok());
+  EXPECT_EQ(*policy, CachePolicy::kStatic);
+  EXPECT_FALSE(ParseCachePolicy("Dynamic").ok());
+}
+
+TEST(Storage, MakesTheTableTheConfigNames) {
+  const char* dir = std::getenv("TMPDIR");
+  const TierOptions slow = TierOptions::Pmem(dir != nullptr ? dir : "/tmp");
+  const TableOptions opts{.name = "t", .nvectors = 100};
+  auto dram = MakeStoredTable<float, 16>(opts, {.kind = StorageKind::kDram, .slow_tier = slow});
+  ASSERT_TRUE(dram.ok());
+  EXPECT_EQ(std::get<0>(*dram).region().kind(), TierKind::kDram);
+  auto simple = MakeStoredTable<float, 16>(opts, {.kind = StorageKind::kSimple, .slow_tier = slow});
+  ASSERT_TRUE(simple.ok()) << simple.status();
+  EXPECT_EQ(std::get<0>(*simple).region().kind(), TierKind::kPmem);
+  auto st = MakeStoredTable<float, 16>(opts, {.kind = StorageKind::kStatic, .slow_tier = slow});
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(std::get<1>(*st).policy(), CachePolicy::kStatic);
+  EXPECT_EQ(std::get<1>(*st).base().region().kind(), TierKind::kPmem);
+  auto dy = MakeStoredTable<float, 16>(
+      opts, {.kind = StorageKind::kDynamic, .slow_tier = slow, .cache = {.lower = CacheSize::Fraction(0.5)}});
+  ASSERT_TRUE(dy.ok());
+  EXPECT_EQ(std::get<1>(*dy).policy(), CachePolicy::kDynamic);
+  EXPECT_EQ(std::get<1>(*dy).cachelower(), 100 * 64 / 2);
+}
+
+}  // namespace
+}  // namespace cemb
