@@ -1,0 +1,182 @@
+// TrainConfig: everything `dlrm-train` reads from a YAML file (plus
+// `--set key=value` overrides): the data, the model, the optimizer and the
+// training loop. docs/training.md lists every key with its default.
+//
+//   data:      source (synthetic | tsv | binary), paths, synthetic parameters
+//   model:     embedding_dim, MLPs, interaction, precision, tables, storage
+//   optimizer: embedding optimizer, learning rate, warm-up and decay
+//   train:     batch size, steps or epochs, evaluation, threads, seed,
+//              checkpoints, JSON lines log, progress bar
+//
+// Validation: every key is checked when the file is parsed. An unknown key, a
+// value of the wrong type or out of range, or an inconsistent combination
+// gives InvalidArgument naming the file and the key path, e.g.
+//   "configs/x.yaml: model.bottom_mlp: expected a list of positive integers, got 'abc'"
+// A missing file is NotFound naming it. Nothing is ever half-applied: a
+// TrainConfig either parses completely or not at all.
+//
+// Overrides: "a.b.c=value" sets key c of map a.b (maps are created as
+// needed) before validation; the value is parsed as YAML, so lists work too
+// ("model.bottom_mlp=[64,16]"). An error in an overridden key says so.
+//
+// Thread safety: a TrainConfig is a plain value.
+//
+//   CEMB_ASSIGN_OR_RETURN(TrainConfig c, TrainConfig::Load("configs/default.yaml",
+//                                                           {"train.steps=100"}));
+//   CEMB_ASSIGN_OR_RETURN(std::vector<uint64_t> sizes, c.model.TableSizes());
+//   CEMB_ASSIGN_OR_RETURN(DlrmOptions o, c.ToDlrmOptions(sizes));
+#ifndef CEMB_DLRM_CONFIG_H_
+#define CEMB_DLRM_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cache/storage.h"
+#include "data/generator.h"
+#include "data/preprocess.h"
+#include "dlrm/model.h"
+
+namespace cemb::dlrm {
+
+enum class DataSource { kSynthetic, kTsv, kBinary };
+const char* DataSourceName(DataSource source);  // "synthetic", "tsv", "binary"
+
+struct DataConfig {
+  DataSource source = DataSource::kSynthetic;
+  // tsv: the input files (Kaggle: one train.txt; Terabyte: the days in
+  // order). binary: one file, the training set, or a directory holding
+  // train.bin and val.bin (the output of `dlrm-data preprocess`).
+  std::vector<std::string> paths;
+  // binary: the validation set; empty = val.bin beside a directory's
+  // train.bin, or else the last validation_fraction of the file.
+  std::string validation_path;
+  // synthetic, and binary without a validation file: the fraction of the
+  // samples held out (the last ones). tsv uses the reference split.
+  double validation_fraction = 0.1;
+
+  // synthetic
+  uint64_t samples = 1 << 18;
+  data::IndexDistribution distribution = data::IndexDistribution::kUniform;
+  double alpha = 1.0;
+  uint32_t hotness = 1;
+  uint64_t seed = 1;
+
+  // tsv
+  data::CriteoFormat format = data::CriteoFormat::kKaggle;
+  data::IndexMode index_mode = data::IndexMode::kModulo;
+  uint32_t frequency_threshold = 1;
+  bool skip_bad_lines = false;
+  // Caps every table at this many rows (row = id % size); 0 = no cap. Also
+  // caps synthetic tables.
+  uint64_t max_ind_range = 0;
+
+  // Where generated and preprocessed datasets go; empty = <checkpoint_dir>/data
+  // when there is a checkpoint directory, else a temporary directory that is
+  // removed at the end.
+  std::string work_dir;
+};
+
+// Where one table lives; the YAML spelling of StorageConfig.
+struct TableStorageConfig {
+  StorageKind kind = StorageKind::kDram;
+  CacheSize cache_lower = CacheSize::Fraction(0.25);
+  CacheSize cache_slack = CacheSize::Fraction(0.05);
+  int admit_after = 0;
+  std::string slow_tier;  // a directory; empty = $TMPDIR (or /tmp)
+
+  StorageConfig ToStorageConfig() const;
+};
+
+struct ModelConfig {
+  int64_t embedding_dim = 16;
+  std::vector<int64_t> bottom_mlp{512, 256, 64, 16};
+  std::vector<int64_t> top_mlp{512, 256, 1};
+  InteractionKind interaction = InteractionKind::kDot;
+  bool self_interaction = false;
+  Precision mlp_precision = Precision::kFp32;
+  bool bf16_tables = false;
+
+  // Table sizes: `table_sizes` when not empty; else `table_count` tables of
+  // `table_rows` rows when table_count > 0; else the dataset's (binary, tsv
+  // vocabulary) or the 26 Kaggle cardinalities.
+  std::vector<uint64_t> table_sizes;
+  int64_t table_count = 0;
+  uint64_t table_rows = 0;
+
+  TableStorageConfig storage;                    // every table's default
+  std::map<int, TableStorageConfig> table_storage;  // per-table overrides
+
+  // The storage of table t.
+  const TableStorageConfig& StorageOf(int t) const;
+};
+
+struct OptimizerConfig {
+  EmbeddingOptimizer embedding = EmbeddingOptimizer::kSgd;
+  double learning_rate = 0.1;
+  double adagrad_eps = 1e-8;
+  // The MLPerf DLRM schedule: lr * (step + 1) / warmup_steps during the
+  // warm-up, then lr, then from decay_start for decay_steps steps
+  // lr * ((decay_end - step) / decay_steps)^2, and 0 after decay_end.
+  // decay_steps == 0: no decay.
+  int64_t warmup_steps = 0;
+  int64_t decay_start = 0;
+  int64_t decay_steps = 0;
+
+  // The learning rate of (0-based) step `step`. A pure function of the step:
+  // the schedule's state is the step count.
+  float LearningRate(int64_t step) const;
+};
+
+struct TrainSettings {
+  int64_t batch_size = 2048;
+  int64_t steps = 0;   // > 0: train this many steps (overrides epochs)
+  int64_t epochs = 1;  // used when steps == 0
+  int64_t eval_every = 0;    // steps between evaluations; 0 = only at the end
+  int64_t eval_batches = 0;  // batches per evaluation; 0 = the whole validation set
+  int threads = 0;           // 0 = all hardware threads
+  uint64_t seed = 1;         // model initialisation and shuffling
+  bool shuffle = true;
+  uint64_t shuffle_block = uint64_t{1} << 16;  // data::LoaderOptions::block_samples
+  std::string checkpoint_dir;    // empty = no checkpoints
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end (when checkpoint_dir is set)
+  int64_t keep_checkpoints = 2;  // older ones are removed
+  std::string log_jsonl;         // empty = no JSON lines log
+  bool progress = true;          // the progress bar (only on a terminal)
+};
+
+struct TrainConfig {
+  std::string source_name;  // the file (or "<string>") it was parsed from
+  DataConfig data;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  TrainSettings train;
+
+  // Reads and validates `path` with `overrides` ("a.b=value") applied first.
+  [[nodiscard]] static absl::StatusOr<TrainConfig> Load(const std::string& path,
+                                                        std::span<const std::string> overrides = {});
+  // The same from YAML text; `name` stands for the file in messages.
+  [[nodiscard]] static absl::StatusOr<TrainConfig> Parse(std::string_view yaml, std::string_view name,
+                                                         std::span<const std::string> overrides = {});
+
+  // The model's options for tables of `table_sizes` rows (the resolved
+  // sizes: see ModelConfig). Errors name the key (e.g. a per-table storage
+  // override for a table that does not exist).
+  [[nodiscard]] absl::StatusOr<DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes) const;
+
+  // A canonical one-key-per-line rendering of the settings that fix the
+  // model and the order of its training (data, model, optimizer, batch size,
+  // seed, shuffling): a checkpoint stores it and resuming under another
+  // one is refused. Steps, epochs, evaluation, logging and checkpointing
+  // settings are left out, so a run can be continued for longer.
+  std::string Fingerprint() const;
+};
+
+}  // namespace cemb::dlrm
+
+#endif  // CEMB_DLRM_CONFIG_H_

@@ -1,0 +1,815 @@
+#include "dlrm/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "data/criteo.h"
+#include "data/dataset.h"
+#include "data/generator.h"
+#include "data/loader.h"
+#include "data/preprocess.h"
+#include "dlrm/checkpoint.h"
+
+namespace cemb::dlrm {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+std::string HumanCount(double v) {
+  if (v >= 1e9) return absl::StrFormat("%.2fG", v / 1e9);
+  if (v >= 1e6) return absl::StrFormat("%.2fM", v / 1e6);
+  if (v >= 1e4) return absl::StrFormat("%.1fk", v / 1e3);
+  return absl::StrFormat("%.0f", v);
+}
+
+std::string HumanBytes(double v) {
+  if (v >= 1073741824.0) return absl::StrFormat("%.2f GiB", v / 1073741824.0);
+  if (v >= 1048576.0) return absl::StrFormat("%.1f MiB", v / 1048576.0);
+  if (v >= 1024.0) return absl::StrFormat("%.1f KiB", v / 1024.0);
+  return absl::StrFormat("%.0f B", v);
+}
+
+std::string HumanTime(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const int64_t t = static_cast<int64_t>(s + 0.5);
+  if (t >= 3600) return absl::StrFormat("%dh%02dm", t / 3600, (t / 60) % 60);
+  if (t >= 60) return absl::StrFormat("%dm%02ds", t / 60, t % 60);
+  return absl::StrFormat("%ds", t);
+}
+
+// JSON helpers: numbers (NaN/inf as null) and strings.
+std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  return absl::StrFormat("%.17g", v);
+}
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// Doubles in the manifest: exact, as hex floats.
+std::string ExactDouble(double v) { return absl::StrFormat("%a", v); }
+bool ParseExactDouble(const std::string& s, double* v) {
+  char* end = nullptr;
+  *v = std::strtod(s.c_str(), &end);
+  return end && *end == '\0' && !s.empty();
+}
+
+uint64_t Fnv(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+// A one-line progress bar on a terminal, redrawn at most 5 times a second.
+class ProgressBar {
+ public:
+  ProgressBar(FILE* stream, bool wanted) : stream_(stream), enabled_(wanted && stream && ::isatty(::fileno(stream))) {}
+  void Update(int64_t step, int64_t total, double samples_per_s, double loss, double eta_s) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    if (step < total && drawn_ && now - last_ < std::chrono::milliseconds(200)) return;
+    last_ = now;
+    drawn_ = true;
+    constexpr int kWidth = 24;
+    const double f = total > 0 ? static_cast<double>(step) / static_cast<double>(total) : 1.0;
+    std::string bar(static_cast<size_t>(f * kWidth), '=');
+    bar.resize(kWidth, ' ');
+    std::fprintf(stream_, "\r\033[Kstep %" PRId64 "/%" PRId64 " [%s] %5.1f%% %s samples/s loss %.4f ETA %s", step,
+                 total, bar.c_str(), 100 * f, HumanCount(samples_per_s).c_str(), loss, HumanTime(eta_s).c_str());
+    std::fflush(stream_);
+  }
+  // Erases the bar so that a report line can be printed.
+  void Clear() {
+    if (!enabled_ || !drawn_) return;
+    std::fprintf(stream_, "\r\033[K");
+    std::fflush(stream_);
+    drawn_ = false;
+  }
+
+ private:
+  FILE* stream_;
+  bool enabled_;
+  bool drawn_ = false;
+  Clock::time_point last_{};
+};
+
+}  // namespace
+
+struct Trainer::Impl {
+  TrainConfig config;
+  TrainerOptions options;
+  std::string work_dir;
+  bool remove_work_dir = false;
+
+  std::shared_ptr<const data::Dataset> train_set, val_set;
+  std::vector<uint64_t> table_sizes;
+  std::unique_ptr<Dlrm> model;
+  std::unique_ptr<data::Loader> loader;
+  std::vector<Bags<int32_t>> bags;
+  std::vector<float> probabilities;
+
+  int64_t total_steps = 0;
+  int64_t step = 0;  // steps done
+  int64_t first_step = 0;
+  int64_t last_checkpoint_step = -1;
+  double interval_loss_sum = 0;  // since the previous eval record
+  int64_t interval_steps = 0;
+  std::FILE* jsonl = nullptr;
+  ProgressBar progress{nullptr, false};
+
+  ~Impl() {
+    loader.reset();
+    if (jsonl) std::fclose(jsonl);
+    if (remove_work_dir && !work_dir.empty()) {
+      std::error_code ec;
+      fs::remove_all(work_dir, ec);
+    }
+  }
+
+  template <typename... Args>
+  void Print(const absl::FormatSpec<Args...>& format, const Args&... args) {
+    if (!options.out) return;
+    progress.Clear();
+    std::fputs(absl::StrFormat(format, args...).c_str(), options.out);
+    std::fflush(options.out);
+  }
+
+  absl::Status PrepareWorkDir();
+  absl::Status PrepareData();
+  absl::Status PrepareSynthetic();
+  absl::Status PrepareTsv();
+  absl::Status PrepareBinary();
+  absl::Status BuildModel();
+  absl::Status Resume();
+  absl::StatusOr<MetricsResult> Evaluate(PhaseTimes* times);
+  absl::Status WriteCheckpointNow(double* seconds, std::string* path);
+  BatchView View(const data::Batch& b);
+  void WriteJson(const std::string& record) {
+    if (!jsonl) return;
+    std::fputs(record.c_str(), jsonl);
+    std::fputc('\n', jsonl);
+    std::fflush(jsonl);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Data.
+
+absl::Status Trainer::Impl::PrepareWorkDir() {
+  const DataConfig& d = config.data;
+  if (!d.work_dir.empty()) {
+    work_dir = d.work_dir;
+  } else if (!config.train.checkpoint_dir.empty()) {
+    work_dir = config.train.checkpoint_dir + "/data";
+  } else if (d.source != DataSource::kBinary || (d.validation_path.empty() && d.validation_fraction > 0)) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/cemb-train-XXXXXX");
+    if (!::mkdtemp(pattern.data())) {
+      return absl::InternalError(absl::StrCat(pattern, ": cannot create a temporary work directory: ",
+                                              std::strerror(errno)));
+    }
+    work_dir = pattern;
+    remove_work_dir = true;
+    return absl::OkStatus();
+  } else {
+    return absl::OkStatus();  // nothing to write
+  }
+  std::error_code ec;
+  fs::create_directories(work_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(work_dir, ": cannot create the data work directory: ", ec.message()));
+  return absl::OkStatus();
+}
+
+// The model's table sizes before the data has a say: explicit sizes, count x
+// rows, or the Kaggle cardinalities; each capped by max_ind_range.
+static std::vector<uint64_t> ConfiguredTableSizes(const TrainConfig& c) {
+  std::vector<uint64_t> sizes;
+  if (!c.model.table_sizes.empty()) {
+    sizes = c.model.table_sizes;
+  } else if (c.model.table_count > 0) {
+    sizes.assign(static_cast<size_t>(c.model.table_count), c.model.table_rows);
+  } else {
+    sizes.assign(data::kKaggleCardinalities.begin(), data::kKaggleCardinalities.end());
+  }
+  if (c.data.max_ind_range > 0) {
+    for (uint64_t& s : sizes) s = std::min(s, c.data.max_ind_range);
+  }
+  return sizes;
+}
+
+static absl::StatusOr<std::shared_ptr<const data::Dataset>> OpenDataset(const std::string& path,
+                                                                        data::Verify verify) {
+  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<data::Dataset> d, data::Dataset::Open(path, {.verify = verify}));
+  if (d->num_samples() == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": the dataset is empty"));
+  return std::shared_ptr<const data::Dataset>(std::move(d));
+}
+
+absl::Status Trainer::Impl::PrepareSynthetic() {
+  const DataConfig& d = config.data;
+  data::GeneratorOptions g;
+  g.num_samples = d.samples;
+  g.table_sizes = ConfiguredTableSizes(config);
+  g.hotness = d.hotness;
+  g.distribution = d.distribution;
+  g.zipf_alpha = d.alpha;
+  g.seed = d.seed;
+  g.threads = config.train.threads;
+  const uint64_t n_val = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(d.validation_fraction * d.samples)));
+  if (n_val >= d.samples) {
+    return absl::InvalidArgumentError(absl::StrCat(config.source_name, ": data.samples: ", d.samples,
+                                                   " samples leave nothing to train on after the validation split"));
+  }
+  const uint64_t n_train = d.samples - n_val;
+  const std::string key = absl::StrCat("synthetic v1 n=", d.samples, " sizes=", absl::StrJoin(g.table_sizes, ","),
+                                       " hot=", d.hotness, " dist=", static_cast<int>(d.distribution),
+                                       " alpha=", ExactDouble(d.alpha), " seed=", d.seed, " val=", n_val);
+  const std::string base = absl::StrFormat("%s/synthetic-%016x", work_dir, Fnv(key));
+  const std::string train_path = base + ".train.bin", val_path = base + ".val.bin";
+  if (fs::exists(train_path) && fs::exists(val_path)) {
+    auto t = OpenDataset(train_path, data::Verify::kHeader);
+    auto v = OpenDataset(val_path, data::Verify::kHeader);
+    if (t.ok() && v.ok() && (*t)->num_samples() == n_train && (*v)->num_samples() == n_val) {
+      Print("data: reusing %s.{train,val}.bin\n", base);
+      train_set = *t, val_set = *v;
+      return absl::OkStatus();
+    }
+  }
+  const auto start = Clock::now();
+  Print("data: generating %d synthetic samples (%d tables, %s) into %s ...\n", d.samples, g.table_sizes.size(),
+        d.distribution == data::IndexDistribution::kZipf ? absl::StrCat("zipf ", d.alpha) : "uniform", work_dir);
+  CEMB_ASSIGN_OR_RETURN(data::SyntheticGenerator gen, data::SyntheticGenerator::Create(g));
+  data::DatasetSpec spec = gen.spec();
+  spec.part = data::Part::kTrain;
+  CEMB_ASSIGN_OR_RETURN(auto train_writer, data::DatasetWriter::Create(train_path, spec));
+  spec.part = data::Part::kValidation;
+  CEMB_ASSIGN_OR_RETURN(auto val_writer, data::DatasetWriter::Create(val_path, spec));
+  const int threads = config.train.threads > 0 ? config.train.threads
+                                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const uint64_t chunks = gen.num_chunks();
+  const size_t record_floats = spec.record_floats();
+  std::vector<std::vector<float>> buffers(static_cast<size_t>(threads));
+  uint64_t written = 0;
+  for (uint64_t c0 = 0; c0 < chunks; c0 += static_cast<uint64_t>(threads)) {
+    const uint64_t c1 = std::min(chunks, c0 + static_cast<uint64_t>(threads));
+    std::vector<std::thread> workers;
+    for (uint64_t c = c0; c < c1; ++c) {
+      workers.emplace_back([&, c] { gen.GenerateChunk(c, buffers[c - c0]); });
+    }
+    for (std::thread& w : workers) w.join();
+    for (uint64_t c = c0; c < c1; ++c) {
+      const std::vector<float>& records = buffers[c - c0];
+      const uint64_t n = records.size() / record_floats;
+      const uint64_t to_train = written < n_train ? std::min(n, n_train - written) : 0;
+      if (to_train > 0) CEMB_RETURN_IF_ERROR(train_writer->AppendRecords(records.data(), to_train));
+      if (n > to_train) {
+        CEMB_RETURN_IF_ERROR(val_writer->AppendRecords(records.data() + to_train * record_floats, n - to_train));
+      }
+      written += n;
+    }
+  }
+  CEMB_RETURN_IF_ERROR(train_writer->Finish());
+  CEMB_RETURN_IF_ERROR(val_writer->Finish());
+  CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(train_path, data::Verify::kHeader));
+  CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(val_path, data::Verify::kHeader));
+  Print("data: generated in %.1f s\n", Seconds(start, Clock::now()));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Impl::PrepareTsv() {
+  const DataConfig& d = config.data;
+  for (const std::string& p : d.paths) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+      return absl::NotFoundError(absl::StrCat(config.source_name, ": data.path: ", p, ": no such file"));
+    }
+  }
+  data::PreprocessOptions o;
+  o.format = d.format;
+  o.inputs = d.paths;
+  o.index_mode = d.index_mode;
+  if (d.index_mode == data::IndexMode::kModulo) o.table_sizes = ConfiguredTableSizes(config);
+  o.max_index_range = d.max_ind_range;
+  o.frequency_threshold = d.frequency_threshold;
+  o.split = data::SplitMode::kReference;
+  o.reader.threads = config.train.threads;
+  o.reader.bad_lines = d.skip_bad_lines ? data::BadLines::kSkip : data::BadLines::kFail;
+  std::string key = absl::StrCat("tsv v1 format=", static_cast<int>(d.format), " mode=", static_cast<int>(d.index_mode),
+                                 " sizes=", absl::StrJoin(o.table_sizes, ","), " cap=", d.max_ind_range,
+                                 " thr=", d.frequency_threshold, " skip=", d.skip_bad_lines);
+  for (const std::string& p : d.paths) {
+    std::error_code ec;
+    absl::StrAppend(&key, " ", fs::absolute(p, ec).string(), ":", fs::file_size(p, ec));
+  }
+  o.output_dir = absl::StrFormat("%s/criteo-%016x", work_dir, Fnv(key));
+  const std::string stamp = o.output_dir + "/DONE";
+  bool reuse = false;
+  {
+    std::ifstream in(stamp);
+    std::string line;
+    reuse = in && std::getline(in, line) && line == key;
+  }
+  if (!reuse) {
+    Print("data: preprocessing %s into %s ...\n", absl::StrJoin(d.paths, " "), o.output_dir);
+    const auto start = Clock::now();
+    CEMB_ASSIGN_OR_RETURN(data::PreprocessSummary s, data::Preprocess(o));
+    Print("data: %d lines (%d bad, skipped) preprocessed in %.1f s\n", s.lines, s.bad_lines,
+          Seconds(start, Clock::now()));
+    std::ofstream out(stamp);
+    out << key << "\n";
+  } else {
+    Print("data: reusing %s\n", o.output_dir);
+  }
+  CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(o.output_dir + "/train.bin", data::Verify::kHeader));
+  absl::StatusOr<std::shared_ptr<const data::Dataset>> v = OpenDataset(o.output_dir + "/val.bin", data::Verify::kHeader);
+  if (v.ok()) val_set = *v;  // a tiny input may leave no validation lines
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Impl::PrepareBinary() {
+  const DataConfig& d = config.data;
+  std::string train_path = d.paths[0], val_path = d.validation_path;
+  std::error_code ec;
+  if (fs::is_directory(train_path, ec)) {
+    const std::string dir = train_path;
+    train_path = dir + "/train.bin";
+    if (val_path.empty() && fs::exists(dir + "/val.bin", ec)) val_path = dir + "/val.bin";
+  }
+  if (!fs::exists(train_path, ec)) {
+    return absl::NotFoundError(absl::StrCat(config.source_name, ": data.path: ", train_path, ": no such file"));
+  }
+  if (!val_path.empty() && !fs::exists(val_path, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat(config.source_name, ": data.validation_path: ", val_path, ": no such file"));
+  }
+  CEMB_ASSIGN_OR_RETURN(std::shared_ptr<const data::Dataset> all, OpenDataset(train_path, data::Verify::kFull));
+  if (!val_path.empty()) {
+    train_set = all;
+    CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(val_path, data::Verify::kFull));
+    return absl::OkStatus();
+  }
+  if (d.validation_fraction <= 0) {
+    train_set = all;
+    return absl::OkStatus();
+  }
+  // Hold out the last samples: copy both parts into the work directory.
+  const uint64_t n = all->num_samples();
+  const uint64_t n_val = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(d.validation_fraction * n)));
+  if (n_val >= n) return absl::InvalidArgumentError(absl::StrCat(train_path, ": too few samples to split (", n, ")"));
+  const std::string key = absl::StrCat("split v1 ", fs::absolute(train_path, ec).string(), " ",
+                                       all->payload_checksum(), " ", n_val);
+  const std::string base = absl::StrFormat("%s/split-%016x", work_dir, Fnv(key));
+  const std::string tp = base + ".train.bin", vp = base + ".val.bin";
+  if (!fs::exists(tp, ec) || !fs::exists(vp, ec)) {
+    Print("data: holding out the last %d samples of %s for validation (copies in %s)\n", n_val, train_path, work_dir);
+    data::DatasetSpec spec = all->spec();
+    spec.part = data::Part::kTrain;
+    CEMB_ASSIGN_OR_RETURN(auto tw, data::DatasetWriter::Create(tp, spec));
+    spec.part = data::Part::kValidation;
+    CEMB_ASSIGN_OR_RETURN(auto vw, data::DatasetWriter::Create(vp, spec));
+    constexpr uint64_t kBlock = 65536;
+    for (uint64_t i = 0; i < n; i += kBlock) {
+      const uint64_t end = std::min(n, i + kBlock);
+      const uint64_t split = n - n_val;
+      if (i < split) CEMB_RETURN_IF_ERROR(tw->AppendRecords(all->record(i), std::min(end, split) - i));
+      if (end > split) {
+        const uint64_t from = std::max(i, split);
+        CEMB_RETURN_IF_ERROR(vw->AppendRecords(all->record(from), end - from));
+      }
+    }
+    CEMB_RETURN_IF_ERROR(tw->Finish());
+    CEMB_RETURN_IF_ERROR(vw->Finish());
+  }
+  CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(tp, data::Verify::kHeader));
+  CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(vp, data::Verify::kHeader));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Impl::PrepareData() {
+  CEMB_RETURN_IF_ERROR(PrepareWorkDir());
+  switch (config.data.source) {
+    case DataSource::kSynthetic: CEMB_RETURN_IF_ERROR(PrepareSynthetic()); break;
+    case DataSource::kTsv: CEMB_RETURN_IF_ERROR(PrepareTsv()); break;
+    case DataSource::kBinary: CEMB_RETURN_IF_ERROR(PrepareBinary()); break;
+  }
+  table_sizes.assign(train_set->table_sizes().begin(), train_set->table_sizes().end());
+  const bool explicit_sizes = !config.model.table_sizes.empty() || config.model.table_count > 0;
+  if (config.data.source == DataSource::kBinary && explicit_sizes) {
+    CEMB_RETURN_IF_ERROR(train_set->CheckTableSizes(ConfiguredTableSizes(config)));
+  }
+  if (val_set) {
+    if (val_set->num_dense() != train_set->num_dense() || val_set->hotness() != train_set->hotness()) {
+      return absl::InvalidArgumentError(absl::StrCat(val_set->path(), ": the validation set's shape (",
+                                                     val_set->num_dense(), " dense, hotness ", val_set->hotness(),
+                                                     ") differs from the training set's"));
+    }
+    CEMB_RETURN_IF_ERROR(val_set->CheckTableSizes(table_sizes));
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Model, loaders, resume.
+
+absl::Status Trainer::Impl::BuildModel() {
+  const TrainSettings& t = config.train;
+  data::LoaderOptions lo;
+  lo.batch_size = static_cast<uint32_t>(t.batch_size);
+  lo.shuffle = t.shuffle ? data::Shuffle::kWithinBlocks : data::Shuffle::kNone;
+  lo.block_samples = t.shuffle_block;
+  lo.seed = SplitMix64::Mix(t.seed, 0x10ade5);
+  lo.last_batch = data::LastBatch::kPartial;
+  lo.num_epochs = 0;  // endless: the trainer counts steps
+  CEMB_ASSIGN_OR_RETURN(loader, data::Loader::Create(train_set, lo));
+  total_steps = t.steps > 0 ? t.steps : t.epochs * static_cast<int64_t>(loader->batches_per_epoch());
+
+  CEMB_ASSIGN_OR_RETURN(DlrmOptions mo, config.ToDlrmOptions(table_sizes));
+  mo.num_dense = train_set->num_dense();
+  std::vector<int64_t> extra;
+  auto plan = [&](uint64_t samples) {
+    const int64_t partial = static_cast<int64_t>(samples % static_cast<uint64_t>(t.batch_size));
+    if (partial > 0) extra.push_back(partial);
+  };
+  plan(train_set->num_samples());
+  if (val_set) plan(val_set->num_samples());
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  mo.extra_batch_sizes = extra;
+  CEMB_ASSIGN_OR_RETURN(model, Dlrm::Create(mo));
+  bags.resize(table_sizes.size());
+  probabilities.resize(static_cast<size_t>(t.batch_size));
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Impl::Resume() {
+  const std::string& dir = config.train.checkpoint_dir;
+  if (dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(config.source_name, ": --resume needs train.checkpoint_dir (where the checkpoints are)"));
+  }
+  CEMB_ASSIGN_OR_RETURN(std::string path, LatestCheckpoint(dir));
+  CEMB_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(path));
+  const std::string now = config.Fingerprint();
+  if (state.config != now) {
+    std::vector<std::string> a = absl::StrSplit(state.config, '\n'), b = absl::StrSplit(now, '\n');
+    std::string diff = "the settings differ";
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+      const std::string x = i < a.size() ? a[i] : "", y = i < b.size() ? b[i] : "";
+      if (x != y) {
+        diff = absl::StrCat("it was written with '", x, "', the config says '", y, "'");
+        break;
+      }
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot resume from ", path, ": ", diff,
+                     " (only train.steps, epochs, evaluation, logging and checkpoint settings may change)"));
+  }
+  CEMB_ASSIGN_OR_RETURN(data::LoaderPosition pos, data::LoaderPosition::Parse(state.loader_position));
+  CEMB_RETURN_IF_ERROR(model->Load(path + "/model"));
+  CEMB_RETURN_IF_ERROR(loader->Seek(pos));
+  step = first_step = last_checkpoint_step = state.step;
+  auto get = [&](const std::string& k) { auto it = state.state.find(k); return it == state.state.end() ? std::string() : it->second; };
+  if (!ParseExactDouble(get("interval_loss_sum"), &interval_loss_sum) ||
+      !absl::SimpleAtoi(get("interval_steps"), &interval_steps)) {
+    interval_loss_sum = 0, interval_steps = 0;
+  }
+  const std::string threads = get("threads");
+  if (!threads.empty() && threads != absl::StrCat(config.train.threads)) {
+    Print("warning: the checkpoint was written with train.threads=%s, this run uses %d: the losses may differ "
+          "in the last bits from an uninterrupted run\n",
+          threads, config.train.threads);
+  }
+  Print("resumed from %s at step %d\n", path, step);
+  return absl::OkStatus();
+}
+
+BatchView Trainer::Impl::View(const data::Batch& b) {
+  for (uint32_t t = 0; t < b.num_tables(); ++t) bags[t] = Bags<int32_t>{b.offsets(t), b.indices(t)};
+  BatchView v;
+  v.size = b.size();
+  v.dense = b.dense();
+  v.labels = b.labels();
+  v.bags = std::span<const Bags<int32_t>>(bags.data(), bags.size());
+  return v;
+}
+
+absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
+  BinaryMetrics metrics;
+  if (!val_set) return metrics.Compute();
+  data::LoaderOptions lo;
+  lo.batch_size = static_cast<uint32_t>(config.train.batch_size);
+  lo.shuffle = data::Shuffle::kNone;
+  lo.num_epochs = 1;
+  lo.prefetch = 2;
+  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<data::Loader> eval_loader, data::Loader::Create(val_set, lo));
+  int64_t batches = 0;
+  while (config.train.eval_batches == 0 || batches < config.train.eval_batches) {
+    const auto t0 = Clock::now();
+    const data::Batch* b = eval_loader->Next();
+    (*times)[Phase::kData] += Seconds(t0, Clock::now());
+    if (!b) break;
+    const BatchView view = View(*b);
+    std::span<float> probs(probabilities.data(), b->size());
+    CEMB_RETURN_IF_ERROR(model->Predict(view, probs, times));
+    metrics.Add(probs, b->labels());
+    ++batches;
+  }
+  return metrics.Compute();
+}
+
+absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* path) {
+  const auto start = Clock::now();
+  CheckpointState s;
+  s.step = step;
+  s.loader_position = loader->position().Serialize();
+  s.config = config.Fingerprint();
+  s.state["train_seed"] = absl::StrCat(config.train.seed);
+  s.state["data_seed"] = absl::StrCat(config.data.seed);
+  s.state["threads"] = absl::StrCat(config.train.threads);
+  s.state["next_learning_rate"] = ExactDouble(config.optimizer.LearningRate(step));
+  s.state["interval_loss_sum"] = ExactDouble(interval_loss_sum);
+  s.state["interval_steps"] = absl::StrCat(interval_steps);
+  CEMB_ASSIGN_OR_RETURN(*path, WriteCheckpoint(
+                                   config.train.checkpoint_dir, s,
+                                   [&](const std::string& dir) -> absl::Status {
+                                     std::error_code ec;
+                                     fs::create_directories(dir + "/model", ec);
+                                     if (ec) return absl::InternalError(absl::StrCat(dir, "/model: ", ec.message()));
+                                     return model->Save(dir + "/model");
+                                   },
+                                   static_cast<int>(config.train.keep_checkpoints)));
+  last_checkpoint_step = step;
+  const double secs = Seconds(start, Clock::now());
+  *seconds += secs;
+  Print("checkpoint: %s (%.1f s)\n", *path, secs);
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+
+Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Trainer::~Trainer() = default;
+Dlrm& Trainer::model() { return *impl_->model; }
+const std::vector<uint64_t>& Trainer::table_sizes() const { return impl_->table_sizes; }
+int64_t Trainer::total_steps() const { return impl_->total_steps; }
+int64_t Trainer::step() const { return impl_->step; }
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config, const TrainerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->options = options;
+  impl->progress = ProgressBar(options.progress_stream, config.train.progress);
+  const TrainSettings& t = config.train;
+
+  if (!options.resume && !t.checkpoint_dir.empty()) {
+    if (absl::StatusOr<std::string> latest = LatestCheckpoint(t.checkpoint_dir); latest.ok()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          t.checkpoint_dir, " already holds checkpoints (newest: ", fs::path(*latest).filename().string(),
+          "): pass --resume to continue from it, or choose another train.checkpoint_dir"));
+    }
+  }
+  CEMB_RETURN_IF_ERROR(impl->PrepareData());
+  CEMB_RETURN_IF_ERROR(impl->BuildModel());
+
+  // The plan, before the (possibly long) resume.
+  const DlrmOptions& mo = impl->model->options();
+  double dram_bytes = 0, slow_bytes = 0;
+  const double row_bytes = static_cast<double>(mo.embeddings.dim) * (config.model.bf16_tables ? 2 : 4);
+  for (const EmbeddingTableSpec& spec : mo.embeddings.tables) {
+    const double bytes = static_cast<double>(spec.rows) * row_bytes;
+    (spec.storage.kind == StorageKind::kDram ? dram_bytes : slow_bytes) += bytes;
+  }
+  const uint64_t train_n = impl->train_set->num_samples();
+  impl->Print("data: %s, %d train / %d validation samples, %d tables, hotness %d\n",
+              DataSourceName(config.data.source), train_n, impl->val_set ? impl->val_set->num_samples() : 0,
+              impl->table_sizes.size(), impl->train_set->hotness());
+  impl->Print("model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs, %s tables: %s in DRAM, %s on the slow tier\n",
+              mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
+              mo.interaction == InteractionKind::kDot ? "dot" : "concat",
+              mo.self_interaction ? " (with self)" : "",
+              mo.mlp_precision == Precision::kBf16 ? "bf16" : "fp32", config.model.bf16_tables ? "bf16" : "fp32",
+              HumanBytes(dram_bytes), HumanBytes(slow_bytes));
+  impl->Print("train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings), %s threads\n", impl->total_steps,
+              t.batch_size,
+              static_cast<double>(impl->total_steps) * static_cast<double>(t.batch_size) / static_cast<double>(train_n),
+              config.optimizer.learning_rate,
+              config.optimizer.embedding == EmbeddingOptimizer::kSgd ? "sgd" : "row-wise adagrad",
+              t.threads > 0 ? absl::StrCat(t.threads) : std::string("all"));
+
+  if (options.resume) CEMB_RETURN_IF_ERROR(impl->Resume());
+  if (!t.log_jsonl.empty()) {
+    impl->jsonl = std::fopen(t.log_jsonl.c_str(), options.resume ? "a" : "w");
+    if (!impl->jsonl) {
+      return absl::InvalidArgumentError(absl::StrCat(config.source_name, ": train.log_jsonl: ", t.log_jsonl,
+                                                     ": cannot open for writing: ", std::strerror(errno)));
+    }
+  }
+  return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
+}
+
+absl::StatusOr<MetricsResult> Trainer::Evaluate() {
+  PhaseTimes times;
+  return impl_->Evaluate(&times);
+}
+
+absl::StatusOr<TrainSummary> Trainer::Run() {
+  Impl& m = *impl_;
+  const TrainSettings& t = m.config.train;
+  TrainSummary summary;
+  summary.first_step = m.step;
+  summary.losses.reserve(static_cast<size_t>(std::max<int64_t>(0, m.total_steps - m.step)));
+  const double train_n = static_cast<double>(m.train_set->num_samples());
+  const auto run_start = Clock::now();
+  double step_wall = 0;
+  int64_t samples_done = 0;
+  // The progress bar's running loss: the mean of the last kWindow steps.
+  constexpr int kWindow = 50;
+  std::vector<double> window(kWindow, 0.0);
+  double window_sum = 0;
+  int64_t window_n = 0;
+
+  auto eval_record = [&](float lr) -> absl::Status {
+    const auto e0 = Clock::now();
+    CEMB_ASSIGN_OR_RETURN(MetricsResult r, m.Evaluate(&summary.eval_times));
+    summary.eval_seconds += Seconds(e0, Clock::now());
+    EvalRecord rec;
+    rec.step = m.step;
+    rec.epoch = static_cast<double>(m.step) * static_cast<double>(t.batch_size) / train_n;
+    rec.lr = lr;
+    rec.train_loss = m.interval_steps > 0 ? m.interval_loss_sum / static_cast<double>(m.interval_steps) : NAN;
+    rec.metrics = r;
+    rec.elapsed_seconds = Seconds(run_start, Clock::now());
+    m.interval_loss_sum = 0, m.interval_steps = 0;
+    summary.evals.push_back(rec);
+    const double sps = step_wall > 0 ? static_cast<double>(samples_done) / step_wall : 0;
+    m.Print("step %7d  epoch %6.2f  train loss %.5f  val loss %.5f  auc %.4f  accuracy %.4f  (%s samples/s)\n",
+            rec.step, rec.epoch, rec.train_loss, r.log_loss, r.auc, r.accuracy, HumanCount(sps));
+    m.WriteJson(absl::StrCat(
+        "{\"type\":\"eval\",\"step\":", rec.step, ",\"epoch\":", JsonNumber(rec.epoch),
+        ",\"samples\":", rec.step * t.batch_size, ",\"lr\":", JsonNumber(rec.lr),
+        ",\"train_loss\":", JsonNumber(rec.train_loss), ",\"val_log_loss\":", JsonNumber(r.log_loss),
+        ",\"val_auc\":", JsonNumber(r.auc), ",\"val_accuracy\":", JsonNumber(r.accuracy),
+        ",\"val_samples\":", r.samples, ",\"elapsed_s\":", JsonNumber(rec.elapsed_seconds),
+        ",\"samples_per_s\":", JsonNumber(sps), "}"));
+    return absl::OkStatus();
+  };
+
+  float lr = 0;
+  while (m.step < m.total_steps) {
+    const auto t0 = Clock::now();
+    const data::Batch* b = m.loader->Next();
+    const auto t1 = Clock::now();
+    summary.train_times[Phase::kData] += Seconds(t0, t1);
+    if (!b) return absl::InternalError("the training loader ended early");  // endless: cannot happen
+    const BatchView view = m.View(*b);
+    lr = m.config.optimizer.LearningRate(m.step);
+    CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(view, lr, &summary.train_times));
+    const auto t2 = Clock::now();
+    m.model->embeddings().FlushFull();
+    const auto t3 = Clock::now();
+    summary.train_times[Phase::kCacheFlush] += Seconds(t2, t3);
+    step_wall += Seconds(t0, t3);
+    samples_done += b->size();
+    if (!std::isfinite(loss)) {
+      m.progress.Clear();
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "training diverged at step %d: the loss is %f (try a lower optimizer.learning_rate or a warm-up)", m.step,
+          loss));
+    }
+    summary.losses.push_back(loss);
+    ++m.step;
+    m.interval_loss_sum += loss;
+    ++m.interval_steps;
+    window_sum += loss - window[static_cast<size_t>(window_n % kWindow)];
+    window[static_cast<size_t>(window_n % kWindow)] = loss;
+    ++window_n;
+    const double sps = static_cast<double>(samples_done) / step_wall;
+    const double eta = static_cast<double>(m.total_steps - m.step) * step_wall /
+                       static_cast<double>(m.step - summary.first_step);
+    m.progress.Update(m.step, m.total_steps, sps, window_sum / static_cast<double>(std::min<int64_t>(window_n, kWindow)),
+                      eta);
+
+    if (t.eval_every > 0 && m.step % t.eval_every == 0 && m.step < m.total_steps) CEMB_RETURN_IF_ERROR(eval_record(lr));
+    if (t.checkpoint_every > 0 && m.step % t.checkpoint_every == 0 && m.step < m.total_steps) {
+      CEMB_RETURN_IF_ERROR(m.WriteCheckpointNow(&summary.checkpoint_seconds, &summary.last_checkpoint));
+    }
+  }
+  m.progress.Clear();
+  summary.steps = m.step;
+  summary.train_seconds = step_wall;
+  summary.samples_per_second = step_wall > 0 ? static_cast<double>(samples_done) / step_wall : 0;
+  const double accounted = summary.train_times.total() - summary.train_times[Phase::kOther];
+  summary.train_times[Phase::kOther] += std::max(0.0, step_wall - accounted);
+
+  // Final evaluation and checkpoint.
+  if (m.val_set) {
+    CEMB_RETURN_IF_ERROR(eval_record(lr));
+    summary.final_metrics = summary.evals.back().metrics;
+  }
+  if (!t.checkpoint_dir.empty() && m.last_checkpoint_step != m.step) {
+    CEMB_RETURN_IF_ERROR(m.WriteCheckpointNow(&summary.checkpoint_seconds, &summary.last_checkpoint));
+  }
+  summary.tables = m.model->embeddings().Report();
+
+  // Reports.
+  const int64_t steps_run = summary.steps - summary.first_step;
+  const double total = summary.train_times.total();
+  m.Print("\ntraining: %d steps in %.2f s, %s samples/s; evaluation %.2f s; checkpoints %.2f s\n", steps_run,
+          summary.train_seconds, HumanCount(summary.samples_per_second), summary.eval_seconds,
+          summary.checkpoint_seconds);
+  m.Print("%-20s %10s %7s %10s\n", "phase", "seconds", "share", "ms/step");
+  for (int p = 0; p < kNumPhases; ++p) {
+    const double s = summary.train_times.seconds[static_cast<size_t>(p)];
+    m.Print("%-20s %10.3f %6.1f%% %10.3f\n", PhaseName(static_cast<Phase>(p)), s, total > 0 ? 100 * s / total : 0.0,
+            steps_run > 0 ? 1e3 * s / static_cast<double>(steps_run) : 0.0);
+  }
+  m.Print("%-20s %10.3f %6.1f%% %10.3f\n", "total", total, 100.0,
+          steps_run > 0 ? 1e3 * total / static_cast<double>(steps_run) : 0.0);
+
+  bool any_cached = false;
+  for (const TableReport& r : summary.tables) any_cached |= r.cached;
+  m.Print("\n%-8s %11s %-8s %9s %12s %12s %8s %12s %12s\n", "table", "rows", "storage", "hit rate", "lookups",
+          "migrations", "flushes", "slow read", "slow written");
+  for (size_t i = 0; i < summary.tables.size(); ++i) {
+    const TableReport& r = summary.tables[i];
+    if (any_cached && !r.cached && r.storage == "dram") continue;  // the cache report is about the slow tier
+    const CacheStats& c = r.stats;
+    m.Print("%-8s %11d %-8s %9s %12d %12d %8d %12s %12s\n", r.name.empty() ? absl::StrCat(i) : r.name,
+            i < m.table_sizes.size() ? m.table_sizes[i] : 0, r.storage,
+            r.cached ? absl::StrFormat("%.2f%%", 100 * c.hit_rate()) : std::string("-"), c.lookups(),
+            c.migrations(), c.flushes(), r.cached || r.storage != "dram" ? HumanBytes(c.slow_bytes_read()) : "-",
+            r.cached || r.storage != "dram" ? HumanBytes(c.slow_bytes_written()) : "-");
+  }
+  if (any_cached) m.Print("(tables in DRAM without a cache are not listed)\n");
+  if (m.val_set) {
+    const MetricsResult& f = summary.final_metrics;
+    m.Print("\nfinal validation (%d samples): log loss %.5f, AUC %.4f, accuracy %.4f\n", f.samples, f.log_loss, f.auc,
+            f.accuracy);
+  }
+
+  std::string phases;
+  for (int p = 0; p < kNumPhases; ++p) {
+    absl::StrAppend(&phases, p ? "," : "", JsonString(PhaseName(static_cast<Phase>(p))), ":",
+                    JsonNumber(summary.train_times.seconds[static_cast<size_t>(p)]));
+  }
+  std::string tables;
+  for (size_t i = 0; i < summary.tables.size(); ++i) {
+    const TableReport& r = summary.tables[i];
+    const CacheStats& c = r.stats;
+    absl::StrAppend(&tables, i ? "," : "", "{\"table\":", i, ",\"name\":", JsonString(r.name),
+                    ",\"rows\":", i < m.table_sizes.size() ? m.table_sizes[i] : 0,
+                    ",\"storage\":", JsonString(r.storage), ",\"kernel\":", JsonString(r.kernel),
+                    ",\"cached\":", r.cached ? "true" : "false", ",\"lookups\":", c.lookups(),
+                    ",\"hits\":", c.hits(), ",\"hit_rate\":", JsonNumber(r.cached ? c.hit_rate() : NAN),
+                    ",\"migrations\":", c.migrations(), ",\"flushes\":", c.flushes(),
+                    ",\"rows_written_back\":", c.rows_written_back(), ",\"slow_bytes_read\":", c.slow_bytes_read(),
+                    ",\"slow_bytes_written\":", c.slow_bytes_written(), "}");
+  }
+  const MetricsResult& f = summary.final_metrics;
+  m.WriteJson(absl::StrCat(
+      "{\"type\":\"summary\",\"config\":", JsonString(m.config.source_name), ",\"first_step\":", summary.first_step,
+      ",\"steps\":", summary.steps, ",\"batch_size\":", t.batch_size,
+      ",\"train_seconds\":", JsonNumber(summary.train_seconds),
+      ",\"samples_per_s\":", JsonNumber(summary.samples_per_second),
+      ",\"eval_seconds\":", JsonNumber(summary.eval_seconds),
+      ",\"checkpoint_seconds\":", JsonNumber(summary.checkpoint_seconds), ",\"val_log_loss\":",
+      JsonNumber(m.val_set ? f.log_loss : NAN), ",\"val_auc\":", JsonNumber(m.val_set ? f.auc : NAN),
+      ",\"val_accuracy\":", JsonNumber(m.val_set ? f.accuracy : NAN), ",\"phases\":{", phases, "},\"tables\":[",
+      tables, "]}"));
+  return summary;
+}
+
+}  // namespace cemb::dlrm

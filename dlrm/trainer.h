@@ -1,0 +1,108 @@
+// Trainer: the training driver behind `dlrm-train`. It builds everything
+// around the model from a TrainConfig and runs the loop:
+//
+//   data     synthetic (generated into <work_dir>, split train/validation),
+//            Criteo TSV (preprocessed into <work_dir> with the reference
+//            split), or a binary dataset (data/dataset.h), memory-mapped;
+//            a shuffled loader for training, an in-order one for evaluation
+//   model    Dlrm::Create(config.ToDlrmOptions(table sizes))
+//   loop     Next batch -> TrainStep(lr(step)) -> flush full caches; a
+//            progress bar on stderr (terminals only); evaluation (log loss,
+//            ROC AUC, accuracy) every eval_every steps and at the end;
+//            checkpoints every checkpoint_every steps and at the end
+//   report   per-phase times, the per-table cache report, JSON lines
+//
+// Resume: with TrainerOptions::resume, Create() loads the newest checkpoint
+// of train.checkpoint_dir (verified: dlrm/checkpoint.h), the model through
+// Dlrm::Load and the loader position through Loader::Seek; training then
+// continues with the very next batch and learning rate, so that the step
+// losses equal those of an uninterrupted run bit for bit (for the same
+// thread count). A checkpoint of another configuration (TrainConfig::
+// Fingerprint()) is refused, naming the first key that differs.
+//
+// Thread safety: one thread drives a Trainer; the model and the loader use
+// their own threads.
+//
+//   CEMB_ASSIGN_OR_RETURN(TrainConfig config, TrainConfig::Load("configs/default.yaml"));
+//   CEMB_ASSIGN_OR_RETURN(auto trainer, Trainer::Create(config, {}));
+//   CEMB_ASSIGN_OR_RETURN(TrainSummary summary, trainer->Run());
+//   std::printf("AUC %.4f\n", summary.final_metrics.auc);
+#ifndef CEMB_DLRM_TRAINER_H_
+#define CEMB_DLRM_TRAINER_H_
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dlrm/config.h"
+#include "dlrm/embedding_layer.h"
+#include "dlrm/metrics.h"
+#include "dlrm/model.h"
+
+namespace cemb::dlrm {
+
+struct TrainerOptions {
+  bool resume = false;
+  FILE* out = stdout;  // the report; nullptr: quiet
+  FILE* progress_stream = stderr;  // the progress bar (drawn only when a terminal)
+};
+
+struct EvalRecord {
+  int64_t step = 0;         // steps done when evaluated
+  double epoch = 0;         // step * batch_size / train samples
+  float lr = 0;             // the learning rate of the last step
+  double train_loss = 0;    // mean step loss since the previous record
+  MetricsResult metrics;    // on the validation set
+  double elapsed_seconds = 0;
+};
+
+struct TrainSummary {
+  int64_t first_step = 0;  // where this run started (0, or the checkpoint's step)
+  int64_t steps = 0;       // steps done at the end
+  std::vector<double> losses;  // the mean loss of each step in [first_step, steps)
+  std::vector<EvalRecord> evals;  // including the final one (when there is validation data)
+  MetricsResult final_metrics;
+  PhaseTimes train_times;  // data, model phases, cache flush, other
+  PhaseTimes eval_times;
+  double train_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
+  double samples_per_second = 0;
+  std::vector<TableReport> tables;
+  std::string last_checkpoint;  // empty when none was written
+};
+
+class Trainer {
+ public:
+  // Prepares the data (may take a while: generation, preprocessing), builds
+  // the model and the loaders, and with options.resume loads the checkpoint.
+  // Errors name the config key, file or checkpoint file at fault.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
+                                                                      const TrainerOptions& options);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains to the configured number of steps; evaluates, checkpoints,
+  // reports. Errors: a diverged loss (NaN/inf, naming the step), I/O.
+  [[nodiscard]] absl::StatusOr<TrainSummary> Run();
+
+  // Evaluates on the validation set (at most eval_batches batches).
+  [[nodiscard]] absl::StatusOr<MetricsResult> Evaluate();
+
+  Dlrm& model();
+  const std::vector<uint64_t>& table_sizes() const;
+  int64_t total_steps() const;
+  int64_t step() const;  // steps done
+
+ private:
+  struct Impl;
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cemb::dlrm
+
+#endif  // CEMB_DLRM_TRAINER_H_
