@@ -1,0 +1,62 @@
+// dlrm-train: trains a DLRM from a YAML config (docs/training.md).
+//
+//   dlrm-train --config configs/default.yaml
+//   dlrm-train --config configs/kaggle.yaml --set data.path=train.txt --set train.batch_size=4096
+//   dlrm-train --config configs/default.yaml --set train.checkpoint_dir=ckpt --resume
+//
+// Exit status: 0 on success, 1 on a config, data, checkpoint or training
+// error (the message names the key, file or step), 2 on a usage error.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "dlrm/config.h"
+#include "dlrm/trainer.h"
+
+namespace cemb::dlrm {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "dlrm-train: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"dlrm-train: train a DLRM (embedding tables in DRAM or on a slow tier behind a cache)"};
+  std::string config_path;
+  std::vector<std::string> overrides;
+  bool resume = false;
+  app.add_option("--config,-c", config_path, "YAML config (see configs/ and docs/training.md)")->required();
+  app.add_option("--set,-s", overrides, "override a config key: --set train.batch_size=4096 (repeatable)")
+      ->take_all()
+      ->type_name("KEY=VALUE");
+  app.add_flag("--resume", resume, "continue from the newest checkpoint in train.checkpoint_dir");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);  // 0 for --help, 2 for usage errors (with the message)
+  }
+
+  absl::StatusOr<TrainConfig> config = TrainConfig::Load(config_path, overrides);
+  if (!config.ok()) return Fail(config.status());
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, {.resume = resume});
+  if (!trainer.ok()) return Fail(trainer.status());
+  absl::StatusOr<TrainSummary> summary = (*trainer)->Run();
+  if (!summary.ok()) return Fail(summary.status());
+  return 0;
+}
+
+}  // namespace
+}  // namespace cemb::dlrm
+
+int main(int argc, char** argv) {
+  try {
+    return cemb::dlrm::Main(argc, argv);
+  } catch (const std::exception& e) {  // a last line of defence: a message, never a crash
+    std::fprintf(stderr, "dlrm-train: internal error: %s\n", e.what());
+    return 1;
+  }
+}

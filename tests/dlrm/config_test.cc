@@ -1,0 +1,280 @@
+#include "dlrm/config.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cemb::dlrm {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<TrainConfig> Parse(const std::string& yaml, std::vector<std::string> overrides = {}) {
+  return TrainConfig::Parse(yaml, "configs/x.yaml", overrides);
+}
+
+std::string ErrorOf(const std::string& yaml, std::vector<std::string> overrides = {}) {
+  absl::StatusOr<TrainConfig> c = Parse(yaml, overrides);
+  EXPECT_FALSE(c.ok()) << yaml;
+  return c.ok() ? std::string() : std::string(c.status().message());
+}
+
+TEST(TrainConfig, EmptyFileGivesTheDefaults) {
+  absl::StatusOr<TrainConfig> c = Parse("");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data.source, DataSource::kSynthetic);
+  EXPECT_EQ(c->model.embedding_dim, 16);
+  EXPECT_EQ(c->model.bottom_mlp, (std::vector<int64_t>{512, 256, 64, 16}));
+  EXPECT_EQ(c->model.top_mlp, (std::vector<int64_t>{512, 256, 1}));
+  EXPECT_EQ(c->train.batch_size, 2048);
+  EXPECT_TRUE(c->train.progress);
+}
+
+TEST(TrainConfig, ParsesEverySection) {
+  absl::StatusOr<TrainConfig> c = Parse(R"(
+data:
+  source: synthetic
+  samples: 100_000
+  distribution: zipf
+  alpha: 1.2
+  hotness: 3
+  seed: 7
+  validation_fraction: 0.2
+model:
+  embedding_dim: 32
+  bottom_mlp: [64, 32]
+  top_mlp: [16, 1]
+  interaction: concat
+  self_interaction: yes
+  mlp_precision: bf16
+  table_dtype: bf16
+  tables: {count: 4, rows: 1000}
+  storage: {kind: simple, slow_tier: /mnt/pmem}
+  table_storage:
+    "1": {kind: dynamic, cache_lower: 25%, cache_slack: 64MiB, admit_after: 2}
+    "3": {kind: static, cache_lower: 4096}
+optimizer:
+  embedding: rowwise_adagrad
+  learning_rate: 0.05
+  warmup_steps: 10
+  decay_start: 100
+  decay_steps: 50
+train:
+  batch_size: 256
+  steps: 1000
+  eval_every: 100
+  eval_batches: 5
+  threads: 2
+  seed: 3
+  checkpoint_dir: /tmp/ck
+  checkpoint_every: 500
+  log_jsonl: /tmp/log.jsonl
+  progress: off
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data.samples, 100000u);
+  EXPECT_EQ(c->data.distribution, data::IndexDistribution::kZipf);
+  EXPECT_EQ(c->data.hotness, 3u);
+  EXPECT_EQ(c->model.interaction, InteractionKind::kConcat);
+  EXPECT_TRUE(c->model.self_interaction);
+  EXPECT_EQ(c->model.mlp_precision, Precision::kBf16);
+  EXPECT_TRUE(c->model.bf16_tables);
+  EXPECT_EQ(c->model.table_count, 4);
+  EXPECT_EQ(c->model.table_rows, 1000u);
+  EXPECT_EQ(c->model.StorageOf(0).kind, StorageKind::kSimple);
+  const TableStorageConfig& t1 = c->model.StorageOf(1);
+  EXPECT_EQ(t1.kind, StorageKind::kDynamic);
+  EXPECT_DOUBLE_EQ(t1.cache_lower.fraction, 0.25);
+  EXPECT_LT(t1.cache_lower.bytes, 0);
+  EXPECT_EQ(t1.cache_slack.bytes, 64 << 20);
+  EXPECT_EQ(t1.admit_after, 2);
+  EXPECT_EQ(t1.slow_tier, "/mnt/pmem");  // inherited from the default storage
+  EXPECT_EQ(c->model.StorageOf(3).cache_lower.bytes, 4096);
+  EXPECT_EQ(c->optimizer.embedding, EmbeddingOptimizer::kRowwiseAdagrad);
+  EXPECT_EQ(c->train.steps, 1000);
+  EXPECT_EQ(c->train.threads, 2);
+  EXPECT_FALSE(c->train.progress);
+  EXPECT_EQ(c->train.checkpoint_dir, "/tmp/ck");
+}
+
+TEST(TrainConfig, EveryShippedConfigParses) {
+  for (const char* name : {"default", "kaggle", "small", "large", "terabyte", "thesis-large"}) {
+    const std::string path = std::string(CEMB_SOURCE_DIR) + "/configs/" + name + ".yaml";
+    absl::StatusOr<TrainConfig> c = TrainConfig::Load(path);
+    EXPECT_TRUE(c.ok()) << name << ": " << c.status();
+  }
+}
+
+TEST(TrainConfig, LargeConfigPutsItsLargestTablesBehindACache) {
+  absl::StatusOr<TrainConfig> c = TrainConfig::Load(std::string(CEMB_SOURCE_DIR) + "/configs/large.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<uint64_t> sizes(data::kKaggleCardinalities.begin(), data::kKaggleCardinalities.end());
+  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  ASSERT_TRUE(o.ok()) << o.status();
+  double dram = 0, cache = 0;
+  for (const EmbeddingTableSpec& t : o->embeddings.tables) {
+    const double bytes = static_cast<double>(t.rows) * 128 * 4;
+    if (t.storage.kind == StorageKind::kDram) {
+      dram += bytes;
+    } else {
+      cache += static_cast<double>(t.storage.cache.lower.Resolve(static_cast<int64_t>(bytes)) +
+                                   t.storage.cache.slack.Resolve(static_cast<int64_t>(bytes)));
+    }
+  }
+  EXPECT_LT(dram + cache, 4.0 * (1 << 30)) << "dram " << dram << " cache " << cache;
+}
+
+TEST(TrainConfig, ThesisLargeTableCountScalesBySet) {
+  absl::StatusOr<TrainConfig> c = TrainConfig::Load(std::string(CEMB_SOURCE_DIR) + "/configs/thesis-large.yaml",
+                                                    std::vector<std::string>{"model.tables.count=4"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.table_count, 4);
+  EXPECT_EQ(c->model.table_rows, 6000000u);
+  EXPECT_EQ(c->model.embedding_dim, 256);
+  EXPECT_EQ(c->data.hotness, 100u);
+}
+
+TEST(TrainConfig, UnknownKeyIsNamedWithItsPathAndFile) {
+  EXPECT_THAT(ErrorOf("model:\n  bottom_mpl: [1]\n"),
+              HasSubstr("configs/x.yaml: model.bottom_mpl: unknown key (known keys of model: "));
+  EXPECT_THAT(ErrorOf("trian:\n  steps: 1\n"), HasSubstr("configs/x.yaml: trian: unknown key"));
+  EXPECT_THAT(ErrorOf("model:\n  storage:\n    knd: dram\n"), HasSubstr("configs/x.yaml: model.storage.knd: unknown key"));
+  EXPECT_THAT(ErrorOf("model:\n  table_storage:\n    \"1\": {kind: dram, lower: 1}\n"),
+              HasSubstr("model.table_storage.1.lower: unknown key"));
+}
+
+TEST(TrainConfig, BadTypeIsNamed) {
+  EXPECT_THAT(ErrorOf("model:\n  bottom_mlp: abc\n"),
+              HasSubstr("configs/x.yaml: model.bottom_mlp: expected a list of positive integers, got 'abc' (line 2)"));
+  EXPECT_THAT(ErrorOf("model:\n  bottom_mlp: [64, x, 16]\n"),
+              HasSubstr("model.bottom_mlp: expected a list of positive integers, got 'x'"));
+  EXPECT_THAT(ErrorOf("train:\n  batch_size: 12abc\n"),
+              HasSubstr("configs/x.yaml: train.batch_size: expected an integer, got '12abc'"));
+  EXPECT_THAT(ErrorOf("train:\n  batch_size: 1.5\n"), HasSubstr("train.batch_size: expected an integer, got '1.5'"));
+  EXPECT_THAT(ErrorOf("train:\n  batch_size: [1]\n"), HasSubstr("train.batch_size: expected an integer, got a list"));
+  EXPECT_THAT(ErrorOf("train:\n  progress: maybe\n"), HasSubstr("train.progress: expected true or false"));
+  EXPECT_THAT(ErrorOf("optimizer:\n  learning_rate: fast\n"),
+              HasSubstr("optimizer.learning_rate: expected a number, got 'fast'"));
+  EXPECT_THAT(ErrorOf("model: 3\n"), HasSubstr("configs/x.yaml: model: expected a map of keys, got '3'"));
+  EXPECT_THAT(ErrorOf("- a\n- b\n"), HasSubstr("configs/x.yaml: expected a map"));
+}
+
+TEST(TrainConfig, BadValueIsNamed) {
+  EXPECT_THAT(ErrorOf("train:\n  batch_size: 0\n"),
+              HasSubstr("configs/x.yaml: train.batch_size: expected an integer in [1, 16777216], got 0"));
+  EXPECT_THAT(ErrorOf("model:\n  interaction: cross\n"),
+              HasSubstr("model.interaction: expected one of dot, concat; got 'cross'"));
+  EXPECT_THAT(ErrorOf("data:\n  source: parquet\n"),
+              HasSubstr("data.source: expected one of synthetic, tsv, binary; got 'parquet'"));
+  EXPECT_THAT(ErrorOf("model:\n  storage: {kind: dynamic, cache_lower: -3}\n"),
+              HasSubstr("model.storage.cache_lower: expected a fraction in [0, 1]"));
+  EXPECT_THAT(ErrorOf("model:\n  storage: {kind: dynamic, cache_lower: 2 potatoes}\n"),
+              HasSubstr("model.storage.cache_lower: expected a fraction"));
+  EXPECT_THAT(ErrorOf("optimizer:\n  learning_rate: 0\n"), HasSubstr("optimizer.learning_rate: expected a number in (0"));
+  EXPECT_THAT(ErrorOf("data:\n  alpha: 0\n"), HasSubstr("data.alpha: expected a number > 0, got 0"));
+  EXPECT_THAT(ErrorOf("model:\n  bottom_mlp: [64, 32]\n"),
+              HasSubstr("model.bottom_mlp: the last layer (32) must equal model.embedding_dim (16)"));
+  EXPECT_THAT(ErrorOf("model:\n  top_mlp: [64, 2]\n"), HasSubstr("model.top_mlp: the last layer must be 1"));
+  EXPECT_THAT(ErrorOf("model:\n  table_storage:\n    big: {kind: dram}\n"),
+              HasSubstr("model.table_storage.big: expected a table index"));
+  EXPECT_THAT(ErrorOf("data:\n  source: tsv\n"), HasSubstr("data.path: required when data.source is tsv"));
+  EXPECT_THAT(ErrorOf("model:\n  tables: {count: 3}\n"), HasSubstr("model.tables.rows: required"));
+  EXPECT_THAT(ErrorOf("train:\n  checkpoint_every: 10\n"), HasSubstr("train.checkpoint_every: needs train.checkpoint_dir"));
+  EXPECT_THAT(ErrorOf("model:\n  bottom_mlp: []\n"), HasSubstr("got an empty list"));
+}
+
+TEST(TrainConfig, YamlSyntaxErrorNamesTheFileAndLine) {
+  EXPECT_THAT(ErrorOf("model:\n  bottom_mlp: [1, 2\n"), HasSubstr("configs/x.yaml:"));
+  EXPECT_THAT(ErrorOf("model:\n  bottom_mlp: [1, 2\n"), HasSubstr("YAML syntax error"));
+}
+
+TEST(TrainConfig, MissingFileIsNotFoundAndNamed) {
+  absl::StatusOr<TrainConfig> c = TrainConfig::Load("/nonexistent/dir/config.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("/nonexistent/dir/config.yaml"));
+}
+
+TEST(TrainConfig, SetOverridesKeysAndCreatesMaps) {
+  absl::StatusOr<TrainConfig> c =
+      Parse("train:\n  batch_size: 128\n", {"train.batch_size=4096", "model.tables.count=8", "model.tables.rows=1000",
+                                            "model.bottom_mlp=[64, 16]", "model.table_storage.3.kind=dynamic",
+                                            "model.table_storage.3.cache_lower=512KiB", "data.distribution=zipf"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->train.batch_size, 4096);
+  EXPECT_EQ(c->model.table_count, 8);
+  EXPECT_EQ(c->model.bottom_mlp, (std::vector<int64_t>{64, 16}));
+  EXPECT_EQ(c->model.StorageOf(3).kind, StorageKind::kDynamic);
+  EXPECT_EQ(c->model.StorageOf(3).cache_lower.bytes, 512 * 1024);
+  EXPECT_EQ(c->data.distribution, data::IndexDistribution::kZipf);
+}
+
+TEST(TrainConfig, BadSetIsNamed) {
+  EXPECT_THAT(ErrorOf("", {"train.batch_size"}), HasSubstr("--set train.batch_size: expected key=value"));
+  EXPECT_THAT(ErrorOf("", {"train..steps=3"}), HasSubstr("empty part"));
+  EXPECT_THAT(ErrorOf("", {"train.batch_size=big"}),
+              HasSubstr("configs/x.yaml: train.batch_size: expected an integer, got 'big' (from --set)"));
+  EXPECT_THAT(ErrorOf("", {"train.batchsize=3"}), HasSubstr("train.batchsize: unknown key"));
+  EXPECT_THAT(ErrorOf("train:\n  steps: 3\n", {"train.steps.x=3"}), HasSubstr("train.steps is not a map"));
+}
+
+TEST(TrainConfig, ToDlrmOptionsMapsTablesAndStorage) {
+  absl::StatusOr<TrainConfig> c = Parse(R"(
+model:
+  storage: {kind: dram}
+  table_storage:
+    "1": {kind: dynamic, cache_lower: 0.1, slow_tier: /tmp}
+train: {batch_size: 64, threads: 2, seed: 9}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<uint64_t> sizes{10, 20, 30};
+  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_EQ(o->embeddings.tables.size(), 3u);
+  EXPECT_EQ(o->embeddings.tables[2].rows, 30);
+  EXPECT_EQ(o->embeddings.tables[0].storage.kind, StorageKind::kDram);
+  EXPECT_EQ(o->embeddings.tables[1].storage.kind, StorageKind::kDynamic);
+  EXPECT_EQ(o->embeddings.tables[1].storage.slow_tier.path, "/tmp");
+  EXPECT_DOUBLE_EQ(o->embeddings.tables[1].storage.cache.lower.fraction, 0.1);
+  EXPECT_EQ(o->batch_size, 64);
+  EXPECT_EQ(o->threads, 2);
+  EXPECT_EQ(o->seed, 9u);
+
+  absl::StatusOr<TrainConfig> bad = Parse("model:\n  table_storage:\n    \"5\": {kind: simple}\n");
+  ASSERT_TRUE(bad.ok());
+  absl::StatusOr<DlrmOptions> e = bad->ToDlrmOptions(sizes);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(std::string(e.status().message()), HasSubstr("model.table_storage.5: there are only 3 tables"));
+}
+
+TEST(TrainConfig, LearningRateScheduleWarmsUpAndDecays) {
+  OptimizerConfig o;
+  o.learning_rate = 1.0;
+  o.warmup_steps = 4;
+  o.decay_start = 10;
+  o.decay_steps = 4;
+  EXPECT_FLOAT_EQ(o.LearningRate(0), 0.25f);
+  EXPECT_FLOAT_EQ(o.LearningRate(3), 1.0f);
+  EXPECT_FLOAT_EQ(o.LearningRate(9), 1.0f);
+  EXPECT_FLOAT_EQ(o.LearningRate(10), 1.0f);
+  EXPECT_FLOAT_EQ(o.LearningRate(12), 0.25f);
+  EXPECT_FLOAT_EQ(o.LearningRate(14), 0.0f);
+  EXPECT_FLOAT_EQ(o.LearningRate(100), 0.0f);
+  OptimizerConfig flat;
+  EXPECT_FLOAT_EQ(flat.LearningRate(12345), 0.1f);
+}
+
+TEST(TrainConfig, FingerprintIgnoresRunLengthButNotTheModel) {
+  absl::StatusOr<TrainConfig> a = Parse("", {"train.steps=10"});
+  absl::StatusOr<TrainConfig> b = Parse("", {"train.steps=20", "train.eval_every=5", "train.log_jsonl=x"});
+  absl::StatusOr<TrainConfig> c = Parse("", {"model.embedding_dim=32", "model.bottom_mlp=[32]"});
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->Fingerprint(), b->Fingerprint());
+  EXPECT_NE(a->Fingerprint(), c->Fingerprint());
+}
+
+}  // namespace
+}  // namespace cemb::dlrm

@@ -1,0 +1,292 @@
+// End-to-end tests of the training driver. They need the model (dlrm/model.cc).
+#include "dlrm/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cemb::dlrm {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base ? base : "/tmp") + "/cemb_trainer_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // A small synthetic setup: 8 tables (two behind a dynamic cache on the
+  // slow tier), a planted signal, quiet output.
+  std::string SmallYaml() const {
+    return absl::StrCat(R"(
+data:
+  source: synthetic
+  samples: 40960
+  distribution: zipf
+  alpha: 1.1
+  validation_fraction: 0.2
+  seed: 5
+  work_dir: )", dir_, R"(/data
+model:
+  embedding_dim: 16
+  bottom_mlp: [64, 16]
+  top_mlp: [64, 1]
+  tables: {count: 8, rows: 2000}
+  storage: {kind: dram, slow_tier: )", dir_, R"(}
+  table_storage:
+    "1": {kind: dynamic, cache_lower: 0.1, cache_slack: 0.02}
+    "5": {kind: dynamic, cache_lower: 0.1, cache_slack: 0.02}
+optimizer:
+  learning_rate: 0.1
+train:
+  batch_size: 512
+  epochs: 1
+  threads: 2
+  seed: 3
+  progress: false
+)");
+  }
+
+  absl::StatusOr<TrainConfig> Config(const std::string& yaml, std::vector<std::string> overrides = {}) {
+    return TrainConfig::Parse(yaml, "test.yaml", overrides);
+  }
+
+  absl::StatusOr<TrainSummary> Train(const TrainConfig& config, bool resume = false) {
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(config, {.resume = resume, .out = nullptr});
+    if (!t.ok()) return t.status();
+    return (*t)->Run();
+  }
+
+  std::string dir_;
+};
+
+TEST_F(TrainerTest, LearnsThePlantedSignal) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<TrainConfig> c =
+      Config(SmallYaml(), {"train.epochs=3", "train.eval_every=40", absl::StrCat("train.log_jsonl=", dir_, "/log.jsonl")});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<TrainSummary> s = Train(*c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->steps, 3 * 64);  // 32768 training samples / 512
+  EXPECT_EQ(s->losses.size(), 192u);
+  EXPECT_GT(s->final_metrics.auc, 0.7);
+  EXPECT_EQ(s->final_metrics.samples, 8192);
+  EXPECT_LT(s->final_metrics.log_loss, 0.65);
+  EXPECT_GE(s->evals.size(), 4u);  // steps 40, 80, 120, 160 and the end
+  // The cached tables were used and reported.
+  ASSERT_EQ(s->tables.size(), 8u);
+  EXPECT_TRUE(s->tables[1].cached);
+  EXPECT_GT(s->tables[1].stats.lookups(), 0u);
+  EXPECT_FALSE(s->tables[0].cached);
+  EXPECT_GT(s->train_times.total(), 0);
+  // One JSON line per evaluation and a summary.
+  std::ifstream in(dir_ + "/log.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), s->evals.size() + 1);
+  EXPECT_THAT(lines[0], HasSubstr("\"type\":\"eval\",\"step\":40"));
+  EXPECT_THAT(lines.back(), HasSubstr("\"type\":\"summary\""));
+  EXPECT_THAT(lines.back(), HasSubstr("\"embedding lookup\":"));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RecordProperty("seconds", std::to_string(seconds));
+}
+
+// Losses after resuming equal those of an uninterrupted run, bit for bit,
+// with cached tables and row-wise AdaGrad (optimizer state in the checkpoint).
+TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
+  for (const char* optimizer : {"sgd", "rowwise_adagrad"}) {
+    SCOPED_TRACE(optimizer);
+    const std::string opt = absl::StrCat("optimizer.embedding=", optimizer);
+    absl::StatusOr<TrainConfig> full = Config(
+        SmallYaml(), {opt, "train.steps=30", "train.eval_every=10", absl::StrCat("train.checkpoint_dir=", dir_, "/a-", optimizer)});
+    ASSERT_TRUE(full.ok()) << full.status();
+    absl::StatusOr<TrainSummary> a = Train(*full);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_EQ(a->losses.size(), 30u);
+
+    const std::string ck = absl::StrCat("train.checkpoint_dir=", dir_, "/b-", optimizer);
+    absl::StatusOr<TrainConfig> first = Config(SmallYaml(), {opt, "train.steps=13", "train.eval_every=10", ck});
+    ASSERT_TRUE(first.ok());
+    absl::StatusOr<TrainSummary> b1 = Train(*first);
+    ASSERT_TRUE(b1.ok()) << b1.status();
+    ASSERT_EQ(b1->losses.size(), 13u);
+
+    absl::StatusOr<TrainConfig> rest = Config(SmallYaml(), {opt, "train.steps=30", "train.eval_every=10", ck});
+    ASSERT_TRUE(rest.ok());
+    absl::StatusOr<TrainSummary> b2 = Train(*rest, /*resume=*/true);
+    ASSERT_TRUE(b2.ok()) << b2.status();
+    EXPECT_EQ(b2->first_step, 13);
+    ASSERT_EQ(b2->losses.size(), 17u);
+    for (size_t i = 0; i < 13; ++i) EXPECT_EQ(b1->losses[i], a->losses[i]) << "step " << i;
+    for (size_t i = 0; i < 17; ++i) EXPECT_EQ(b2->losses[i], a->losses[13 + i]) << "step " << 13 + i;
+    EXPECT_EQ(b2->final_metrics.auc, a->final_metrics.auc);
+    EXPECT_EQ(b2->final_metrics.log_loss, a->final_metrics.log_loss);
+  }
+}
+
+TEST_F(TrainerTest, CorruptCheckpointIsRefusedByName) {
+  const std::string ck = absl::StrCat("train.checkpoint_dir=", dir_, "/ck");
+  absl::StatusOr<TrainConfig> c = Config(SmallYaml(), {"train.steps=4", ck});
+  ASSERT_TRUE(c.ok());
+  absl::StatusOr<TrainSummary> s = Train(*c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_FALSE(s->last_checkpoint.empty());
+  // Flip a byte in the largest model file.
+  std::string victim;
+  uintmax_t largest = 0;
+  for (const auto& e : fs::recursive_directory_iterator(s->last_checkpoint + "/model")) {
+    if (e.is_regular_file() && e.file_size() > largest) largest = e.file_size(), victim = e.path().string();
+  }
+  ASSERT_FALSE(victim.empty());
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(largest / 2));
+    char ch;
+    f.read(&ch, 1);
+    ch ^= 0x40;
+    f.seekp(static_cast<std::streamoff>(largest / 2));
+    f.write(&ch, 1);
+  }
+  absl::StatusOr<TrainConfig> more = Config(SmallYaml(), {"train.steps=8", ck});
+  ASSERT_TRUE(more.ok());
+  absl::StatusOr<TrainSummary> r = Train(*more, /*resume=*/true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(victim));
+
+  // Truncated.
+  fs::resize_file(victim, largest / 3);
+  r = Train(*more, /*resume=*/true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(victim + " is truncated"));
+}
+
+TEST_F(TrainerTest, RefusesToOverwriteOrResumeAnotherConfig) {
+  const std::string ck = absl::StrCat("train.checkpoint_dir=", dir_, "/ck");
+  absl::StatusOr<TrainConfig> c = Config(SmallYaml(), {"train.steps=2", ck});
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(Train(*c).ok());
+  absl::StatusOr<TrainSummary> again = Train(*c);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(again.status().message()), HasSubstr("--resume"));
+
+  absl::StatusOr<TrainConfig> other = Config(SmallYaml(), {"train.steps=4", ck, "optimizer.learning_rate=0.5"});
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<TrainSummary> r = Train(*other, /*resume=*/true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("optimizer.learning_rate"));
+
+  absl::StatusOr<TrainConfig> no_dir = Config(SmallYaml(), {"train.steps=4"});
+  r = Train(*no_dir, /*resume=*/true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("--resume needs train.checkpoint_dir"));
+}
+
+TEST_F(TrainerTest, MissingDataFilesGiveClearErrors) {
+  absl::StatusOr<TrainConfig> tsv = Config(absl::StrCat("data:\n  source: tsv\n  path: ", dir_, "/nope.tsv\n"));
+  ASSERT_TRUE(tsv.ok()) << tsv.status();
+  absl::StatusOr<TrainSummary> r = Train(*tsv);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(dir_ + "/nope.tsv"));
+
+  absl::StatusOr<TrainConfig> bin = Config(absl::StrCat("data:\n  source: binary\n  path: ", dir_, "/nope.bin\n"));
+  ASSERT_TRUE(bin.ok());
+  r = Train(*bin);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("data.path: " + dir_ + "/nope.bin: no such file"));
+
+  // Not a dataset at all.
+  std::ofstream(dir_ + "/junk.bin") << "this is not a dataset";
+  absl::StatusOr<TrainConfig> junk = Config(absl::StrCat("data:\n  source: binary\n  path: ", dir_, "/junk.bin\n"));
+  r = Train(*junk);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(dir_ + "/junk.bin"));
+}
+
+TEST_F(TrainerTest, TrainsAndEvaluatesOnTheRealKaggleRows) {
+  const std::string tsv = std::string(CEMB_SHARED_DIR) + "/data/criteo/kaggle-sample-guestwalk.tsv";
+  absl::StatusOr<TrainConfig> c = Config(absl::StrCat(R"(
+data:
+  source: tsv
+  path: )", tsv, R"(
+  max_ind_range: 5000
+  work_dir: )", dir_, R"(
+model:
+  embedding_dim: 16
+  bottom_mlp: [32, 16]
+  top_mlp: [32, 1]
+train:
+  batch_size: 128
+  epochs: 2
+  eval_every: 10
+  threads: 2
+  progress: false
+)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<TrainSummary> s = Train(*c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_GT(s->steps, 0);
+  EXPECT_GT(s->final_metrics.samples, 100);  // the reference split's validation half of day 6
+  EXPECT_TRUE(std::isfinite(s->final_metrics.log_loss));
+  EXPECT_GE(s->final_metrics.accuracy, 0.0);
+  for (double loss : s->losses) EXPECT_TRUE(std::isfinite(loss));
+}
+
+TEST_F(TrainerTest, BinaryDatasetIsSplitForValidation) {
+  // First generate a synthetic set through the trainer, then train on its
+  // training file as a plain binary dataset with a held-out fraction.
+  absl::StatusOr<TrainConfig> gen = Config(SmallYaml(), {"train.steps=1"});
+  ASSERT_TRUE(gen.ok());
+  ASSERT_TRUE(Train(*gen).ok());
+  std::string train_file;
+  for (const auto& e : fs::directory_iterator(dir_ + "/data")) {
+    if (e.path().string().ends_with(".train.bin")) train_file = e.path().string();
+  }
+  ASSERT_FALSE(train_file.empty());
+  absl::StatusOr<TrainConfig> c = Config(absl::StrCat(R"(
+data: {source: binary, path: )", train_file, ", validation_fraction: 0.25, work_dir: ", dir_, R"(/split}
+model: {bottom_mlp: [32, 16], top_mlp: [32, 1], tables: {count: 8, rows: 2000}}
+train: {batch_size: 256, steps: 5, threads: 2, progress: false}
+)"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<TrainSummary> s = Train(*c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->final_metrics.samples, 8192);  // a quarter of 32768
+
+  absl::StatusOr<TrainConfig> wrong = Config(absl::StrCat(R"(
+data: {source: binary, path: )", train_file, R"(, validation_fraction: 0.25}
+model: {tables: {count: 8, rows: 1000}}
+train: {progress: false}
+)"));
+  ASSERT_TRUE(wrong.ok());
+  absl::StatusOr<TrainSummary> r = Train(*wrong);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("table 0 has 2000 rows in the dataset but 1000 in the config"));
+}
+
+}  // namespace
+}  // namespace cemb::dlrm
