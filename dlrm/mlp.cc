@@ -57,6 +57,32 @@ void FillNormal(std::span<float> out, double stddev, uint64_t seed) {
   }
 }
 
+// db[o] = sum over n of g[n][o], g row-major [n x out], fp32 or bf16;
+// columns are split across the OpenMP threads in blocks of 64.
+void ColumnSums(const void* g, bool bf16, int64_t n, int64_t out, float* db) {
+  constexpr int64_t kCols = 64;
+  const int64_t blocks = (out + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (blocks > 1 && n * out >= (1 << 15))
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t c0 = blk * kCols, c1 = std::min(out, c0 + kCols);
+    float acc[kCols] = {};
+    if (bf16) {
+      const uint16_t* p = static_cast<const uint16_t*>(g);
+      for (int64_t r = 0; r < n; ++r) {
+        const uint16_t* row = p + r * out;
+        for (int64_t c = c0; c < c1; ++c) acc[c - c0] += Bf16ToFloat(row[c]);
+      }
+    } else {
+      const float* p = static_cast<const float*>(g);
+      for (int64_t r = 0; r < n; ++r) {
+        const float* row = p + r * out;
+        for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
+      }
+    }
+    for (int64_t c = c0; c < c1; ++c) db[c] = acc[c - c0];
+  }
+}
+
 }  // namespace
 
 struct Mlp::Impl {
@@ -70,7 +96,11 @@ struct Mlp::Impl {
     AlignedBuffer db;    // fp32 [out]
   };
   struct LayerPlan {
-    Call fwd, act_bwd, grad_reorder, bias_bwd, bwd_w, bwd_d;
+    Call fwd, act_bwd, grad_reorder, bwd_w, bwd_d;
+    // The bias gradient's source: the caller's diff_output, or our buffer.
+    const void* bias_src = nullptr;
+    bool bias_src_user = false;
+    bool bias_src_bf16 = false;
   };
   struct BatchPlan {
     int64_t batch = 0;
@@ -196,14 +226,11 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
       }
     }
 
-    // db = column sums of g.
-    {
-      dnnl::reduction::primitive_desc pd(
-          dnnl::reduction::desc(dnnl::algorithm::reduction_sum, g_bias.get_desc(), db.get_desc(), 0.f, 0.f),
-          attr, engine);
-      note(pd);
-      lp.bias_bwd = Call(dnnl::reduction(pd), {{DNNL_ARG_SRC, g_bias}, {DNNL_ARG_DST, db}});
-    }
+    // db = column sums of g_bias (hand-written: oneDNN 2.6 has only a
+    // reference reduction for this shape, ~100x slower).
+    lp.bias_src_user = g_bias.get() == plan.user_diff_output.get();
+    lp.bias_src = lp.bias_src_user ? nullptr : g_bias.get_data_handle();
+    lp.bias_src_bf16 = g_bias.get_desc().data_type() == dt::bf16;
     // dW [out, in] = g^T [out, N] x x [N, in], through a transposed view of g.
     {
       const bool user_g = g.get() == plan.user_diff_output.get();
@@ -294,7 +321,7 @@ absl::Status Mlp::Impl::Build() {
   for (BatchPlan& plan : plans) {
     if (!plan.input_reorder.empty()) plan.input_reorder.BindScratchpad(pad);
     for (LayerPlan& lp : plan.layers) {
-      for (Call* c : {&lp.fwd, &lp.act_bwd, &lp.grad_reorder, &lp.bias_bwd, &lp.bwd_w, &lp.bwd_d}) {
+      for (Call* c : {&lp.fwd, &lp.act_bwd, &lp.grad_reorder, &lp.bwd_w, &lp.bwd_d}) {
         if (!c->empty()) c->BindScratchpad(pad);
       }
     }
@@ -396,11 +423,14 @@ absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_
   }
   for (int l = m.L() - 1; l >= 0 && st == dnnl_success; --l) {
     const Impl::LayerPlan& lp = plan.layers[l];
-    for (const Call* c : {&lp.act_bwd, &lp.grad_reorder, &lp.bias_bwd, &lp.bwd_w, &lp.bwd_d}) {
+    for (const Call* c : {&lp.act_bwd, &lp.grad_reorder, &lp.bwd_w, &lp.bwd_d}) {
       if (c->empty()) continue;
       st = c->Execute(m.stream);
       if (st != dnnl_success) break;
     }
+    if (st != dnnl_success) break;
+    ColumnSums(lp.bias_src_user ? diff_output : lp.bias_src, lp.bias_src_bf16, batch, m.layers[l].out,
+               m.layers[l].db.as<float>());
   }
   return internal::DnnlStatus(st, "MLP Backward");
 }

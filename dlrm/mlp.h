@@ -18,8 +18,9 @@
 // last layer writes fp32).
 //
 // Plan once, execute many: every primitive (matmuls for forward, backward data
-// and backward weights, ReLU/sigmoid backward, bias-gradient reduction,
-// conversions) is created by Create() for each planned batch size, with all
+// and backward weights, ReLU/sigmoid backward,
+// conversions) is created by Create() for each planned batch size (the bias
+// gradient is a hand-written column sum), with all
 // buffers (activations, gradients, one shared scratchpad) sized for the largest.
 // Forward/Backward/SgdStep allocate nothing and create nothing.
 //

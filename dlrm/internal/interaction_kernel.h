@@ -21,8 +21,11 @@ inline const float* Feature(const DotRowsArgs& a, int64_t b, int64_t f) {
 }
 
 // out row = [x0, Z[i][j] for j < i (+1 with self)]. Scratch: xt [D x Fpad].
-void DotForwardRowsImpl(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch) {
-  const int64_t F = a.features, D = a.dim, self = a.self ? 1 : 0;
+// kD > 0: the feature size as a compile-time constant (accumulators stay in
+// registers, loops over D unroll); kD == 0: a.dim at run time.
+template <int kD>
+void DotForwardRowsT(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch) {
+  const int64_t F = a.features, D = kD > 0 ? kD : a.dim, self = a.self ? 1 : 0;
   const int64_t fpad = (F + kBlock - 1) / kBlock * kBlock;
   float* __restrict xt = scratch;
   std::fill(xt, xt + D * fpad, 0.f);
@@ -53,8 +56,9 @@ void DotForwardRowsImpl(const DotRowsArgs& a, int64_t begin, int64_t end, float*
 }
 
 // dX = (G + G^T) X; scratch: s [F x F], acc [D].
-void DotBackwardRowsImpl(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch) {
-  const int64_t F = a.features, D = a.dim, self = a.self ? 1 : 0;
+template <int kD>
+void DotBackwardRowsT(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch) {
+  const int64_t F = a.features, D = kD > 0 ? kD : a.dim, self = a.self ? 1 : 0;
   float* __restrict s = scratch;
   float* __restrict acc = scratch + F * F;
   for (int64_t b = begin; b < end; ++b) {
@@ -85,6 +89,29 @@ void DotBackwardRowsImpl(const DotRowsArgs& a, int64_t begin, int64_t end, float
     }
   }
 }
+
+// Dispatch on the feature size: specialised for the common DLRM widths.
+#define CEMB_DOT_DISPATCH(fn, a, begin, end, scratch) \
+  switch ((a).dim) {                                  \
+    case 16:                                          \
+      return fn<16>(a, begin, end, scratch);          \
+    case 32:                                          \
+      return fn<32>(a, begin, end, scratch);          \
+    case 64:                                          \
+      return fn<64>(a, begin, end, scratch);          \
+    case 128:                                         \
+      return fn<128>(a, begin, end, scratch);         \
+    default:                                          \
+      return fn<0>(a, begin, end, scratch);           \
+  }
+
+void DotForwardRowsImpl(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch) {
+  CEMB_DOT_DISPATCH(DotForwardRowsT, a, begin, end, scratch);
+}
+void DotBackwardRowsImpl(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch) {
+  CEMB_DOT_DISPATCH(DotBackwardRowsT, a, begin, end, scratch);
+}
+#undef CEMB_DOT_DISPATCH
 
 }  // namespace
 }  // namespace cemb::dlrm::internal
