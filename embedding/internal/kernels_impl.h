@@ -156,7 +156,13 @@ template <typename A, typename Table, int KD, typename Index>
                                   int64_t bag_end) {
   using S = Simd<A>;
   constexpr bool kInRegisters = KD > 0 && KD / S::kWidth <= S::kMaxAccumulators;
+  const int64_t out_bytes = (KD > 0 ? KD : t.featuresize()) * static_cast<int64_t>(sizeof(float));
   for (int64_t b = bag_begin; b < bag_end; ++b) {
+    // The output row a.prefetch bags ahead: its read-for-ownership then
+    // overlaps the gathers instead of stalling the stores (short bags).
+    if (a.prefetch > 0 && !a.stream && b + a.prefetch < bag_end) {
+      PrefetchRow(a.out.row(b + a.prefetch), out_bytes);
+    }
     if constexpr (kInRegisters) {
       PooledBagInRegisters<A, Table, KD>(t, a, b);
     } else {
