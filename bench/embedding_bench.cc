@@ -469,24 +469,22 @@ Config Base(int64_t rows, int tables) {
 // Item 15's configurations; `full` adds int64 and streaming-store variants.
 void HeadlineGrid(std::vector<Config>& v, int64_t rows, bool full) {
   const Config base = Base(rows, 8);
+  // int32 and int64 indices, then int32 with non-temporal output stores.
   auto lookup = [&](int64_t d, int64_t bag, Distribution dist) {
-    for (bool i64 : {false, true}) {
-      if (i64 && !full) continue;
+    for (auto [i64, store] : {std::pair(false, Store::kStandard), std::pair(true, Store::kStandard),
+                              std::pair(false, Store::kNonTemporal)}) {
+      if ((i64 || store != Store::kStandard) && !full) continue;
       Config c = base;
       c.shape.d = d;
       c.bag = bag;
       c.dist = dist;
       c.index64 = i64;
+      c.store = store;
       Register(v, c);
     }
   };
   lookup(16, 40, Distribution::kUniform);
   lookup(128, 40, Distribution::kUniform);
-  if (full) {
-    Config c = base;
-    c.store = Store::kNonTemporal;
-    Register(v, c);
-  }
   lookup(128, 40, Distribution::kZipf);
   lookup(128, 1, Distribution::kUniform);
   for (bool i64 : {false, true}) {
