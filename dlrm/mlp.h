@@ -22,7 +22,9 @@
 // conversions) is created by Create() for each planned batch size (the bias
 // gradient is a hand-written column sum), with all
 // buffers (activations, gradients, one shared scratchpad) sized for the largest.
-// Forward/Backward/SgdStep allocate nothing and create nothing.
+// Forward/Backward/SgdStep create nothing and allocate nothing themselves
+// (oneDNN 2.6 builds a small argument map inside each primitive execution, a
+// few heap nodes per primitive, the same every step).
 //
 // Batch sizes: Forward accepts exactly the batch sizes listed in
 // Options::batch_sizes (the full batch, plus e.g. the size of the last partial
