@@ -12,6 +12,9 @@
 //                             ranks scrambled by a per-table LFSR bijection
 //                             (thesis 5.4.1.1), so each table has its own hot rows.
 //   ReadCacheBytes()          the last-level cache size (sizing index pools).
+//   MeasureSequentialReadBytesPerSecond(), MeasureLatencyNs()
+//                             the DRAM's sequential read bandwidth and load latency,
+//                             for the context: what any gather is bound by.
 //
 // Thread safety: MeasureGatherLimit() runs its own OpenMP region; the rest is
 // plain functions of their arguments.
@@ -35,6 +38,7 @@
 
 #include "base/random.h"
 #include "embedding/cpu.h"
+#include "embedding/memory.h"
 #include "embedding/parallel.h"
 
 namespace cemb::bench {
@@ -200,6 +204,30 @@ inline double MeasureSequentialReadBytesPerSecond(int threads, size_t bytes = si
   }
   benchmark::DoNotOptimize(sink);
   return best;
+}
+
+// DRAM load-to-use latency: a pointer chase through one random cyclic
+// permutation of the 64-byte lines of a `bytes` buffer (huge pages advised),
+// far larger than the last-level cache. Nanoseconds per dependent load.
+inline double MeasureLatencyNs(size_t bytes = size_t{512} << 20) {
+  absl::StatusOr<Region> region = Region::Allocate(TierOptions::Dram(true), bytes);
+  if (!region.ok()) return 0.0;
+  const size_t lines = bytes / 64;
+  std::vector<uint32_t> order(lines);
+  for (size_t i = 0; i < lines; ++i) order[i] = static_cast<uint32_t>(i);
+  Xoshiro256pp rng(0x1a7e);
+  for (size_t i = lines - 1; i > 0; --i) std::swap(order[i], order[rng.Below(i + 1)]);  // Fisher-Yates
+  std::byte* base = region->data();
+  for (size_t i = 0; i < lines; ++i) {
+    *reinterpret_cast<uint64_t*>(base + size_t{order[i]} * 64) = uint64_t{order[(i + 1) % lines]} * 64;
+  }
+  constexpr int64_t kSteps = int64_t{1} << 21;
+  uint64_t at = uint64_t{order[0]} * 64;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < kSteps; ++i) at = *reinterpret_cast<const volatile uint64_t*>(base + at);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  benchmark::DoNotOptimize(at);
+  return s / kSteps * 1e9;
 }
 
 // The limit: the better of the plain gather and the one with prefetching.

@@ -634,6 +634,7 @@ int main(int argc, char** argv) {
     const int threads = g_flags.threads > 0 ? g_flags.threads : omp_get_max_threads();
     benchmark::AddCustomContext(absl::StrCat("seq_read_GB/s(", threads, " threads)"),
                                 absl::StrFormat("%.2f", MeasureSequentialReadBytesPerSecond(threads) / 1e9));
+    benchmark::AddCustomContext("dram_latency_ns", absl::StrFormat("%.0f", MeasureLatencyNs()));
   }
   benchmark::AddCustomContext("batch", std::to_string(kBatch));
   benchmark::AddCustomContext("grids", absl::StrJoin(g_flags.grids, ","));

@@ -5,7 +5,7 @@
 #   bench/run_embedding.sh            8 tables x 1,000,000 rows (8 GiB at D=256; a few minutes)
 #   bench/run_embedding.sh --small    8 tables x 200,000 rows, one index width (a minute or two)
 #   bench/run_embedding.sh --sweep    the Table 5.1 sweep around D=128 L=40 (tiers incl. a PMem
-#                                     file in $TMPDIR, kinds, threads, prefetch; ~10 minutes)
+#                                     file in $TMPDIR, kinds, threads, prefetch; ~5 minutes)
 #   bench/run_embedding.sh [--small] -- --benchmark_filter=lookup   (extra benchmark flags)
 #   bench/run_embedding.sh --summarize FILE.json                    (only print the table of a run)
 #
@@ -129,6 +129,7 @@ for r in rows:
           f"{r['idx']:<4}{r['store']:<6}{r['threads']:>3}{r['pf']:>3}{r['ms']:>9.1f}{r['min_ms']:>7.1f}{gbs:>7}{r['limit']:>7.2f}{vs:>10}"
           f"{r['cpu']:>5.2f}  {ref}")
 print(f"\nseq_read_GB/s: {next((v for k, v in ctx.items() if k.startswith('seq_read')), '?')}; "
+      f"dram_latency_ns: {ctx.get('dram_latency_ns', '?')}; "
       "pf: prefetch distance when not the default; ms/batch: the median repetition (min: the fastest) of one batch of 16384 bags per table; GB/s: table rows read (updates: unique rows read + "
       "written); limit: plain random-row gather of the same tables; cpu: share of the threads' CPUs the "
       "process had (< 0.9: other load)")
