@@ -19,7 +19,7 @@
 //             standard/non-temporal stores, and the update of D=128 L=40.
 //   sweep     one factor at a time around D=128 L=40 uniform: D x L x
 //             distribution, tier (huge pages, none, PMem file), static /
-//             dynamic / indirect table, stores, index width, threads 1..N,
+//             dynamic / indirect / bfloat16-row table, stores, index width, threads 1..N,
 //             ensemble size, prefetch distance, update per D.
 //   all       every grid above.
 // Other flags: --cemb_rows=N and --cemb_tables=N override the table shape of
@@ -79,7 +79,8 @@ namespace {
 
 constexpr int64_t kBatch = 16384;
 
-enum class Kind { kStatic, kDynamic, kIndirect };
+// kBf16: SimpleTable<bfloat16, D>, rows stored in bfloat16 (half the bytes).
+enum class Kind { kStatic, kDynamic, kIndirect, kBf16 };
 enum class Tier { kHuge, kNoHuge, kPmem };
 enum class Op { kLookup, kReindex, kSgd, kReindexSgd, kReindexAdagrad };
 
@@ -88,6 +89,7 @@ const char* KindName(Kind k) {
     case Kind::kStatic: return "static";
     case Kind::kDynamic: return "dynamic";
     case Kind::kIndirect: return "indirect";
+    case Kind::kBf16: return "bf16";
   }
   return "?";
 }
@@ -209,13 +211,13 @@ absl::StatusOr<std::unique_ptr<TableSetBase>> BuildTables(const TableShape& shap
   return std::unique_ptr<TableSetBase>(new TableSet<Table>(std::move(tables)));
 }
 
-template <template <typename, int64_t> class Table>
+template <template <typename, int64_t> class Table, typename T = float>
 absl::StatusOr<std::unique_ptr<TableSetBase>> BuildStatic(const TableShape& shape, int ntables) {
   switch (shape.d) {
-    case 16: return BuildTables<Table<float, 16>>(shape, ntables);
-    case 64: return BuildTables<Table<float, 64>>(shape, ntables);
-    case 128: return BuildTables<Table<float, 128>>(shape, ntables);
-    case 256: return BuildTables<Table<float, 256>>(shape, ntables);
+    case 16: return BuildTables<Table<T, 16>>(shape, ntables);
+    case 64: return BuildTables<Table<T, 64>>(shape, ntables);
+    case 128: return BuildTables<Table<T, 128>>(shape, ntables);
+    case 256: return BuildTables<Table<T, 256>>(shape, ntables);
   }
   return absl::InvalidArgumentError(absl::StrCat("no static table type for D=", shape.d));
 }
@@ -239,6 +241,7 @@ absl::StatusOr<const TableSetBase*> GetTables(const TableShape& shape, int ntabl
     case Kind::kStatic: set = BuildStatic<SimpleTable>(shape, ntables); break;
     case Kind::kDynamic: set = BuildTables<SimpleTable<float, kDynamic>>(shape, ntables); break;
     case Kind::kIndirect: set = BuildStatic<IndirectTable>(shape, ntables); break;
+    case Kind::kBf16: set = BuildStatic<SimpleTable, bfloat16>(shape, ntables); break;
   }
   if (!set.ok()) return set.status();
   g_tables.set = *std::move(set);
@@ -361,7 +364,7 @@ void Run(benchmark::State& state, const Config& c) {
     return;
   }
   const int64_t d = c.shape.d;
-  const int64_t row_bytes = d * static_cast<int64_t>(sizeof(float));
+  const int64_t row_bytes = (*set)->target(0).row_bytes;
   absl::StatusOr<Matrix> matrix = Matrix::Create(kBatch, c.ntables * d);  // output, or gradient
   if (!matrix.ok()) {
     state.SkipWithError(std::string(matrix.status().message()).c_str());
@@ -549,6 +552,7 @@ void SweepGrid(std::vector<Config>& v) {
   }
   // Table kinds and tiers at D=128 L=40 (lookup and update).
   for (auto [kind, tier] : {std::pair(Kind::kDynamic, Tier::kHuge), std::pair(Kind::kIndirect, Tier::kHuge),
+                            std::pair(Kind::kBf16, Tier::kHuge),
                             std::pair(Kind::kStatic, Tier::kNoHuge), std::pair(Kind::kStatic, Tier::kPmem)}) {
     for (Op op : {Op::kLookup, Op::kReindexSgd}) {
       Config c = base;
