@@ -156,15 +156,19 @@ inline double MeasureGatherBytesPerSecond(std::span<const GatherTarget> targets,
   auto pass = [&](int t) -> uint64_t {
     uint64_t sum = 0;
     const uint32_t* r = rows[t].data();
+    int table = 0;                                           // i % ntargets
+    int ahead = prefetch_distance % ntargets;                // (i + prefetch_distance) % ntargets
     for (int64_t i = 0; i < kIndices; ++i) {
       if (prefetch_distance > 0 && i + prefetch_distance < kIndices) {
-        const GatherTarget& f = targets[(i + prefetch_distance) % ntargets];
+        const GatherTarget& f = targets[ahead];
         const std::byte* p = f.base + static_cast<int64_t>(r[i + prefetch_distance]) * f.row_bytes;
         for (int64_t off = 0; off < f.row_bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
       }
-      const GatherTarget& g = targets[i % ntargets];
+      const GatherTarget& g = targets[table];
       const std::byte* p = g.base + static_cast<int64_t>(r[i]) * g.row_bytes;
       for (int64_t off = 0; off < g.row_bytes; off += 64) sum += *reinterpret_cast<const uint64_t*>(p + off);
+      if (++table == ntargets) table = 0;
+      if (++ahead == ntargets) ahead = 0;
     }
     return sum;
   };
