@@ -5,7 +5,7 @@ include(GNUInstallDirs)
 set(CEMB_FLAGS_AVX2 -mavx2 -mfma -mf16c -mbmi2)
 # GCC 12 warns falsely inside its own avx512fintrin.h (_mm512_undefined_*).
 set(CEMB_FLAGS_AVX512 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx2 -mfma -mf16c -mbmi2
-    -Wno-maybe-uninitialized)
+    $<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>)
 
 # cemb_add_library(<name> SOURCES ... HEADERS ... [AVX2_SOURCES ...]
 #                  [AVX512_SOURCES ...] [DEPS ...] [PRIVATE_DEPS ...])
@@ -52,7 +52,10 @@ function(cemb_add_test name)
   target_compile_definitions(${name} PRIVATE
     CEMB_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
     CEMB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+  # gtest_discover_tests writes the properties unquoted: escape the list so
+  # that every label survives ("cache;tsan").
+  string(REPLACE ";" "\\;" labels "${ARG_LABELS}")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}")
 endfunction()
 
 # cemb_add_bench(<name> SOURCES ... DEPS ...)

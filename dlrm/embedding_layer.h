@@ -79,10 +79,10 @@ class EmbeddingLayer {
 
   // out.row(b) columns [t*dim, (t+1)*dim) = pooled sum of bag b of table t.
   // Validates every table's bags first; on an error nothing is written.
-  [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out) = 0;
+  [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) = 0;
   // Applies `grad` (the gradient of Lookup's output, same layout) to the rows
   // the bags read, with learning rate `lr`.
-  [[nodiscard]] virtual absl::Status Update(std::span<const Bags<int32_t>> bags, ConstMatrixView grad, float lr) = 0;
+  [[nodiscard]] virtual absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) = 0;
   // Between steps: flushes every dynamic cache that is full (dirty rows
   // written back). Returns how many tables were flushed.
   virtual int FlushFull() = 0;

@@ -11,8 +11,9 @@
 //                              size, checksum) before the first row is written, so a
 //                              bad file leaves the table untouched.
 //
-// The rows are reached through rowpointer(row, Access::kUpdate), so these work
-// for every table type; on a persistent tier the written rows are persisted.
+// The rows are written through rowpointer(row, Access::kUpdate) and read
+// through rowpointer(row, Access::kRead), so these work for every table type;
+// on a persistent tier the written rows are persisted.
 // NOTE: not thread-safe against concurrent kernels on the same table.
 #ifndef CEMB_EMBEDDING_TABLE_IO_H_
 #define CEMB_EMBEDDING_TABLE_IO_H_
@@ -127,7 +128,7 @@ template <RowTable Table>
   for (int64_t begin = 0; begin < table.nvectors(); begin += ti::kRowsPerChunk) {
     const int64_t end = std::min(table.nvectors(), begin + ti::kRowsPerChunk);
     for (int64_t r = begin; r < end; ++r) {
-      std::memcpy(buffer.data() + (r - begin) * row_bytes, table.rowpointer(r, Access::kUpdate), row_bytes);
+      std::memcpy(buffer.data() + (r - begin) * row_bytes, table.rowpointer(r, Access::kRead), row_bytes);
     }
     if (absl::Status s = writer->Append(buffer.data(), (end - begin) * row_bytes); !s.ok()) return s;
   }

@@ -17,6 +17,8 @@ enum class Access {
   kForward,   // a lookup will read the row
   kUpdate,    // a gradient will be applied to the row
   kPrefetch,  // an address for a prefetch hint only: no side effect, may be stale
+  kRead,      // a read outside the kernels (save, inspect): no side effect;
+              // between steps it is the row's current copy
 };
 
 enum class Pooling { kSum, kMean };

@@ -27,7 +27,7 @@ Rows Snapshot(const Table& t) {
   Rows rows{t.nvectors(), t.featuresize(), {}};
   rows.v.resize(rows.n * rows.d);
   for (int64_t r = 0; r < rows.n; ++r) {
-    const auto* p = t.rowpointer(r, Access::kPrefetch);
+    const auto* p = t.rowpointer(r, Access::kRead);
     for (int64_t c = 0; c < rows.d; ++c) rows.at(r, c) = ToFloat(p[c]);
   }
   return rows;

@@ -1,0 +1,181 @@
+#include "dlrm/embedding_layer.h"
+
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "dlrm/npy.h"
+#include "embedding/ensemble.h"
+#include "embedding/table_io.h"
+
+namespace cemb::dlrm {
+namespace {
+
+// The tables of one element type and feature size (D static when it is one
+// of the specialised sizes, so every table gets compile-time kernels).
+template <StorageType T, int64_t D>
+class EmbeddingSet final : public EmbeddingLayer {
+ public:
+  static absl::StatusOr<std::unique_ptr<EmbeddingLayer>> Make(const EmbeddingLayerOptions& options) {
+    auto set = std::unique_ptr<EmbeddingSet>(new EmbeddingSet(options));
+    CEMB_RETURN_IF_ERROR(set->Init());
+    return std::unique_ptr<EmbeddingLayer>(std::move(set));
+  }
+
+  int num_tables() const override { return static_cast<int>(tables_.size()); }
+  int64_t dim() const override { return options_.dim; }
+  int64_t rows(int t) const override {
+    return std::visit([](const auto& table) { return table.nvectors(); }, *tables_[t]);
+  }
+
+  absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) override {
+    for (int t = 0; t < num_tables(); ++t) outs_[t] = out.slice(t * options_.dim, options_.dim);
+    return ensemble_.pooled_lookup<int32_t>(bags, outs_);
+  }
+
+  absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) override {
+    CEMB_RETURN_IF_ERROR(ensemble_.reindex<int32_t>(bags, Pooling::kSum));
+    for (int t = 0; t < num_tables(); ++t) grads_[t] = grad.slice(t * options_.dim, options_.dim);
+    const UpdateOptions update{.learning_rate = lr, .store = options_.update_store, .eps = options_.adagrad_eps};
+    if (options_.optimizer == EmbeddingOptimizer::kRowwiseAdagrad) {
+      return ensemble_.adagrad_update(grads_, state_ptrs_, update);
+    }
+    return ensemble_.sgd_update(grads_, update);
+  }
+
+  int FlushFull() override {
+    int flushed = 0;
+    for (auto& table : tables_) {
+      if (auto* c = std::get_if<CachedTable<T, D>>(table.get());
+          c != nullptr && c->policy() == CachePolicy::kDynamic && c->isfull()) {
+        c->flush_dirty();
+        ++flushed;
+      }
+    }
+    return flushed;
+  }
+
+  void Sync() override {
+    for (auto& table : tables_) {
+      if (auto* c = std::get_if<CachedTable<T, D>>(table.get())) c->sync();
+    }
+  }
+
+  absl::Status Save(const std::string& dir, const std::string& prefix) override {
+    Sync();
+    for (int t = 0; t < num_tables(); ++t) {
+      const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
+      CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return SaveRows(table, path); }, *tables_[t]));
+      if (!states_.empty()) {
+        CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, t, ".adagrad.npy"),
+                                             states_[t].values(), {states_[t].nvectors()}));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Load(const std::string& dir, const std::string& prefix) override {
+    for (int t = 0; t < num_tables(); ++t) {
+      const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
+      CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return LoadRows(table, path); }, *tables_[t]));
+      if (!states_.empty()) {
+        const std::string state_path = absl::StrCat(dir, "/", prefix, t, ".adagrad.npy");
+        CEMB_ASSIGN_OR_RETURN(NpyArray<float> state, ReadNpy<float>(state_path));
+        if (state.shape != std::vector<int64_t>{states_[t].nvectors()}) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(state_path, ": AdaGrad state of the wrong shape for table ", t));
+        }
+        std::copy(state.data.begin(), state.data.end(), states_[t].values().begin());
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<TableReport> Report() const override {
+    std::vector<TableReport> reports;
+    for (int t = 0; t < num_tables(); ++t) {
+      TableReport r;
+      r.storage = StorageKindName(options_.tables[t].storage.kind);
+      r.kernel = ensemble_.table(t).description();
+      std::visit(
+          [&](const auto& table) {
+            r.name = table.name();
+            if constexpr (std::is_same_v<std::decay_t<decltype(table)>, CachedTable<T, D>>) {
+              r.cached = true;
+              r.stats = table.stats();
+            }
+          },
+          *tables_[t]);
+      reports.push_back(std::move(r));
+    }
+    return reports;
+  }
+
+  void ResetStats() override {
+    for (auto& table : tables_) {
+      if (auto* c = std::get_if<CachedTable<T, D>>(table.get())) c->reset_stats();
+    }
+  }
+
+ private:
+  explicit EmbeddingSet(const EmbeddingLayerOptions& options)
+      : options_(options), ensemble_({.threads = options.threads, .kernels = options.kernels}) {}
+
+  absl::Status Init() {
+    const int n = static_cast<int>(options_.tables.size());
+    for (int t = 0; t < n; ++t) {
+      const EmbeddingTableSpec& spec = options_.tables[t];
+      absl::StatusOr<StoredTable<T, D>> table = MakeStoredTable<T, D>(
+          {.name = absl::StrCat("emb", t), .nvectors = spec.rows, .featuresize = options_.dim}, spec.storage);
+      if (!table.ok()) return table.status();
+      tables_.push_back(std::make_unique<StoredTable<T, D>>(*std::move(table)));
+      StoredTable<T, D>& stored = *tables_.back();
+      std::visit([&](auto& tb) { InitUniform(tb, options_.seed + static_cast<uint64_t>(t), options_.threads); },
+                 stored);
+      if (auto* c = std::get_if<CachedTable<T, D>>(&stored); c != nullptr && c->policy() == CachePolicy::kStatic) {
+        absl::StatusOr<int64_t> filled = c->fill_random(options_.seed + static_cast<uint64_t>(t));
+        if (!filled.ok()) return filled.status();
+      }
+      CEMB_RETURN_IF_ERROR(std::visit([&](const auto& tb) { return ensemble_.add(tb); }, stored));
+      if (options_.optimizer == EmbeddingOptimizer::kRowwiseAdagrad) states_.emplace_back(spec.rows);
+    }
+    for (auto& s : states_) state_ptrs_.push_back(&s);
+    outs_.resize(n);
+    grads_.resize(n);
+    return absl::OkStatus();
+  }
+
+  EmbeddingLayerOptions options_;
+  std::vector<std::unique_ptr<StoredTable<T, D>>> tables_;  // stable addresses: the ensemble points at them
+  Ensemble ensemble_;
+  std::vector<RowwiseAdagradState> states_;
+  std::vector<RowwiseAdagradState*> state_ptrs_;
+  std::vector<::cemb::MatrixView> outs_;
+  std::vector<::cemb::ConstMatrixView> grads_;
+};
+
+template <StorageType T>
+absl::StatusOr<std::unique_ptr<EmbeddingLayer>> MakeForType(const EmbeddingLayerOptions& options) {
+  switch (options.dim) {
+    case 16: return EmbeddingSet<T, 16>::Make(options);
+    case 32: return EmbeddingSet<T, 32>::Make(options);
+    case 64: return EmbeddingSet<T, 64>::Make(options);
+    case 128: return EmbeddingSet<T, 128>::Make(options);
+    case 256: return EmbeddingSet<T, 256>::Make(options);
+    default: return EmbeddingSet<T, kDynamic>::Make(options);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EmbeddingLayer>> EmbeddingLayer::Create(const EmbeddingLayerOptions& options) {
+  if (options.dim <= 0) return absl::InvalidArgumentError("embeddings: dim must be > 0");
+  for (size_t t = 0; t < options.tables.size(); ++t) {
+    if (options.tables[t].rows <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("embeddings: table ", t, " has ", options.tables[t].rows, " rows"));
+    }
+  }
+  return options.bf16_rows ? MakeForType<bfloat16>(options) : MakeForType<float>(options);
+}
+
+}  // namespace cemb::dlrm

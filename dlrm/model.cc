@@ -1,0 +1,228 @@
+#include "dlrm/model.h"
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "dlrm/loss.h"
+
+namespace cemb::dlrm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Adds the seconds since the last Lap() (or construction) to a phase.
+class Stopwatch {
+ public:
+  explicit Stopwatch(PhaseTimes* times) : times_(times), last_(Clock::now()) {}
+  void Lap(Phase phase) {
+    const Clock::time_point now = Clock::now();
+    if (times_ != nullptr) (*times_)[phase] += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+
+ private:
+  PhaseTimes* times_;
+  Clock::time_point last_;
+};
+
+std::vector<int64_t> Concat(int64_t first, const std::vector<int64_t>& rest) {
+  std::vector<int64_t> sizes = {first};
+  sizes.insert(sizes.end(), rest.begin(), rest.end());
+  return sizes;
+}
+
+}  // namespace
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kData: return "data";
+    case Phase::kEmbeddingLookup: return "embedding lookup";
+    case Phase::kInteraction: return "interaction";
+    case Phase::kBottomForward: return "bottom MLP forward";
+    case Phase::kBottomBackward: return "bottom MLP backward";
+    case Phase::kTopForward: return "top MLP forward + loss";
+    case Phase::kTopBackward: return "top MLP backward";
+    case Phase::kMlpUpdate: return "MLP update";
+    case Phase::kEmbeddingUpdate: return "embedding update";
+    case Phase::kCacheFlush: return "cache flush";
+    case Phase::kOther: return "other";
+  }
+  return "?";
+}
+
+double PhaseTimes::total() const {
+  double sum = 0;
+  for (double s : seconds) sum += s;
+  return sum;
+}
+
+PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& o) {
+  for (int i = 0; i < kNumPhases; ++i) seconds[i] += o.seconds[i];
+  return *this;
+}
+
+struct Dlrm::Impl {
+  DlrmOptions options;
+  int64_t dim = 0, num_tables = 0, max_batch = 0;
+  std::unique_ptr<EmbeddingLayer> embeddings;
+  std::optional<Mlp> bottom, top;
+  std::optional<Interaction> interaction;
+  // [max_batch x T*dim] embedding outputs and their gradient; the
+  // interaction's output and its gradient; the bottom output's gradient;
+  // the loss gradient.
+  std::vector<float> emb, d_emb, top_in, d_top_in, d_bottom, d_logits;
+  // The bottom MLP's output of the last Forward (owned by the MLP).
+  std::span<const float> bottom_out;
+
+  absl::Status CheckBatch(const BatchView& b) const {
+    if (b.size <= 0 || b.size > max_batch) {
+      return absl::InvalidArgumentError(absl::StrCat("batch of ", b.size, " samples; planned at most ", max_batch));
+    }
+    if (static_cast<int64_t>(b.dense.size()) != b.size * options.num_dense ||
+        static_cast<int64_t>(b.bags.size()) != num_tables) {
+      return absl::InvalidArgumentError(absl::StrCat("batch of ", b.size, " samples has ", b.dense.size(),
+                                                     " dense values and ", b.bags.size(), " tables; expected ",
+                                                     b.size * options.num_dense, " and ", num_tables));
+    }
+    for (int64_t t = 0; t < num_tables; ++t) {
+      if (b.bags[t].nbags() != b.size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("table ", t, " has ", b.bags[t].nbags(), " bags for ", b.size, " samples"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The forward pass up to the logits (top MLP output).
+  absl::StatusOr<std::span<const float>> Forward(const BatchView& b, Stopwatch& watch) {
+    CEMB_RETURN_IF_ERROR(CheckBatch(b));
+    const int64_t n = b.size, width = num_tables * dim;
+    CEMB_ASSIGN_OR_RETURN(bottom_out, bottom->Forward(n, b.dense.data()));
+    watch.Lap(Phase::kBottomForward);
+    CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, ::cemb::MatrixView{emb.data(), n, width, width}));
+    watch.Lap(Phase::kEmbeddingLookup);
+    CEMB_RETURN_IF_ERROR(interaction->Forward(n, {bottom_out.data(), dim}, {emb.data(), width},
+                                              {top_in.data(), interaction->output_width()}));
+    watch.Lap(Phase::kInteraction);
+    return top->Forward(n, top_in.data());
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->dim = options.embeddings.dim;
+  impl->num_tables = static_cast<int64_t>(options.embeddings.tables.size());
+  impl->max_batch = options.batch_size;
+  for (int64_t b : options.extra_batch_sizes) impl->max_batch = std::max(impl->max_batch, b);
+  if (options.bottom_mlp.empty() || options.bottom_mlp.back() != impl->dim) {
+    return absl::InvalidArgumentError(absl::StrCat("model: the bottom MLP must end in the embedding dim ", impl->dim));
+  }
+  if (options.top_mlp.empty() || options.top_mlp.back() != 1) {
+    return absl::InvalidArgumentError("model: the top MLP must end in one output");
+  }
+  std::vector<int64_t> batch_sizes = options.extra_batch_sizes;
+  batch_sizes.push_back(options.batch_size);
+
+  EmbeddingLayerOptions emb = options.embeddings;
+  emb.threads = options.threads;
+  CEMB_ASSIGN_OR_RETURN(impl->embeddings, EmbeddingLayer::Create(emb));
+  CEMB_ASSIGN_OR_RETURN(impl->interaction, Interaction::Create({.kind = options.interaction,
+                                                                .num_sparse = impl->num_tables,
+                                                                .dim = impl->dim,
+                                                                .self_interaction = options.self_interaction,
+                                                                .threads = options.threads}));
+  CEMB_ASSIGN_OR_RETURN(impl->bottom, Mlp::Create({.sizes = Concat(options.num_dense, options.bottom_mlp),
+                                                   .last_activation = Activation::kRelu,
+                                                   .precision = options.mlp_precision,
+                                                   .max_batch = impl->max_batch,
+                                                   .batch_sizes = batch_sizes,
+                                                   .compute_input_grad = false,
+                                                   .seed = options.seed}));
+  CEMB_ASSIGN_OR_RETURN(impl->top, Mlp::Create({.sizes = Concat(impl->interaction->output_width(), options.top_mlp),
+                                                .last_activation = Activation::kNone,
+                                                .precision = options.mlp_precision,
+                                                .max_batch = impl->max_batch,
+                                                .batch_sizes = batch_sizes,
+                                                .compute_input_grad = true,
+                                                .seed = options.seed + 1}));
+  const size_t m = static_cast<size_t>(impl->max_batch);
+  impl->emb.resize(m * impl->num_tables * impl->dim);
+  impl->d_emb.resize(impl->emb.size());
+  impl->top_in.resize(m * impl->interaction->output_width());
+  impl->d_top_in.resize(impl->top_in.size());
+  impl->d_bottom.resize(m * impl->dim);
+  impl->d_logits.resize(m);
+  return std::unique_ptr<Dlrm>(new Dlrm(std::move(impl)));
+}
+
+Dlrm::Dlrm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Dlrm::~Dlrm() = default;
+
+const DlrmOptions& Dlrm::options() const { return impl_->options; }
+EmbeddingLayer& Dlrm::embeddings() { return *impl_->embeddings; }
+const Mlp& Dlrm::bottom_mlp() const { return *impl_->bottom; }
+const Mlp& Dlrm::top_mlp() const { return *impl_->top; }
+
+absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTimes* times) {
+  Impl& m = *impl_;
+  Stopwatch watch(times);
+  const int64_t n = batch.size, width = m.num_tables * m.dim, w_top = m.interaction->output_width();
+  CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, m.Forward(batch, watch));
+  if (static_cast<int64_t>(batch.labels.size()) != n) {
+    return absl::InvalidArgumentError(absl::StrCat(batch.labels.size(), " labels for ", n, " samples"));
+  }
+  CEMB_ASSIGN_OR_RETURN(double loss, BceWithLogits(logits, batch.labels, std::span<float>(m.d_logits.data(), n)));
+  watch.Lap(Phase::kTopForward);
+
+  CEMB_RETURN_IF_ERROR(m.top->Backward(n, m.d_logits.data(), m.d_top_in.data()));
+  watch.Lap(Phase::kTopBackward);
+  CEMB_RETURN_IF_ERROR(m.interaction->Backward(n, {m.bottom_out.data(), m.dim}, {m.emb.data(), width},
+                                               {m.d_top_in.data(), w_top}, {m.d_bottom.data(), m.dim},
+                                               {m.d_emb.data(), width}));
+  watch.Lap(Phase::kInteraction);
+  CEMB_RETURN_IF_ERROR(m.bottom->Backward(n, m.d_bottom.data(), nullptr));
+  watch.Lap(Phase::kBottomBackward);
+  m.top->SgdStep(lr);
+  m.bottom->SgdStep(lr);
+  watch.Lap(Phase::kMlpUpdate);
+  CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, ::cemb::ConstMatrixView(m.d_emb.data(), n, width, width), lr));
+  watch.Lap(Phase::kEmbeddingUpdate);
+  m.embeddings->FlushFull();
+  watch.Lap(Phase::kCacheFlush);
+  return loss;
+}
+
+absl::Status Dlrm::Predict(const BatchView& batch, std::span<float> probabilities, PhaseTimes* times) {
+  Stopwatch watch(times);
+  CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, impl_->Forward(batch, watch));
+  if (probabilities.size() < logits.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(probabilities.size(), " probabilities for ", logits.size(), " samples"));
+  }
+  Sigmoid(logits, probabilities.first(logits.size()));
+  watch.Lap(Phase::kTopForward);
+  impl_->embeddings->FlushFull();
+  watch.Lap(Phase::kCacheFlush);
+  return absl::OkStatus();
+}
+
+absl::Status Dlrm::Save(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
+  CEMB_RETURN_IF_ERROR(impl_->bottom->SaveNpy(dir, "bot_l."));
+  CEMB_RETURN_IF_ERROR(impl_->top->SaveNpy(dir, "top_l."));
+  return impl_->embeddings->Save(dir, "emb_l.");
+}
+
+absl::Status Dlrm::Load(const std::string& dir) {
+  CEMB_RETURN_IF_ERROR(impl_->bottom->LoadNpy(dir, "bot_l."));
+  CEMB_RETURN_IF_ERROR(impl_->top->LoadNpy(dir, "top_l."));
+  return impl_->embeddings->Load(dir, "emb_l.");
+}
+
+}  // namespace cemb::dlrm
