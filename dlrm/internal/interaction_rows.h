@@ -28,9 +28,7 @@ struct DotRowsArgs {
 // Floats of scratch one thread needs for either direction.
 inline int64_t DotScratchFloats(int64_t features, int64_t dim) {
   const int64_t fpad = (features + 15) / 16 * 16;
-  const int64_t fwd = dim * fpad;
-  const int64_t bwd = features * features + dim;
-  return (fwd > bwd ? fwd : bwd) + 16;
+  return dim * fpad + features * dim + dim + 16;  // forward: xt, x; backward: x, acc
 }
 
 void DotForwardRowsGeneric(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch);
