@@ -91,6 +91,24 @@ class EmbeddingSet final : public EmbeddingLayer {
     return absl::OkStatus();
   }
 
+  absl::Status ReadRow(int t, int64_t row, std::span<float> out) const override {
+    CEMB_RETURN_IF_ERROR(CheckRow(t, row, out.size()));
+    std::visit([&](const auto& table) {
+      const T* p = table.rowpointer(row, Access::kRead);
+      for (int64_t c = 0; c < options_.dim; ++c) out[c] = ToFloat(p[c]);
+    }, *tables_[t]);
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteRow(int t, int64_t row, std::span<const float> in) override {
+    CEMB_RETURN_IF_ERROR(CheckRow(t, row, in.size()));
+    std::visit([&](const auto& table) {
+      T* p = table.rowpointer(row, Access::kUpdate);
+      for (int64_t c = 0; c < options_.dim; ++c) p[c] = FromFloat<T>(in[c]);
+    }, *tables_[t]);
+    return absl::OkStatus();
+  }
+
   std::vector<TableReport> Report() const override {
     std::vector<TableReport> reports;
     for (int t = 0; t < num_tables(); ++t) {
@@ -120,6 +138,13 @@ class EmbeddingSet final : public EmbeddingLayer {
  private:
   explicit EmbeddingSet(const EmbeddingLayerOptions& options)
       : options_(options), ensemble_({.threads = options.threads, .kernels = options.kernels}) {}
+
+  absl::Status CheckRow(int t, int64_t row, size_t n) const {
+    if (t < 0 || t >= num_tables() || row < 0 || row >= rows(t) || static_cast<int64_t>(n) != options_.dim) {
+      return absl::OutOfRangeError(absl::StrCat("embeddings: no row ", row, " of width ", n, " in table ", t));
+    }
+    return absl::OkStatus();
+  }
 
   absl::Status Init() {
     const int n = static_cast<int>(options_.tables.size());

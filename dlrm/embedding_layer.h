@@ -95,6 +95,11 @@ class EmbeddingLayer {
   [[nodiscard]] virtual absl::Status Save(const std::string& dir, const std::string& prefix) = 0;
   [[nodiscard]] virtual absl::Status Load(const std::string& dir, const std::string& prefix) = 0;
 
+  // Copies row `row` of table `t` (as fp32) out of / into the table, between
+  // steps (inspection, tests, serving a single row).
+  [[nodiscard]] virtual absl::Status ReadRow(int t, int64_t row, std::span<float> out) const = 0;
+  [[nodiscard]] virtual absl::Status WriteRow(int t, int64_t row, std::span<const float> in) = 0;
+
   virtual std::vector<TableReport> Report() const = 0;
   virtual void ResetStats() = 0;
 };
