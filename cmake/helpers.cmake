@@ -28,7 +28,9 @@ function(cemb_add_library name)
   set_target_properties(cemb_${name} PROPERTIES EXPORT_NAME ${name}
                         POSITION_INDEPENDENT_CODE ON)
   target_compile_features(cemb_${name} PUBLIC cxx_std_20)
-  target_compile_definitions(cemb_${name} PRIVATE
+  # Public: kernels.h, compiled in the users' code, must not name the
+  # kernels of an ISA the library was built without.
+  target_compile_definitions(cemb_${name} PUBLIC
     $<$<BOOL:${CEMB_ENABLE_AVX2}>:CEMB_HAVE_AVX2_KERNELS=1>
     $<$<BOOL:${CEMB_ENABLE_AVX512}>:CEMB_HAVE_AVX512_KERNELS=1>)
   target_include_directories(cemb_${name} PUBLIC
@@ -52,10 +54,10 @@ function(cemb_add_test name)
   target_compile_definitions(${name} PRIVATE
     CEMB_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared"
     CEMB_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  # gtest_discover_tests writes the properties unquoted: escape the list so
-  # that every label survives ("cache;tsan").
-  string(REPLACE ";" "\\;" labels "${ARG_LABELS}")
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${labels}")
+  # One label per test: gtest_discover_tests flattens a list of labels.
+  # ctest -L matches a regular expression, so "cache_tsan" is selected by
+  # both -L cache and -L tsan.
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()
 
 # cemb_add_bench(<name> SOURCES ... DEPS ...)

@@ -98,9 +98,13 @@ class TableKernels {
     absl::StatusOr<Isa> isa = ResolveIsa(options.isa);
     if (!isa.ok()) return isa.status();
     internal::KernelSet<Table> set;
-    switch (*isa) {
+    switch (*isa) {  // ResolveIsa only returns ISAs this build has kernels for
+#if defined(CEMB_HAVE_AVX512_KERNELS)
       case Isa::kAvx512: set = internal::MakeKernelsAvx512<Table>(table.featuresize()); break;
+#endif
+#if defined(CEMB_HAVE_AVX2_KERNELS)
       case Isa::kAvx2: set = internal::MakeKernelsAvx2<Table>(table.featuresize()); break;
+#endif
       default: set = internal::MakeKernelsGeneric<Table>(table.featuresize()); break;
     }
     TableKernels k(table, set, options.prefetch_distance);
