@@ -37,7 +37,7 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);  // 0 for --help, 2 for usage errors (with the message)
+    return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: its message and 2
   }
 
   absl::StatusOr<TrainConfig> config = TrainConfig::Load(config_path, overrides);

@@ -152,7 +152,7 @@ absl::StatusOr<std::string> WriteCheckpoint(
   for (auto it = fs::recursive_directory_iterator(tmp, ec); !ec && it != fs::recursive_directory_iterator();
        it.increment(ec)) {
     const std::string path = it->path().string();
-    if (it->is_directory()) {
+    if (it->is_directory(ec)) {
       dirs.push_back(path);
       continue;
     }

@@ -419,6 +419,15 @@ absl::Status Trainer::Impl::PrepareBinary() {
 }
 
 absl::Status Trainer::Impl::PrepareData() {
+  // Missing inputs first, before anything is created on disk.
+  const DataConfig& d = config.data;
+  for (size_t i = 0; i < d.paths.size() && d.source != DataSource::kSynthetic; ++i) {
+    std::error_code ec;
+    if (!fs::exists(d.paths[i], ec)) {
+      return absl::NotFoundError(absl::StrCat(config.source_name, ": data.", d.paths.size() > 1 ? "paths" : "path",
+                                              ": ", d.paths[i], ": no such file"));
+    }
+  }
   CEMB_RETURN_IF_ERROR(PrepareWorkDir());
   switch (config.data.source) {
     case DataSource::kSynthetic: CEMB_RETURN_IF_ERROR(PrepareSynthetic()); break;
@@ -750,13 +759,13 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   m.Print("\ntraining: %d steps in %.2f s, %s samples/s; evaluation %.2f s; checkpoints %.2f s\n", steps_run,
           summary.train_seconds, HumanCount(summary.samples_per_second), summary.eval_seconds,
           summary.checkpoint_seconds);
-  m.Print("%-20s %10s %7s %10s\n", "phase", "seconds", "share", "ms/step");
+  m.Print("%-24s %10s %7s %10s\n", "phase", "seconds", "share", "ms/step");
   for (int p = 0; p < kNumPhases; ++p) {
     const double s = summary.train_times.seconds[static_cast<size_t>(p)];
-    m.Print("%-20s %10.3f %6.1f%% %10.3f\n", PhaseName(static_cast<Phase>(p)), s, total > 0 ? 100 * s / total : 0.0,
+    m.Print("%-24s %10.3f %6.1f%% %10.3f\n", PhaseName(static_cast<Phase>(p)), s, total > 0 ? 100 * s / total : 0.0,
             steps_run > 0 ? 1e3 * s / static_cast<double>(steps_run) : 0.0);
   }
-  m.Print("%-20s %10.3f %6.1f%% %10.3f\n", "total", total, 100.0,
+  m.Print("%-24s %10.3f %6.1f%% %10.3f\n", "total", total, 100.0,
           steps_run > 0 ? 1e3 * total / static_cast<double>(steps_run) : 0.0);
 
   bool any_cached = false;

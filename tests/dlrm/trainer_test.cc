@@ -119,27 +119,27 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
     SCOPED_TRACE(optimizer);
     const std::string opt = absl::StrCat("optimizer.embedding=", optimizer);
     absl::StatusOr<TrainConfig> full = Config(
-        SmallYaml(), {opt, "train.steps=30", "train.eval_every=10", absl::StrCat("train.checkpoint_dir=", dir_, "/a-", optimizer)});
+        SmallYaml(), {opt, "train.steps=16", "train.eval_every=5", absl::StrCat("train.checkpoint_dir=", dir_, "/a-", optimizer)});
     ASSERT_TRUE(full.ok()) << full.status();
     absl::StatusOr<TrainSummary> a = Train(*full);
     ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_EQ(a->losses.size(), 30u);
+    ASSERT_EQ(a->losses.size(), 16u);
 
     const std::string ck = absl::StrCat("train.checkpoint_dir=", dir_, "/b-", optimizer);
-    absl::StatusOr<TrainConfig> first = Config(SmallYaml(), {opt, "train.steps=13", "train.eval_every=10", ck});
+    absl::StatusOr<TrainConfig> first = Config(SmallYaml(), {opt, "train.steps=7", "train.eval_every=5", ck});
     ASSERT_TRUE(first.ok());
     absl::StatusOr<TrainSummary> b1 = Train(*first);
     ASSERT_TRUE(b1.ok()) << b1.status();
-    ASSERT_EQ(b1->losses.size(), 13u);
+    ASSERT_EQ(b1->losses.size(), 7u);
 
-    absl::StatusOr<TrainConfig> rest = Config(SmallYaml(), {opt, "train.steps=30", "train.eval_every=10", ck});
+    absl::StatusOr<TrainConfig> rest = Config(SmallYaml(), {opt, "train.steps=16", "train.eval_every=5", ck});
     ASSERT_TRUE(rest.ok());
     absl::StatusOr<TrainSummary> b2 = Train(*rest, /*resume=*/true);
     ASSERT_TRUE(b2.ok()) << b2.status();
-    EXPECT_EQ(b2->first_step, 13);
-    ASSERT_EQ(b2->losses.size(), 17u);
-    for (size_t i = 0; i < 13; ++i) EXPECT_EQ(b1->losses[i], a->losses[i]) << "step " << i;
-    for (size_t i = 0; i < 17; ++i) EXPECT_EQ(b2->losses[i], a->losses[13 + i]) << "step " << 13 + i;
+    EXPECT_EQ(b2->first_step, 7);
+    ASSERT_EQ(b2->losses.size(), 9u);
+    for (size_t i = 0; i < 7; ++i) EXPECT_EQ(b1->losses[i], a->losses[i]) << "step " << i;
+    for (size_t i = 0; i < 9; ++i) EXPECT_EQ(b2->losses[i], a->losses[7 + i]) << "step " << 7 + i;
     EXPECT_EQ(b2->final_metrics.auc, a->final_metrics.auc);
     EXPECT_EQ(b2->final_metrics.log_loss, a->final_metrics.log_loss);
   }
