@@ -1,6 +1,7 @@
 #include "dlrm/mlp.h"
 
 #include <gmock/gmock.h>
+#include <omp.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -446,6 +447,14 @@ TEST(Mlp, StepsAllocateOnlyOneDnnsPerExecuteBookkeeping) {
 // A linearly separable problem: label = [w* . x > 0]. An MLP trained by SGD on
 // the fused sigmoid + cross-entropy must drive the loss well down.
 double TrainSeparable(Precision p) {
+  // A tiny MLP gains nothing from threads, and on a loaded machine every
+  // OpenMP barrier of 300 steps can wait for a descheduled thread: run it on
+  // one (oneDNN reads the OpenMP setting at each execution).
+  struct OneThread {
+    int saved = omp_get_max_threads();
+    OneThread() { omp_set_num_threads(1); }
+    ~OneThread() { omp_set_num_threads(saved); }
+  } one_thread;
   const int64_t batch = 64, in = 8;
   MlpOptions o;
   o.sizes = {in, 16, 1};
