@@ -30,6 +30,7 @@ struct Region::Impl {
   std::byte* data = nullptr;
   size_t size = 0;
   TierKind kind = TierKind::kDram;
+  bool persistent = false;
 };
 
 namespace {
@@ -86,7 +87,7 @@ struct PmemImpl final : Region::Impl {
     if (!remove_path.empty()) unlink(remove_path.c_str());
   }
   void persist(const void* addr, size_t len) const override {
-    persist_fn(const_cast<void*>(addr), len);
+    if (persistent) persist_fn(const_cast<void*>(addr), len);
   }
   pmem2_config* config = nullptr;
   pmem2_source* source = nullptr;
@@ -157,6 +158,7 @@ absl::StatusOr<std::unique_ptr<Region::Impl>> MapPmem(const TierOptions& tier, s
   impl->data = static_cast<std::byte*>(pmem2_map_get_address(impl->map));
   impl->size = bytes;
   impl->kind = TierKind::kPmem;
+  impl->persistent = tier.durable || pmem2_map_get_store_granularity(impl->map) != PMEM2_GRANULARITY_PAGE;
   return impl;
 }
 
@@ -185,7 +187,7 @@ Region& Region::operator=(Region&&) noexcept = default;
 std::byte* Region::data() const { return impl_ ? impl_->data : nullptr; }
 size_t Region::size() const { return impl_ ? impl_->size : 0; }
 TierKind Region::kind() const { return impl_ ? impl_->kind : TierKind::kDram; }
-bool Region::persistent() const { return impl_ && impl_->kind == TierKind::kPmem; }
+bool Region::persistent() const { return impl_ && impl_->persistent; }
 void Region::persist(const void* addr, size_t len) const {
   if (impl_) impl_->persist(addr, len);
 }

@@ -45,6 +45,12 @@ struct TierOptions {
   std::string path;
   // PMem: remove a named file when the region is destroyed.
   bool remove_on_close = false;
+  // PMem on a file system without DAX (page store granularity): persist()
+  // means msync, a synchronous write to the device, so it is done only when
+  // the rows must survive a crash by themselves. Leave it off when the slow
+  // tier is working memory (durability then comes from checkpoints). A DAX
+  // mapping always persists: there it is a cache-line flush, and cheap.
+  bool durable = false;
 
   static TierOptions Dram(bool huge_pages = true) {
     TierOptions t;
@@ -80,7 +86,8 @@ class Region {
   std::byte* data() const;  // 64-byte aligned (2 MiB with huge pages)
   size_t size() const;
   TierKind kind() const;
-  // True when persist() does work (a PMem region).
+  // True when persist() does work: a DAX mapping, or a file region with
+  // TierOptions::durable.
   bool persistent() const;
 
   // Makes stores to [addr, addr+len) durable. A no-op on DRAM.

@@ -302,6 +302,7 @@ TEST(CachedTable, FlushDirtyPersistsOnAPmemTier) {
   const std::string path = std::string(dir ? dir : "/tmp") + "/cemb_cache_pmem_" + std::to_string(getpid());
   TierOptions tier = TierOptions::Pmem(path);
   tier.remove_on_close = true;
+  tier.durable = true;  // the rows themselves must survive: msync on a non-DAX file
   auto t = Table::Create({.name = "p", .nvectors = 4096, .tier = tier},
                          {.lower = CacheSize::Fraction(0.1), .rows_per_page = 64});
   ASSERT_TRUE(t.ok()) << t.status();

@@ -38,7 +38,9 @@ TEST(Region, ZeroSizeIsAnError) {
 TEST(Region, PmemFileHoldsDataAcrossMappings) {
   const std::string path = TempDir() + "/cemb_region_" + std::to_string(getpid());
   {
-    auto region = Region::Allocate(TierOptions::Pmem(path), 1 << 20);
+    TierOptions tier = TierOptions::Pmem(path);
+    tier.durable = true;
+    auto region = Region::Allocate(tier, 1 << 20);
     ASSERT_TRUE(region.ok()) << region.status();
     EXPECT_TRUE(region->persistent());
     EXPECT_EQ(region->kind(), TierKind::kPmem);
@@ -53,6 +55,14 @@ TEST(Region, PmemFileHoldsDataAcrossMappings) {
     EXPECT_EQ(std::memcmp(region->data() + 4096, "rows", 4), 0);
   }
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(Region, PmemFileIsWorkingMemoryUnlessDurable) {
+  // /tmp is not DAX: persist() would be an msync, so it is skipped.
+  auto region = Region::Allocate(TierOptions::Pmem(TempDir()), 1 << 20);
+  ASSERT_TRUE(region.ok()) << region.status();
+  EXPECT_EQ(region->kind(), TierKind::kPmem);
+  EXPECT_FALSE(region->persistent());
 }
 
 TEST(Region, PmemDirectoryMakesAnUnnamedFile) {
