@@ -21,6 +21,7 @@
 // machine has no PMem: its "slow tier" is a file in the page cache (DRAM).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -86,9 +87,11 @@ void RunShape(benchmark::State& state, const Shape& s) {
       return;
     }
   }
-  // A pool of batches per table, cycled.
-  constexpr int kPool = 8;
+  // A pool of batches per table, cycled. It holds at least twice as many
+  // indices as the table has rows, so that a small batch (L=1) does not
+  // cycle through a working set the cache holds whole.
   const int64_t n = s.batch * s.L;
+  const int kPool = static_cast<int>(std::clamp<int64_t>((2 * s.rows + n - 1) / n, 8, 4096));
   std::vector<std::vector<std::vector<int32_t>>> idx(kPool, std::vector<std::vector<int32_t>>(s.tables));
   std::vector<int32_t> offsets(s.batch + 1);
   for (int64_t b = 0; b <= s.batch; ++b) offsets[b] = static_cast<int32_t>(b * s.L);
@@ -134,7 +137,7 @@ void RunShape(benchmark::State& state, const Shape& s) {
       }
     }
   };
-  for (int w = 0; w < 3 * kPool; ++w) step(w % kPool);  // warm-up to the steady state
+  for (int w = 0; w < std::max(3 * 8, kPool); ++w) step(w % kPool);  // warm-up to the steady state
   for (int64_t t = 0; t < s.tables; ++t) {
     if (auto* c = cached(t)) c->reset_stats();
   }
