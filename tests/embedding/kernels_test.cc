@@ -155,7 +155,9 @@ void CheckUpdate(Pooling pooling, bool weighted, bool adagrad, Store store) {
         ASSERT_NEAR(got.at(r, c), expected.at(r, c), UpdateTolerance<typename Table::value_type>(expected.at(r, c)))
             << "row " << r << " col " << c << (g.count(r) ? " (updated)" : " (untouched)");
       }
-      if (adagrad) ASSERT_NEAR(state.values()[r], expected_state[r], 1e-5 * (1 + expected_state[r]));
+      if (adagrad) {
+        ASSERT_NEAR(state.values()[r], expected_state[r], 1e-5 * (1 + expected_state[r]));
+      }
     }
   }
 }
