@@ -42,6 +42,18 @@ absl::Status CheckView(const char* name, const void* data, int64_t ld, int64_t w
 }  // namespace
 
 struct Interaction::Impl {
+  // The inputs of the dot kernels, shared by both directions.
+  internal::DotRowsArgs DotInputs(ConstMatrixView dense, ConstMatrixView sparse) const {
+    internal::DotRowsArgs a;
+    a.features = features;
+    a.dim = options.dim;
+    a.self = options.self_interaction;
+    a.dense = dense.data;
+    a.dense_ld = dense.ld;
+    a.sparse = sparse.data;
+    a.sparse_ld = sparse.ld;
+    return a;
+  }
   InteractionOptions options;
   int64_t features = 0;
   int64_t width = 0;
@@ -150,14 +162,7 @@ absl::Status Interaction::Forward(int64_t batch, ConstMatrixView dense, ConstMat
     });
     return absl::OkStatus();
   }
-  internal::DotRowsArgs a;
-  a.features = m.features;
-  a.dim = D;
-  a.self = m.options.self_interaction;
-  a.dense = dense.data;
-  a.dense_ld = dense.ld;
-  a.sparse = sparse.data;
-  a.sparse_ld = sparse.ld;
+  internal::DotRowsArgs a = m.DotInputs(dense, sparse);
   a.out = out.data;
   a.out_ld = out.ld;
   m.ParallelRows(batch, [&](int64_t begin, int64_t end, float* scratch) { m.forward(a, begin, end, scratch); });
@@ -189,14 +194,7 @@ absl::Status Interaction::Backward(int64_t batch, ConstMatrixView dense, ConstMa
     });
     return absl::OkStatus();
   }
-  internal::DotRowsArgs a;
-  a.features = m.features;
-  a.dim = D;
-  a.self = m.options.self_interaction;
-  a.dense = dense.data;
-  a.dense_ld = dense.ld;
-  a.sparse = sparse.data;
-  a.sparse_ld = sparse.ld;
+  internal::DotRowsArgs a = m.DotInputs(dense, sparse);
   a.d_out = d_out.data;
   a.d_out_ld = d_out.ld;
   a.d_dense = d_dense.data;
