@@ -147,9 +147,11 @@ void BM_Interaction(benchmark::State& state) {
   for (auto _ : state) {
     timer.Start();
     absl::Status st =
-        backward ? inter->Backward(kBatch, {input.data(), ld}, {input.data() + D, ld}, {d_out.data(), W},
-                                   {d_input.data(), ld}, {d_input.data() + D, ld})
-                 : inter->Forward(kBatch, {input.data(), ld}, {input.data() + D, ld}, {out.data(), W});
+        backward ? inter->Backward({input.data(), kBatch, D, ld}, {input.data() + D, kBatch, T * D, ld},
+                                   {d_out.data(), kBatch, W, W}, {d_input.data(), kBatch, D, ld},
+                                   {d_input.data() + D, kBatch, T * D, ld})
+                 : inter->Forward({input.data(), kBatch, D, ld}, {input.data() + D, kBatch, T * D, ld},
+                                  {out.data(), kBatch, W, W});
     timer.Stop();
     if (!st.ok()) {
       state.SkipWithError(st.ToString().c_str());

@@ -29,12 +29,20 @@ bool CpuHasAvx512() {
 #endif
 }
 
-absl::Status CheckView(const char* name, const void* data, int64_t ld, int64_t width, int64_t batch) {
-  if (batch == 0) return absl::OkStatus();
-  if (data == nullptr) return absl::InvalidArgumentError(absl::StrCat("Interaction: ", name, " is null"));
-  if (ld < width) {
+// Whether `v` is a view of `batch` rows and `width` columns (a MatrixView
+// converts); the error names the view.
+absl::Status CheckView(const char* name, ConstMatrixView v, int64_t batch, int64_t width) {
+  if (v.rows != batch) {
+    return absl::InvalidArgumentError(absl::StrCat("Interaction: ", name, " has ", v.rows, " rows, want ", batch));
+  }
+  if (batch == 0) return absl::OkStatus();  // nothing is read or written: {} will do
+  if (v.cols != width) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Interaction: ", name, " has ld ", ld, " < its width ", width));
+        absl::StrCat("Interaction: ", name, " has ", v.cols, " columns, want ", width));
+  }
+  if (v.data == nullptr) return absl::InvalidArgumentError(absl::StrCat("Interaction: ", name, " is null"));
+  if (v.ld < width) {
+    return absl::InvalidArgumentError(absl::StrCat("Interaction: ", name, " has ld ", v.ld, " < its width ", width));
   }
   return absl::OkStatus();
 }
@@ -143,14 +151,13 @@ int64_t Interaction::num_features() const { return impl_->features; }
 int64_t Interaction::output_width() const { return impl_->width; }
 bool Interaction::uses_avx512() const { return impl_->avx512; }
 
-absl::Status Interaction::Forward(int64_t batch, ConstMatrixView dense, ConstMatrixView sparse,
-                                  MatrixView out) {
+absl::Status Interaction::Forward(ConstMatrixView dense, ConstMatrixView sparse, MatrixView out) {
   Impl& m = *impl_;
-  const int64_t D = m.options.dim, T = m.options.num_sparse;
-  if (batch < 0) return absl::InvalidArgumentError(absl::StrCat("Interaction: batch is ", batch));
-  CEMB_RETURN_IF_ERROR(CheckView("dense", dense.data, dense.ld, D, batch));
-  if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("sparse", sparse.data, sparse.ld, T * D, batch));
-  CEMB_RETURN_IF_ERROR(CheckView("out", out.data, out.ld, m.width, batch));
+  const int64_t D = m.options.dim, T = m.options.num_sparse, batch = dense.rows;
+  if (batch < 0) return absl::InvalidArgumentError(absl::StrCat("Interaction: dense has ", batch, " rows"));
+  CEMB_RETURN_IF_ERROR(CheckView("dense", dense, batch, D));
+  if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("sparse", sparse, batch, T * D));
+  CEMB_RETURN_IF_ERROR(CheckView("out", out, batch, m.width));
   if (m.options.kind == InteractionKind::kConcat) {
     m.ParallelRows(batch, [&](int64_t begin, int64_t end, float*) {
       for (int64_t b = begin; b < end; ++b) {
@@ -169,19 +176,19 @@ absl::Status Interaction::Forward(int64_t batch, ConstMatrixView dense, ConstMat
   return absl::OkStatus();
 }
 
-absl::Status Interaction::Backward(int64_t batch, ConstMatrixView dense, ConstMatrixView sparse,
-                                   ConstMatrixView d_out, MatrixView d_dense, MatrixView d_sparse) {
+absl::Status Interaction::Backward(ConstMatrixView dense, ConstMatrixView sparse, ConstMatrixView d_out,
+                                   MatrixView d_dense, MatrixView d_sparse) {
   Impl& m = *impl_;
-  const int64_t D = m.options.dim, T = m.options.num_sparse;
-  if (batch < 0) return absl::InvalidArgumentError(absl::StrCat("Interaction: batch is ", batch));
+  const int64_t D = m.options.dim, T = m.options.num_sparse, batch = d_out.rows;
+  if (batch < 0) return absl::InvalidArgumentError(absl::StrCat("Interaction: d_out has ", batch, " rows"));
   const bool dot = m.options.kind == InteractionKind::kDot;
   if (dot) {
-    CEMB_RETURN_IF_ERROR(CheckView("dense", dense.data, dense.ld, D, batch));
-    if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("sparse", sparse.data, sparse.ld, T * D, batch));
+    CEMB_RETURN_IF_ERROR(CheckView("dense", dense, batch, D));
+    if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("sparse", sparse, batch, T * D));
   }
-  CEMB_RETURN_IF_ERROR(CheckView("d_out", d_out.data, d_out.ld, m.width, batch));
-  CEMB_RETURN_IF_ERROR(CheckView("d_dense", d_dense.data, d_dense.ld, D, batch));
-  if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("d_sparse", d_sparse.data, d_sparse.ld, T * D, batch));
+  CEMB_RETURN_IF_ERROR(CheckView("d_out", d_out, batch, m.width));
+  CEMB_RETURN_IF_ERROR(CheckView("d_dense", d_dense, batch, D));
+  if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("d_sparse", d_sparse, batch, T * D));
   if (!dot) {
     m.ParallelRows(batch, [&](int64_t begin, int64_t end, float*) {
       for (int64_t b = begin; b < end; ++b) {

@@ -9,12 +9,13 @@
 // PyTorch's order (i major, j minor), so a PyTorch-trained top MLP fits.
 // kConcat: out = [ X[0, :], X[1, :], ..., X[T, :] ]                (width F*D)
 //
-// Inputs and outputs are strided views of row-major fp32 matrices, so that the
-// embedding lookup can write its T outputs straight into one [batch x T*D]
-// matrix (or into columns [D, F*D) of one [batch x F*D] matrix that also holds
-// the bottom output in columns [0, D): pass dense = {m, F*D} and
-// sparse = {m + D, F*D}), and the gradients can go straight to the bottom MLP
-// and to the embedding update.
+// Inputs and outputs are strided views of row-major fp32 matrices (the
+// MatrixView / ConstMatrixView of embedding/types.h, the type the embedding
+// lookup writes and the update reads), so that the lookup can write its T
+// outputs straight into one [batch x T*D] matrix (or into columns [D, F*D) of
+// one [batch x F*D] matrix m that also holds the bottom output in columns
+// [0, D): pass dense = m.slice(0, D) and sparse = m.slice(D, T*D)), and the
+// gradients can go straight to the bottom MLP and to the embedding update.
 //
 // Backward writes (never accumulates) d_dense [batch x D] and d_sparse
 // [batch x T*D]:
@@ -32,9 +33,9 @@
 //   CEMB_ASSIGN_OR_RETURN(Interaction dot, Interaction::Create({.kind = InteractionKind::kDot,
 //                                                              .num_sparse = 26, .dim = 16}));
 //   // dot.output_width() == 16 + 27 * 26 / 2 == 367
-//   CEMB_RETURN_IF_ERROR(dot.Forward(batch, {bottom, 16}, {emb, 26 * 16}, {top_in, 367}));
-//   CEMB_RETURN_IF_ERROR(dot.Backward(batch, {bottom, 16}, {emb, 26 * 16}, {d_top_in, 367},
-//                                     {d_bottom, 16}, {d_emb, 26 * 16}));
+//   CEMB_RETURN_IF_ERROR(dot.Forward({bottom, n, 16, 16}, {emb, n, 416, 416}, {top_in, n, 367, 367}));
+//   CEMB_RETURN_IF_ERROR(dot.Backward({bottom, n, 16, 16}, {emb, n, 416, 416}, {d_top_in, n, 367, 367},
+//                                     {d_bottom, n, 16, 16}, {d_emb, n, 416, 416}));
 #ifndef CEMB_DLRM_INTERACTION_H_
 #define CEMB_DLRM_INTERACTION_H_
 
@@ -43,18 +44,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "embedding/types.h"
 
 namespace cemb::dlrm {
-
-// A row-major matrix view: row r starts at data + r * ld (ld in elements).
-struct ConstMatrixView {
-  const float* data = nullptr;
-  int64_t ld = 0;
-};
-struct MatrixView {
-  float* data = nullptr;
-  int64_t ld = 0;
-};
 
 enum class InteractionKind { kDot, kConcat };
 
@@ -85,16 +77,18 @@ class Interaction {
   int64_t output_width() const;
   bool uses_avx512() const;
 
-  // out[b] for b in [0, batch) from dense [batch x D] and sparse [batch x T*D].
-  // Errors: InvalidArgument for a negative batch, a null view (batch > 0) or
-  // a view whose ld is smaller than its width.
-  [[nodiscard]] absl::Status Forward(int64_t batch, ConstMatrixView dense, ConstMatrixView sparse,
-                                     MatrixView out);
+  // out [batch x output_width()] from dense [batch x D] and sparse
+  // [batch x T*D], batch = dense.rows.
+  // Errors: InvalidArgument for a view whose rows differ from dense.rows or
+  // whose cols differ from its width, a null view (batch > 0), or an ld
+  // smaller than cols; the message names the view.
+  [[nodiscard]] absl::Status Forward(ConstMatrixView dense, ConstMatrixView sparse, MatrixView out);
 
   // Gradients of dense and sparse from d_out [batch x output_width()], given
-  // the inputs of the Forward (they are read again). Same errors as Forward.
-  [[nodiscard]] absl::Status Backward(int64_t batch, ConstMatrixView dense, ConstMatrixView sparse,
-                                      ConstMatrixView d_out, MatrixView d_dense, MatrixView d_sparse);
+  // the inputs of the Forward (they are read again; kConcat ignores them and
+  // accepts empty views). Same errors as Forward.
+  [[nodiscard]] absl::Status Backward(ConstMatrixView dense, ConstMatrixView sparse, ConstMatrixView d_out,
+                                      MatrixView d_dense, MatrixView d_sparse);
 
  private:
   struct Impl;

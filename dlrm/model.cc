@@ -35,6 +35,9 @@ std::vector<int64_t> Concat(int64_t first, const std::vector<int64_t>& rest) {
   return sizes;
 }
 
+// The first `rows` rows of a dense [max_batch x cols] buffer.
+MatrixView Rows(std::vector<float>& buffer, int64_t rows, int64_t cols) { return {buffer.data(), rows, cols, cols}; }
+
 }  // namespace
 
 const char* PhaseName(Phase phase) {
@@ -103,10 +106,10 @@ struct Dlrm::Impl {
     const int64_t n = b.size, width = num_tables * dim;
     CEMB_ASSIGN_OR_RETURN(bottom_out, bottom->Forward(n, b.dense.data()));
     watch.Lap(Phase::kBottomForward);
-    CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, ::cemb::MatrixView{emb.data(), n, width, width}));
+    CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, Rows(emb, n, width)));
     watch.Lap(Phase::kEmbeddingLookup);
-    CEMB_RETURN_IF_ERROR(interaction->Forward(n, {bottom_out.data(), dim}, {emb.data(), width},
-                                              {top_in.data(), interaction->output_width()}));
+    CEMB_RETURN_IF_ERROR(interaction->Forward({bottom_out.data(), n, dim, dim}, Rows(emb, n, width),
+                                              Rows(top_in, n, interaction->output_width())));
     watch.Lap(Phase::kInteraction);
     return top->Forward(n, top_in.data());
   }
@@ -181,16 +184,16 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
 
   CEMB_RETURN_IF_ERROR(m.top->Backward(n, m.d_logits.data(), m.d_top_in.data()));
   watch.Lap(Phase::kTopBackward);
-  CEMB_RETURN_IF_ERROR(m.interaction->Backward(n, {m.bottom_out.data(), m.dim}, {m.emb.data(), width},
-                                               {m.d_top_in.data(), w_top}, {m.d_bottom.data(), m.dim},
-                                               {m.d_emb.data(), width}));
+  CEMB_RETURN_IF_ERROR(m.interaction->Backward({m.bottom_out.data(), n, m.dim, m.dim}, Rows(m.emb, n, width),
+                                               Rows(m.d_top_in, n, w_top), Rows(m.d_bottom, n, m.dim),
+                                               Rows(m.d_emb, n, width)));
   watch.Lap(Phase::kInteraction);
   CEMB_RETURN_IF_ERROR(m.bottom->Backward(n, m.d_bottom.data(), nullptr));
   watch.Lap(Phase::kBottomBackward);
   m.top->SgdStep(lr);
   m.bottom->SgdStep(lr);
   watch.Lap(Phase::kMlpUpdate);
-  CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, ::cemb::ConstMatrixView(m.d_emb.data(), n, width, width), lr));
+  CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, Rows(m.d_emb, n, width), lr));
   watch.Lap(Phase::kEmbeddingUpdate);
   m.embeddings->FlushFull();
   watch.Lap(Phase::kCacheFlush);

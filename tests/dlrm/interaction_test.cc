@@ -105,7 +105,8 @@ TEST_P(InteractionTest, ForwardMatchesReferenceThroughStridedViews) {
   }
   const int64_t out_ld = W + 5;
   std::vector<float> out(batch * out_ld, kSentinel);
-  ASSERT_TRUE(inter->Forward(batch, {input.data(), in_ld}, {input.data() + D, in_ld}, {out.data(), out_ld}).ok());
+  ASSERT_TRUE(inter->Forward({input.data(), batch, D, in_ld}, {input.data() + D, batch, T * D, in_ld},
+                             {out.data(), batch, W, out_ld}).ok());
   for (int64_t b = 0; b < batch; ++b) {
     const std::vector<double> want = ReferenceForward(c.kind, c.self, T, D, dense, sparse, b);
     ASSERT_EQ(static_cast<int64_t>(want.size()), W);
@@ -128,12 +129,12 @@ TEST_P(InteractionTest, BackwardMatchesFiniteDifferences) {
   // Gradients into padded matrices whose padding must survive.
   const int64_t dd_ld = D + 2, ds_ld = T * D + 2;
   std::vector<float> d_dense(batch * dd_ld, kSentinel), d_sparse(batch * ds_ld, kSentinel);
-  ASSERT_TRUE(inter->Backward(batch, {dense.data(), D}, {sparse.data(), T * D}, {r.data(), W},
-                              {d_dense.data(), dd_ld}, {d_sparse.data(), ds_ld})
+  ASSERT_TRUE(inter->Backward({dense.data(), batch, D, D}, {sparse.data(), batch, T * D, T * D}, {r.data(), batch, W, W},
+                              {d_dense.data(), batch, D, dd_ld}, {d_sparse.data(), batch, T * D, ds_ld})
                   .ok());
   std::vector<float> out(batch * W);
   auto loss = [&]() {
-    EXPECT_TRUE(inter->Forward(batch, {dense.data(), D}, {sparse.data(), T * D}, {out.data(), W}).ok());
+    EXPECT_TRUE(inter->Forward({dense.data(), batch, D, D}, {sparse.data(), batch, T * D, T * D}, {out.data(), batch, W, W}).ok());
     double s = 0;
     for (size_t i = 0; i < out.size(); ++i) s += static_cast<double>(out[i]) * r[i];
     return s;
@@ -194,7 +195,7 @@ TEST(Interaction, HandComputedSample) {
   const float dense[] = {1, 2};
   const float sparse[] = {3, 4, 5, 6};
   float out[8];
-  ASSERT_TRUE(inter->Forward(1, {dense, 2}, {sparse, 4}, {out, 8}).ok());
+  ASSERT_TRUE(inter->Forward({dense, 1, 2, 2}, {sparse, 1, 4, 4}, {out, 1, 8, 8}).ok());
   // [x0, (0,0), (1,0), (1,1), (2,0), (2,1), (2,2)]
   EXPECT_THAT(out, ::testing::ElementsAre(1, 2, 5, 11, 25, 17, 39, 61));
 }
@@ -202,20 +203,27 @@ TEST(Interaction, HandComputedSample) {
 TEST(Interaction, ZeroBatchIsANoOp) {
   absl::StatusOr<Interaction> inter = Interaction::Create({.num_sparse = 2, .dim = 2});
   ASSERT_TRUE(inter.ok());
-  EXPECT_TRUE(inter->Forward(0, {}, {}, {}).ok());
-  EXPECT_TRUE(inter->Backward(0, {}, {}, {}, {}, {}).ok());
+  EXPECT_TRUE(inter->Forward({}, {}, {}).ok());
+  EXPECT_TRUE(inter->Backward({}, {}, {}, {}, {}).ok());
 }
 
 TEST(Interaction, BadViewsAndOptionsAreRejected) {
   absl::StatusOr<Interaction> inter = Interaction::Create({.num_sparse = 2, .dim = 4});
   ASSERT_TRUE(inter.ok());
   std::vector<float> buf(1000);
-  absl::Status st = inter->Forward(2, {buf.data(), 4}, {buf.data(), 7}, {buf.data(), 7});
+  absl::Status st = inter->Forward({buf.data(), 2, 4, 4}, {buf.data(), 2, 8, 7}, {buf.data(), 2, 7, 7});
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(st.message(), HasSubstr("sparse has ld 7 < its width 8"));
-  st = inter->Forward(2, {nullptr, 4}, {buf.data(), 8}, {buf.data(), 7});
+  st = inter->Forward({nullptr, 2, 4, 4}, {buf.data(), 2, 8, 8}, {buf.data(), 2, 7, 7});
   EXPECT_THAT(st.message(), HasSubstr("dense is null"));
-  EXPECT_EQ(inter->Forward(-1, {}, {}, {}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(inter->Forward({nullptr, -1, 4, 4}, {}, {}).code(), absl::StatusCode::kInvalidArgument);
+  st = inter->Forward({buf.data(), 2, 4, 4}, {buf.data(), 3, 8, 8}, {buf.data(), 2, 7, 7});
+  EXPECT_THAT(st.message(), HasSubstr("sparse has 3 rows, want 2"));
+  st = inter->Forward({buf.data(), 2, 4, 4}, {buf.data(), 2, 8, 8}, {buf.data(), 2, 6, 7});
+  EXPECT_THAT(st.message(), HasSubstr("out has 6 columns, want 7"));
+  st = inter->Backward({buf.data(), 2, 4, 4}, {buf.data(), 2, 8, 8}, {buf.data(), 2, 7, 7}, {buf.data(), 1, 4, 4},
+                       {buf.data(), 2, 8, 8});
+  EXPECT_THAT(st.message(), HasSubstr("d_dense has 1 rows, want 2"));
   EXPECT_EQ(Interaction::Create({.num_sparse = 2, .dim = 0}).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Interaction::Create({.kind = InteractionKind::kConcat, .num_sparse = 2, .dim = 2,
                                  .self_interaction = true})
