@@ -113,26 +113,40 @@ TEST_F(TrainerTest, LearnsThePlantedSignal) {
 }
 
 // Losses after resuming equal those of an uninterrupted run, bit for bit,
-// with cached tables and row-wise AdaGrad (optimizer state in the checkpoint).
+// with cached tables and row-wise AdaGrad (optimizer state in the checkpoint),
+// and with bf16 MLPs (split-SGD: the low halves of the weights are state too)
+// over bf16 tables.
 TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
-  for (const char* optimizer : {"sgd", "rowwise_adagrad"}) {
-    SCOPED_TRACE(optimizer);
-    const std::string opt = absl::StrCat("optimizer.embedding=", optimizer);
+  struct Variant {
+    const char* name;
+    std::vector<std::string> keys;
+  };
+  const Variant variants[] = {
+      {"sgd", {"optimizer.embedding=sgd"}},
+      {"rowwise_adagrad", {"optimizer.embedding=rowwise_adagrad"}},
+      {"bf16", {"optimizer.embedding=sgd", "model.mlp_precision=bf16", "model.table_dtype=bf16"}},
+  };
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    auto keys = [&](std::vector<std::string> more) {
+      more.insert(more.end(), v.keys.begin(), v.keys.end());
+      return more;
+    };
     absl::StatusOr<TrainConfig> full = Config(
-        SmallYaml(), {opt, "train.steps=16", "train.eval_every=5", absl::StrCat("train.checkpoint_dir=", dir_, "/a-", optimizer)});
+        SmallYaml(), keys({"train.steps=16", "train.eval_every=5", absl::StrCat("train.checkpoint_dir=", dir_, "/a-", v.name)}));
     ASSERT_TRUE(full.ok()) << full.status();
     absl::StatusOr<TrainSummary> a = Train(*full);
     ASSERT_TRUE(a.ok()) << a.status();
     ASSERT_EQ(a->losses.size(), 16u);
 
-    const std::string ck = absl::StrCat("train.checkpoint_dir=", dir_, "/b-", optimizer);
-    absl::StatusOr<TrainConfig> first = Config(SmallYaml(), {opt, "train.steps=7", "train.eval_every=5", ck});
+    const std::string ck = absl::StrCat("train.checkpoint_dir=", dir_, "/b-", v.name);
+    absl::StatusOr<TrainConfig> first = Config(SmallYaml(), keys({"train.steps=7", "train.eval_every=5", ck}));
     ASSERT_TRUE(first.ok());
     absl::StatusOr<TrainSummary> b1 = Train(*first);
     ASSERT_TRUE(b1.ok()) << b1.status();
     ASSERT_EQ(b1->losses.size(), 7u);
 
-    absl::StatusOr<TrainConfig> rest = Config(SmallYaml(), {opt, "train.steps=16", "train.eval_every=5", ck});
+    absl::StatusOr<TrainConfig> rest = Config(SmallYaml(), keys({"train.steps=16", "train.eval_every=5", ck}));
     ASSERT_TRUE(rest.ok());
     absl::StatusOr<TrainSummary> b2 = Train(*rest, /*resume=*/true);
     ASSERT_TRUE(b2.ok()) << b2.status();
