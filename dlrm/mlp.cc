@@ -1,5 +1,7 @@
 #include "dlrm/mlp.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
+#include "dlrm/internal/bias_grad.h"
 #include "dlrm/internal/dnnl_call.h"
 #include "dlrm/npy.h"
 #include "dlrm/sgd.h"
@@ -57,32 +60,6 @@ void FillNormal(std::span<float> out, double stddev, uint64_t seed) {
   }
 }
 
-// db[o] = sum over n of g[n][o], g row-major [n x out], fp32 or bf16;
-// columns are split across the OpenMP threads in blocks of 64.
-void ColumnSums(const void* g, bool bf16, int64_t n, int64_t out, float* db) {
-  constexpr int64_t kCols = 64;
-  const int64_t blocks = (out + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static) if (blocks > 1 && n * out >= (1 << 15))
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t c0 = blk * kCols, c1 = std::min(out, c0 + kCols);
-    float acc[kCols] = {};
-    if (bf16) {
-      const uint16_t* p = static_cast<const uint16_t*>(g);
-      for (int64_t r = 0; r < n; ++r) {
-        const uint16_t* row = p + r * out;
-        for (int64_t c = c0; c < c1; ++c) acc[c - c0] += Bf16ToFloat(row[c]);
-      }
-    } else {
-      const float* p = static_cast<const float*>(g);
-      for (int64_t r = 0; r < n; ++r) {
-        const float* row = p + r * out;
-        for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
-      }
-    }
-    for (int64_t c = c0; c < c1; ++c) db[c] = acc[c - c0];
-  }
-}
-
 }  // namespace
 
 struct Mlp::Impl {
@@ -104,10 +81,11 @@ struct Mlp::Impl {
   };
   struct LayerPlan {
     Call fwd, act_bwd, grad_reorder, grad_transpose, bwd_w, dw_transpose, bwd_d;
-    // The bias gradient's source: the caller's diff_output, or our buffer.
-    const void* bias_src = nullptr;
-    bool bias_src_user = false;
-    bool bias_src_bf16 = false;
+    // The bias gradient, fused with the ReLU backward where the layer has
+    // one (act_bwd is then empty): g_in is the caller's diff_output when
+    // bias_user_g, bound in Backward.
+    internal::BiasGradArgs bias;
+    bool bias_user_g = false;
   };
   struct BatchPlan {
     int64_t batch = 0;
@@ -133,6 +111,9 @@ struct Mlp::Impl {
   AlignedBuffer g_transposed;    // bf16 mode: a layer's g, transposed [out x n]
   AlignedBuffer dw_t;            // fp32 wide layers: dW^T [in x out] before its transpose
   AlignedBuffer scratchpad;
+  AlignedBuffer bias_scratch;  // BiasGrad's partial sums
+  internal::BiasGradBlockFn bias_block = nullptr;
+  int threads = 1;
   std::vector<BatchPlan> plans;
   int64_t last_batch = -1;
   const BatchPlan* last_plan = nullptr;
@@ -258,32 +239,33 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
     }
 
     // The gradient w.r.t. this layer's pre-activation: `g` (type `at`) for
-    // the matmuls, `g_bias` for the bias reduction.
+    // the matmuls, `g_bias` for the bias reduction. The activation's backward
+    // maps `src` (the gradient of y) to `dst`: ReLU fused into the bias
+    // gradient (one pass: mask, store, column sums), others by oneDNN.
+    auto activation_backward = [&](const dnnl::memory& src, const dnnl::memory& dst) {
+      if (layer.act == Activation::kRelu) {
+        lp.bias.g_out = dst.get_data_handle();
+        lp.bias.y = y.get_data_handle();
+        return;
+      }
+      dnnl::eltwise_forward::primitive_desc hint(
+          {dnnl::prop_kind::forward_training, BackwardAlg(layer.act), y.get_desc(), 0.f, 0.f}, engine);
+      dnnl::eltwise_backward::primitive_desc pd(
+          {BackwardAlg(layer.act), dst.get_desc(), y.get_desc(), 0.f, 0.f}, attr, engine, hint);
+      note(pd);
+      lp.act_bwd = Call(dnnl::eltwise_backward(pd), {{DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_DST, src},
+                                                     {DNNL_ARG_DIFF_SRC, dst}});
+    };
     dnnl::memory g, g_bias;
     if (!last) {
       g = dnnl::memory(Plain(n, layer.out, at), engine, grad[l + 1].data());
       g_bias = g;
-      if (layer.act != Activation::kNone) {  // in place, through dst
-        dnnl::eltwise_forward::primitive_desc hint(
-            {dnnl::prop_kind::forward_training, BackwardAlg(layer.act), y.get_desc(), 0.f, 0.f}, engine);
-        dnnl::eltwise_backward::primitive_desc pd(
-            {BackwardAlg(layer.act), g.get_desc(), y.get_desc(), 0.f, 0.f}, attr, engine, hint);
-        note(pd);
-        lp.act_bwd = Call(dnnl::eltwise_backward(pd),
-                          {{DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_DIFF_SRC, g}});
-      }
+      if (layer.act != Activation::kNone) activation_backward(g, g);  // in place
     } else {
       dnnl::memory g32 = plan.user_diff_output;
       if (layer.act != Activation::kNone) {
         g32 = dnnl::memory(Plain(n, layer.out, dt::f32), engine, grad_last.data());
-        dnnl::eltwise_forward::primitive_desc hint(
-            {dnnl::prop_kind::forward_training, BackwardAlg(layer.act), y.get_desc(), 0.f, 0.f}, engine);
-        dnnl::eltwise_backward::primitive_desc pd(
-            {BackwardAlg(layer.act), g32.get_desc(), y.get_desc(), 0.f, 0.f}, attr, engine, hint);
-        note(pd);
-        lp.act_bwd = Call(dnnl::eltwise_backward(pd), {{DNNL_ARG_DST, y},
-                                                       {DNNL_ARG_DIFF_DST, plan.user_diff_output},
-                                                       {DNNL_ARG_DIFF_SRC, g32}});
+        activation_backward(plan.user_diff_output, g32);
       }
       g_bias = g32;
       g = g32;
@@ -296,10 +278,15 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
     }
 
     // db = column sums of g_bias (hand-written: oneDNN 2.6 has only a
-    // reference reduction for this shape, ~100x slower).
-    lp.bias_src_user = g_bias.get() == plan.user_diff_output.get();
-    lp.bias_src = lp.bias_src_user ? nullptr : g_bias.get_data_handle();
-    lp.bias_src_bf16 = g_bias.get_desc().data_type() == dt::bf16;
+    // reference reduction for this shape, ~100x slower), in the same pass as
+    // the ReLU mask: that pass reads the gradient of y (the caller's
+    // diff_output for the last layer) and writes g_bias.
+    lp.bias.bf16 = g_bias.get_desc().data_type() == dt::bf16;
+    lp.bias.n = n;
+    lp.bias.out = layer.out;
+    const dnnl::memory& bias_in = lp.bias.g_out != nullptr && last ? plan.user_diff_output : g_bias;
+    lp.bias_user_g = bias_in.get() == plan.user_diff_output.get();
+    lp.bias.g_in = lp.bias_user_g ? nullptr : bias_in.get_data_handle();
     // dW [out, in] = g^T [out, N] x x [N, in]. fp32: g seen transposed
     // through strides. bf16: g is first transposed by a reorder into
     // g_transposed, because AMX brgemm with a strided (transposed) source
@@ -428,6 +415,12 @@ absl::Status Mlp::Impl::Build() {
     std::memcpy(layers[l].bias.data(), b.data(), b.size() * 4);
   }
 
+  threads = std::max(1, omp_get_max_threads());
+  bias_block = internal::BiasGradBlockForThisCpu();
+  {
+    const int64_t widest = *std::max_element(options.sizes.begin() + 1, options.sizes.end());
+    bias_scratch = AlignedBuffer(static_cast<size_t>(internal::BiasGradScratchFloats(threads, widest)) * 4);
+  }
   engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
   stream = dnnl::stream(engine);
   std::vector<int64_t> sizes = options.batch_sizes;
@@ -557,15 +550,16 @@ absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_
   }
   for (int l = m.L() - 1; l >= 0 && st == dnnl_success; --l) {
     const Impl::LayerPlan& lp = plan.layers[l];
-    for (const Call* c :
-         {&lp.act_bwd, &lp.grad_reorder, &lp.grad_transpose, &lp.bwd_w, &lp.dw_transpose, &lp.bwd_d}) {
+    if (!lp.act_bwd.empty()) st = lp.act_bwd.Execute(m.stream);
+    if (st != dnnl_success) break;
+    internal::BiasGradArgs bias = lp.bias;
+    if (lp.bias_user_g) bias.g_in = diff_output;
+    internal::BiasGrad(m.bias_block, bias, m.threads, m.bias_scratch.as<float>(), m.layers[l].db.as<float>());
+    for (const Call* c : {&lp.grad_reorder, &lp.grad_transpose, &lp.bwd_w, &lp.dw_transpose, &lp.bwd_d}) {
       if (c->empty()) continue;
       st = c->Execute(m.stream);
       if (st != dnnl_success) break;
     }
-    if (st != dnnl_success) break;
-    ColumnSums(lp.bias_src_user ? diff_output : lp.bias_src, lp.bias_src_bf16, batch, m.layers[l].out,
-               m.layers[l].db.as<float>());
   }
   return internal::DnnlStatus(st, "MLP Backward");
 }

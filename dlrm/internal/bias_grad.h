@@ -1,0 +1,49 @@
+// The bias gradient of an MLP layer, fused with its ReLU backward (not API):
+// one pass over the layer's output gradient g [n x out] that applies the
+// ReLU mask (g * (y > 0), y the layer's output) and sums the columns, instead
+// of oneDNN's eltwise backward followed by a second pass for the sums.
+//
+// Built twice from bias_grad_kernel.h (baseline ISA and AVX-512, chosen at run
+// time, as the interaction kernels are); the kernels work on blocks of rows
+// and up to kBiasGradCols columns, and BiasGrad() spreads the blocks over the
+// OpenMP threads.
+#ifndef CEMB_DLRM_INTERNAL_BIAS_GRAD_H_
+#define CEMB_DLRM_INTERNAL_BIAS_GRAD_H_
+
+#include <cstdint>
+
+namespace cemb::dlrm::internal {
+
+inline constexpr int64_t kBiasGradCols = 64;
+
+struct BiasGradArgs {
+  const void* g_in = nullptr;  // [n x out], row-major, fp32 or bf16 (bit patterns)
+  void* g_out = nullptr;       // ReLU: receives g_in * (y > 0) (may be g_in); null: no ReLU
+  const void* y = nullptr;     // ReLU: the layer's output, same type and shape
+  bool bf16 = false;
+  int64_t n = 0, out = 0;
+};
+
+// Rows [r0, r1), columns [c0, c1) with c1 - c0 <= kBiasGradCols: applies the
+// mask (if g_out) and writes the column sums of the (masked) gradient to
+// sums[0, c1 - c0).
+using BiasGradBlockFn = void (*)(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                                 float* sums);
+void BiasGradBlockGeneric(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sums);
+void BiasGradBlockAvx512(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sums);
+
+// The AVX-512 block where this CPU and build have it, else the generic one.
+BiasGradBlockFn BiasGradBlockForThisCpu();
+
+// Floats of scratch BiasGrad needs for `threads` threads and width `out`.
+int64_t BiasGradScratchFloats(int threads, int64_t out);
+
+// db[c] = sum over rows of the (masked) gradient, for every column; the work
+// is split into column blocks and, for narrow layers, row chunks whose
+// partial sums go to `scratch` (BiasGradScratchFloats) and are added in a
+// fixed order, so a run is deterministic for a given thread count.
+void BiasGrad(BiasGradBlockFn block, const BiasGradArgs& a, int threads, float* scratch, float* db);
+
+}  // namespace cemb::dlrm::internal
+
+#endif  // CEMB_DLRM_INTERNAL_BIAS_GRAD_H_
