@@ -149,3 +149,27 @@ TEST(Dlrm, RejectsInconsistentShapes) {
 
 }  // namespace
 }  // namespace cemb::dlrm
+
+namespace cemb::dlrm {
+namespace {
+
+// The cache report describes training: initialising a cached table (every
+// base row written once) is not counted as slow-tier traffic.
+TEST(EmbeddingLayer, StatisticsStartAtZeroAfterInitialisation) {
+  for (StorageKind kind : {StorageKind::kDynamic, StorageKind::kStatic}) {
+    EmbeddingLayerOptions o;
+    o.dim = 16;
+    o.tables.push_back({.rows = 5000, .storage = {.kind = kind, .cache = {.lower = CacheSize::Fraction(0.1)}}});
+    absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(o);
+    ASSERT_TRUE(layer.ok()) << layer.status();
+    const std::vector<TableReport> reports = (*layer)->Report();
+    ASSERT_EQ(reports.size(), 1u);
+    EXPECT_TRUE(reports[0].cached);
+    EXPECT_EQ(reports[0].stats.lookups(), 0u);
+    EXPECT_EQ(reports[0].stats.slow_bytes_read(), 0u);
+    EXPECT_EQ(reports[0].stats.slow_bytes_written(), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace cemb::dlrm
