@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/file.h"
 #include "base/status_macros.h"
-#include "data/internal/file.h"
 
 namespace cemb::data {
 
@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(
         absl::StrCat("CriteoReader: chunk_bytes (", o.chunk_bytes,
                      ") must be at least twice max_line_bytes (", o.max_line_bytes, ")"));
   }
-  CEMB_ASSIGN_OR_RETURN(internal::File file, internal::File::OpenForReading(path));
+  CEMB_ASSIGN_OR_RETURN(base::File file, base::File::OpenForReading(path));
   ::posix_fadvise(file.fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
   const uint64_t size = file.size();
   return std::unique_ptr<CriteoReader>(new CriteoReader(path, file.Release(), size, o));
@@ -66,7 +66,7 @@ absl::Status CriteoReader::ReadChunk(Chunk& chunk, bool& got) {
   // Drop the rest of an over-long line, through its '\n'.
   while (discarding_ && carry_.empty() && !eof_) {
     char buf[1 << 16];
-    CEMB_ASSIGN_OR_RETURN(size_t n, internal::ReadSome(fd_, path_, buf, sizeof buf));
+    CEMB_ASSIGN_OR_RETURN(size_t n, base::ReadSome(fd_, path_, buf, sizeof buf));
     read_offset_ += n;
     if (n == 0) {
       eof_ = true;
@@ -86,7 +86,7 @@ absl::Status CriteoReader::ReadChunk(Chunk& chunk, bool& got) {
   while (chunk.text.size() < want && !eof_) {
     const size_t have = chunk.text.size();
     chunk.text.resize(want);
-    CEMB_ASSIGN_OR_RETURN(size_t n, internal::ReadSome(fd_, path_, chunk.text.data() + have, want - have));
+    CEMB_ASSIGN_OR_RETURN(size_t n, base::ReadSome(fd_, path_, chunk.text.data() + have, want - have));
     chunk.text.resize(have + n);
     read_offset_ += n;
     if (n == 0) eof_ = true;
@@ -198,13 +198,13 @@ absl::StatusOr<const RowBlock*> CriteoReader::Next() {
 }
 
 absl::StatusOr<uint64_t> CountLines(const std::string& path) {
-  CEMB_ASSIGN_OR_RETURN(internal::File file, internal::File::OpenForReading(path));
+  CEMB_ASSIGN_OR_RETURN(base::File file, base::File::OpenForReading(path));
   ::posix_fadvise(file.fd(), 0, 0, POSIX_FADV_SEQUENTIAL);
   std::vector<char> buf(size_t{1} << 20);
   uint64_t lines = 0;
   char last = '\n';
   while (true) {
-    CEMB_ASSIGN_OR_RETURN(size_t n, internal::ReadSome(file.fd(), path, buf.data(), buf.size()));
+    CEMB_ASSIGN_OR_RETURN(size_t n, base::ReadSome(file.fd(), path, buf.data(), buf.size()));
     if (n == 0) break;
     lines += static_cast<uint64_t>(std::count(buf.data(), buf.data() + n, '\n'));
     last = buf[n - 1];

@@ -93,7 +93,7 @@ uint32_t DatasetSpec::header_bytes() const {
 
 // ---------------------------------------------------------------- writer
 
-DatasetWriter::DatasetWriter(std::string path, DatasetSpec spec, internal::File file)
+DatasetWriter::DatasetWriter(std::string path, DatasetSpec spec, base::File file)
     : path_(std::move(path)), tmp_path_(path_ + ".tmp"), spec_(std::move(spec)),
       file_(std::move(file)) {
   buffer_.resize(std::max<size_t>(kWriteBuffer, spec_.record_bytes()));
@@ -109,17 +109,17 @@ DatasetWriter::~DatasetWriter() {
 absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& path,
                                                                      const DatasetSpec& spec) {
   CEMB_RETURN_IF_ERROR(ValidateSpec(spec));
-  CEMB_ASSIGN_OR_RETURN(internal::File file, internal::File::Create(path + ".tmp"));
+  CEMB_ASSIGN_OR_RETURN(base::File file, base::File::Create(path + ".tmp"));
   // A placeholder header; Finish() writes the real one.
   std::vector<unsigned char> zeros(spec.header_bytes(), 0);
-  CEMB_RETURN_IF_ERROR(internal::WriteAll(file.fd(), path + ".tmp", zeros.data(), zeros.size()));
+  CEMB_RETURN_IF_ERROR(base::WriteAll(file.fd(), path + ".tmp", zeros.data(), zeros.size()));
   return std::unique_ptr<DatasetWriter>(new DatasetWriter(path, spec, std::move(file)));
 }
 
 absl::Status DatasetWriter::Flush() {
   if (buffered_ == 0) return absl::OkStatus();
   checksum_.Update(buffer_.data(), buffered_);
-  CEMB_RETURN_IF_ERROR(internal::WriteAll(file_.fd(), tmp_path_, buffer_.data(), buffered_));
+  CEMB_RETURN_IF_ERROR(base::WriteAll(file_.fd(), tmp_path_, buffer_.data(), buffered_));
   buffered_ = 0;
   return absl::OkStatus();
 }
@@ -155,7 +155,7 @@ absl::Status DatasetWriter::AppendRecords(const void* records, uint64_t n) {
   CEMB_RETURN_IF_ERROR(Flush());
   const size_t bytes = n * spec_.record_bytes();
   checksum_.Update(records, bytes);
-  CEMB_RETURN_IF_ERROR(internal::WriteAll(file_.fd(), tmp_path_, records, bytes));
+  CEMB_RETURN_IF_ERROR(base::WriteAll(file_.fd(), tmp_path_, records, bytes));
   num_samples_ += n;
   return absl::OkStatus();
 }
@@ -164,10 +164,10 @@ absl::Status DatasetWriter::Finish() {
   if (finished_) return absl::FailedPreconditionError(absl::StrCat(path_, ": Finish() called twice"));
   CEMB_RETURN_IF_ERROR(Flush());
   const std::vector<unsigned char> header = EncodeHeader(spec_, num_samples_, checksum_.Digest());
-  CEMB_RETURN_IF_ERROR(internal::WriteAllAt(file_.fd(), tmp_path_, header.data(), header.size(), 0));
+  CEMB_RETURN_IF_ERROR(base::WriteAllAt(file_.fd(), tmp_path_, header.data(), header.size(), 0));
   CEMB_RETURN_IF_ERROR(file_.Close(tmp_path_));
   if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    return internal::ErrnoStatus(errno, path_, "rename the finished file to");
+    return base::ErrnoStatus(errno, path_, "rename the finished file to");
   }
   finished_ = true;
   return absl::OkStatus();
@@ -179,7 +179,7 @@ absl::StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path,
                                                        const DatasetOpenOptions& options) {
   std::unique_ptr<Dataset> d(new Dataset());
   d->path_ = path;
-  CEMB_ASSIGN_OR_RETURN(d->map_, internal::MappedFile::Open(path));
+  CEMB_ASSIGN_OR_RETURN(d->map_, base::MappedFile::Open(path));
   const unsigned char* h = d->map_.data();
   const uint64_t size = d->map_.size();
   auto data_loss = [&](auto&&... parts) {

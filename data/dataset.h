@@ -48,7 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/checksum.h"
-#include "data/internal/file.h"
+#include "base/file.h"
 
 namespace cemb::data {
 
@@ -100,12 +100,12 @@ class DatasetWriter {
   const DatasetSpec& spec() const { return spec_; }
 
  private:
-  DatasetWriter(std::string path, DatasetSpec spec, internal::File file);
+  DatasetWriter(std::string path, DatasetSpec spec, base::File file);
   absl::Status Flush();
 
   std::string path_, tmp_path_;
   DatasetSpec spec_;
-  internal::File file_;
+  base::File file_;
   std::vector<unsigned char> buffer_;
   size_t buffered_ = 0;
   uint64_t num_samples_ = 0;
@@ -168,7 +168,7 @@ class Dataset {
  private:
   Dataset() = default;
   std::string path_;
-  internal::MappedFile map_;
+  base::MappedFile map_;
   DatasetSpec spec_;
   uint64_t num_samples_ = 0;
   uint64_t payload_checksum_ = 0;

@@ -9,8 +9,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "base/file.h"
 #include "base/status_macros.h"
-#include "data/internal/file.h"
 
 namespace cemb::data {
 namespace {
@@ -161,7 +161,7 @@ absl::Status GenerateCriteoTsv(const GeneratorOptions& options, const std::strin
   }
   CEMB_ASSIGN_OR_RETURN(SyntheticGenerator gen, SyntheticGenerator::Create(options));
   const std::string tmp = path + ".tmp";
-  CEMB_ASSIGN_OR_RETURN(internal::File file, internal::File::Create(tmp));
+  CEMB_ASSIGN_OR_RETURN(base::File file, base::File::Create(tmp));
   const uint64_t width = gen.spec().record_floats();
   std::string text;
   absl::Status s = ForEachChunkBatch(gen, true, [&](const std::vector<float>& records,
@@ -184,11 +184,11 @@ absl::Status GenerateCriteoTsv(const GeneratorOptions& options, const std::strin
       }
       text += '\n';
     }
-    return internal::WriteAll(file.fd(), tmp, text.data(), text.size());
+    return base::WriteAll(file.fd(), tmp, text.data(), text.size());
   });
   if (s.ok()) s = file.Close(tmp);
   if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = internal::ErrnoStatus(errno, path, "rename the finished file to");
+    s = base::ErrnoStatus(errno, path, "rename the finished file to");
   }
   if (!s.ok()) ::unlink(tmp.c_str());
   return s;

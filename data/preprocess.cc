@@ -69,7 +69,7 @@ std::string OutputName(Part part) {
 absl::StatusOr<uint64_t> TotalBytes(const std::vector<std::string>& inputs) {
   uint64_t total = 0;
   for (const std::string& path : inputs) {
-    CEMB_ASSIGN_OR_RETURN(internal::File f, internal::File::OpenForReading(path));
+    CEMB_ASSIGN_OR_RETURN(base::File f, base::File::OpenForReading(path));
     total += f.size();
   }
   return total;

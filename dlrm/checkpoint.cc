@@ -1,16 +1,10 @@
 #include "dlrm/checkpoint.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -19,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "base/checksum.h"
+#include "base/file.h"
 #include "base/status_macros.h"
 
 namespace cemb::dlrm {
@@ -26,75 +21,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-absl::Status ErrnoError(const std::string& what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(path, ": ", what, ": ", std::strerror(errno)));
-}
-
-// fsync of a file or directory.
-absl::Status Sync(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open for fsync", path);
-  const int rc = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
-  if (rc != 0) {
-    errno = saved;
-    return ErrnoError("fsync failed", path);
-  }
-  return absl::OkStatus();
-}
-
 // Size and checksum of a whole file.
 absl::StatusOr<CheckpointFile> Digest(const std::string& path, const std::string& name) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return absl::DataLossError(absl::StrCat("checkpoint file ", path, " is missing"));
-    return ErrnoError("cannot open", path);
+  absl::StatusOr<base::File> file = base::File::OpenForReading(path);
+  if (absl::IsNotFound(file.status())) {
+    return absl::DataLossError(absl::StrCat("checkpoint file ", path, " is missing"));
   }
+  CEMB_RETURN_IF_ERROR(file.status());
   std::vector<char> buffer(size_t{1} << 20);
   Checksum64 sum;
   CheckpointFile f{.name = name};
   while (true) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int saved = errno;
-      ::close(fd);
-      errno = saved;
-      return ErrnoError("read failed", path);
-    }
+    CEMB_ASSIGN_OR_RETURN(const size_t n, base::ReadSome(file->fd(), path, buffer.data(), buffer.size()));
     if (n == 0) break;
-    sum.Update(buffer.data(), static_cast<size_t>(n));
-    f.bytes += static_cast<uint64_t>(n);
+    sum.Update(buffer.data(), n);
+    f.bytes += n;
   }
-  ::close(fd);
   f.checksum = sum.Digest();
   return f;
-}
-
-absl::Status WriteTextFile(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", path);
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int saved = errno;
-      ::close(fd);
-      errno = saved;
-      return ErrnoError("write failed", path);
-    }
-    done += static_cast<size_t>(n);
-  }
-  const int rc = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
-  if (rc != 0) {
-    errno = saved;
-    return ErrnoError("fsync failed", path);
-  }
-  return absl::OkStatus();
 }
 
 std::string Hex(uint64_t v) { return absl::StrFormat("%016x", v); }
@@ -161,7 +105,7 @@ absl::StatusOr<std::string> WriteCheckpoint(
     if (rel.find('\n') != std::string::npos) return fail(absl::InternalError(absl::StrCat(path, ": bad file name")));
     absl::StatusOr<CheckpointFile> f = Digest(path, rel);
     if (!f.ok()) return fail(f.status());
-    if (absl::Status s = Sync(path, false); !s.ok()) return fail(s);
+    if (absl::Status s = base::FsyncPath(path); !s.ok()) return fail(s);
     files.push_back(*f);
   }
   if (ec) return fail(absl::InternalError(absl::StrCat(tmp, ": cannot list: ", ec.message())));
@@ -180,19 +124,16 @@ absl::StatusOr<std::string> WriteCheckpoint(
   Checksum64 sum;
   sum.Update(manifest.data(), manifest.size());
   absl::StrAppend(&manifest, "end ", Hex(sum.Digest()), "\n");
-  if (absl::Status s = WriteTextFile(absl::StrCat(tmp, "/", kCheckpointManifest), manifest); !s.ok()) return fail(s);
+  if (absl::Status s = base::WriteFileAtomically(absl::StrCat(tmp, "/", kCheckpointManifest), manifest); !s.ok()) {
+    return fail(s);
+  }
   for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) {
-    if (absl::Status s = Sync(*it, true); !s.ok()) return fail(s);
+    if (absl::Status s = base::FsyncPath(*it); !s.ok()) return fail(s);
   }
   fs::rename(tmp, final_path, ec);
   if (ec) return fail(absl::InternalError(absl::StrCat(final_path, ": cannot rename into place: ", ec.message())));
-  CEMB_RETURN_IF_ERROR(Sync(dir, true));
-
-  const std::string latest_tmp = absl::StrCat(dir, "/.LATEST.tmp");
-  CEMB_RETURN_IF_ERROR(WriteTextFile(latest_tmp, name + "\n"));
-  fs::rename(latest_tmp, absl::StrCat(dir, "/LATEST"), ec);
-  if (ec) return absl::InternalError(absl::StrCat(dir, "/LATEST: cannot rename into place: ", ec.message()));
-  CEMB_RETURN_IF_ERROR(Sync(dir, true));
+  CEMB_RETURN_IF_ERROR(base::FsyncPath(dir));
+  CEMB_RETURN_IF_ERROR(base::WriteFileAtomically(absl::StrCat(dir, "/LATEST"), name + "\n"));
 
   std::vector<std::pair<int64_t, std::string>> all = ListCheckpoints(dir);
   for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < all.size(); ++i) {
@@ -213,14 +154,12 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
 
 absl::StatusOr<CheckpointState> ReadCheckpoint(const std::string& path) {
   const std::string manifest_path = absl::StrCat(path, "/", kCheckpointManifest);
-  std::ifstream in(manifest_path, std::ios::binary);
-  if (!in) {
-    return absl::DataLossError(
-        absl::StrCat("checkpoint ", path, " is incomplete or corrupt: ", manifest_path, " cannot be read"));
+  absl::StatusOr<std::string> read = base::ReadWholeFile(manifest_path);
+  if (!read.ok()) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is incomplete or corrupt: ", manifest_path,
+                                            " cannot be read (", read.status().message(), ")"));
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  const std::string& text = *read;
   auto corrupt = [&](absl::string_view why) {
     return absl::DataLossError(absl::StrCat("checkpoint manifest ", manifest_path, " is corrupt: ", why));
   };

@@ -1,20 +1,15 @@
 #include "dlrm/npy.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/file.h"
+#include "base/status_macros.h"
 
 namespace cemb::dlrm {
 namespace {
@@ -144,12 +139,8 @@ absl::StatusOr<NpyArray<T>> ParseNpy(std::string_view image, const std::string& 
 
 template <typename T>
 absl::StatusOr<NpyArray<T>> ReadNpy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return ParseNpy<T>(buffer.str(), path);
+  CEMB_ASSIGN_OR_RETURN(const std::string image, base::ReadWholeFile(path));
+  return ParseNpy<T>(image, path);
 }
 
 template <typename T>
@@ -187,32 +178,10 @@ absl::Status WriteNpy(const std::string& path, std::span<const T> data, std::spa
   }
   out += header;
 
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
-  auto write_all = [fd](const void* p, size_t n) {
-    const char* c = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t w = ::write(fd, c, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return false;
-      }
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  };
-  bool ok = write_all(out.data(), out.size()) && write_all(data.data(), data.size() * sizeof(T));
-  ok = ok && ::fsync(fd) == 0;
-  const int saved = errno;
-  ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(ok ? errno : saved);
-    ::unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": write failed: ", why));
-  }
-  return absl::OkStatus();
+  CEMB_ASSIGN_OR_RETURN(base::AtomicFile file, base::AtomicFile::Create(path));
+  CEMB_RETURN_IF_ERROR(file.Append(out.data(), out.size()));
+  CEMB_RETURN_IF_ERROR(file.Append(data.data(), data.size_bytes()));
+  return file.Commit();
 }
 
 #define CEMB_NPY_INSTANTIATE(T)                                                               \
