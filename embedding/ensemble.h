@@ -128,6 +128,12 @@ class Ensemble {
 
   // out[t] = pooled_lookup of table t over bags[t]. Validates every table
   // first; on an error nothing is written.
+  // Performance: threads work on different tables at once, so when the
+  // out[t] are column slices of one row-major matrix, give that matrix
+  // 64-byte aligned rows (and slices of whole cache lines, e.g. D = 16 fp32):
+  // otherwise neighbouring tables' blocks share cache lines and the threads
+  // false-share every row (measured: 26 Kaggle tables, D = 16, batch 2048,
+  // 2 threads: 2.5 ms from a std::vector, 0.65 ms 64-byte aligned).
   template <typename Index>
   [[nodiscard]] absl::Status pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
                                            const LookupOptions& options = {});
