@@ -1,5 +1,7 @@
 #include "embedding/reindex.h"
 
+#include <map>
+#include <random>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -52,6 +54,48 @@ TEST(Reindex, BadIndexLeavesPlanError) {
   UpdatePlan plan;
   const std::vector<int32_t> a = {0, 5};
   EXPECT_EQ(reindex_indices<int32_t>("t", 5, a, &plan).message(), "table t, bag 1, index 0: row 5 >= nvectors 5");
+}
+
+// Both ways of numbering rows (the slot array for tables up to 8 rows per
+// hash entry, the hash table above) against a std::map reference, on random
+// bags with repeats, for table sizes on either side of the switch and a plan
+// reused across them (and back), with batches of changing size.
+TEST(Reindex, SlotArrayAndHashTableGiveTheReferencePlan) {
+  std::mt19937_64 rng(11);
+  UpdatePlan plan;  // reused on purpose
+  for (int64_t nvectors : {int64_t{50}, int64_t{4096}, int64_t{40000}, int64_t{1} << 30, int64_t{300}}) {
+    for (int64_t nbags : {1, 7, 1000, 333}) {
+      SCOPED_TRACE(::testing::Message() << "nvectors " << nvectors << " bags " << nbags);
+      std::vector<int64_t> offsets = {0}, indices;
+      // A hot set of 20 rows makes repeats likely even in a huge table.
+      for (int64_t b = 0; b < nbags; ++b) {
+        const int64_t len = static_cast<int64_t>(rng() % 5);
+        for (int64_t k = 0; k < len; ++k) {
+          const int64_t r = static_cast<int64_t>(rng() % 3 == 0 ? rng() % 20 : rng() % nvectors);
+          indices.push_back(std::min(r, nvectors - 1));
+        }
+        offsets.push_back(static_cast<int64_t>(indices.size()));
+      }
+      ASSERT_TRUE(reindex("t", nvectors, Bags<int64_t>{offsets, indices}, Pooling::kSum, &plan).ok());
+
+      std::vector<int64_t> rows;
+      std::map<int64_t, std::vector<int32_t>> sources;  // row -> bags, in bag order
+      for (int64_t b = 0; b < nbags; ++b) {
+        for (int64_t p = offsets[b]; p < offsets[b + 1]; ++p) {
+          if (!sources.contains(indices[p])) rows.push_back(indices[p]);
+          sources[indices[p]].push_back(static_cast<int32_t>(b));
+        }
+      }
+      ASSERT_THAT(plan.rows(), ::testing::ElementsAreArray(rows));
+      ASSERT_EQ(plan.offsets().size(), rows.size() + 1);
+      EXPECT_EQ(plan.nvectors(), nvectors);
+      for (size_t u = 0; u < rows.size(); ++u) {
+        const std::span<const int32_t> got = plan.sources().subspan(plan.offsets()[u], plan.offsets()[u + 1] - plan.offsets()[u]);
+        EXPECT_THAT(std::vector<int32_t>(got.begin(), got.end()), ::testing::ElementsAreArray(sources[rows[u]]))
+            << "row " << rows[u];
+      }
+    }
+  }
 }
 
 }  // namespace
