@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/random.h"
 #include "embedding/cpu.h"
 #include "embedding/simple_table.h"
@@ -26,7 +27,7 @@ inline std::vector<Isa> AvailableIsas() {
 
 template <typename Table>
 Table MakeTable(int64_t nvectors, int64_t d, uint64_t seed, TierOptions tier = TierOptions::Dram(false)) {
-  auto table = Table::Create({.name = "t" + std::to_string(seed), .nvectors = nvectors, .featuresize = d,
+  auto table = Table::Create({.name = absl::StrCat("t", seed), .nvectors = nvectors, .featuresize = d,
                               .tier = tier});
   EXPECT_TRUE(table.ok()) << table.status();
   InitUniform(*table, seed);
