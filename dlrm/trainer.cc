@@ -1,5 +1,6 @@
 #include "dlrm/trainer.h"
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -610,6 +611,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
           "): pass --resume to continue from it, or choose another train.checkpoint_dir"));
     }
   }
+  // train.threads bounds every OpenMP region of the run, oneDNN's included
+  // (its primitives run on the calling thread's OpenMP team), not only the
+  // kernels that take a thread count.
+  if (t.threads > 0) omp_set_num_threads(t.threads);
   CEMB_RETURN_IF_ERROR(impl->PrepareData());
   CEMB_RETURN_IF_ERROR(impl->BuildModel());
 
