@@ -63,6 +63,15 @@ void FillNormal(std::span<float> out, double stddev, uint64_t seed) {
 }  // namespace
 
 struct Mlp::Impl {
+  // A copy of W in the layout a matmul prefers (blocked; chosen for the
+  // largest batch), refreshed from Layer::w by `to` before the first Forward /
+  // Backward after the weights change. A plain layout is used directly:
+  // `mem` is then the view of Layer::w and `to` is empty.
+  struct WeightCopy {
+    AlignedBuffer buf;
+    dnnl::memory mem;
+    Call to;
+  };
   struct Layer {
     int64_t in = 0, out = 0;
     Activation act = Activation::kNone;
@@ -71,13 +80,7 @@ struct Mlp::Impl {
     AlignedBuffer bias;  // fp32 [out]
     AlignedBuffer dw;    // fp32 [out, in]
     AlignedBuffer db;    // fp32 [out]
-    // Copies of W in the layouts the forward (W^T) and backward-data (W)
-    // matmuls prefer (blocked; chosen for the largest batch), refreshed from
-    // `w` by `to_fwd` / `to_bwd` before the first Forward / Backward after
-    // the weights change. A plain layout is used directly, with no copy.
-    AlignedBuffer w_fwd_buf, w_bwd_buf;
-    dnnl::memory w_fwd, w_bwd;
-    Call to_fwd, to_bwd;
+    WeightCopy fwd_w, bwd_w;  // for the forward (W^T) and backward-data (W) matmuls
   };
   struct LayerPlan {
     Call fwd, act_bwd, grad_reorder, grad_transpose, bwd_w, dw_transpose, bwd_d;
@@ -117,7 +120,7 @@ struct Mlp::Impl {
   std::vector<BatchPlan> plans;
   int64_t last_batch = -1;
   const BatchPlan* last_plan = nullptr;
-  // Whether w_fwd / w_bwd are stale (set by SgdStep, SetWeight, LoadNpy).
+  // Whether the weight copies are stale (set by SgdStep, SetWeight, LoadNpy).
   bool weights_dirty = true;
 
   bool bf16() const { return options.precision == Precision::kBf16; }
@@ -128,36 +131,52 @@ struct Mlp::Impl {
   BatchPlan MakePlan(int64_t n, size_t& scratch);
   // Refreshes the blocked weight copies if stale.
   dnnl_status_t SyncWeights();
-  // The weights memory for a matmul over `plain` (a view of Layer::w): on the
-  // first (largest-batch) plan, the layout `preferred` of the primitive
-  // created with format `any`, stored in `buf` / `mem` with its reorder;
-  // later plans reuse that layout.
-  dnnl::memory BlockedWeights(const dnnl::memory& plain, const dnnl::memory::desc& preferred,
-                              AlignedBuffer& buf, dnnl::memory& mem, Call& reorder, size_t& scratch);
+  // A matmul over the weights `plain` (a view of Layer::w); make(desc) creates
+  // its primitive desc for a weights desc. fp32: the layout the primitive
+  // prefers for format `any` on the first (largest-batch) plan, kept in
+  // `copy`, and that layout on later plans (the plain view if a batch has no
+  // implementation for it). bf16: the plain view (AMX brgemm packs B itself;
+  // blocked copies showed no gain). Sets `weights` to the memory to bind.
+  template <typename Make>
+  dnnl::matmul::primitive_desc MatmulOverWeights(const dnnl::memory& plain, const Make& make, WeightCopy& copy,
+                                                 size_t& scratch, dnnl::memory& weights);
 };
 
-dnnl::memory Mlp::Impl::BlockedWeights(const dnnl::memory& plain, const dnnl::memory::desc& preferred,
-                                       AlignedBuffer& buf, dnnl::memory& mem, Call& reorder,
-                                       size_t& scratch) {
-  if (!mem) {
-    if (preferred == plain.get_desc()) {
-      mem = plain;
+template <typename Make>
+dnnl::matmul::primitive_desc Mlp::Impl::MatmulOverWeights(const dnnl::memory& plain, const Make& make,
+                                                          WeightCopy& copy, size_t& scratch,
+                                                          dnnl::memory& weights) {
+  const dnnl::memory::desc plain_desc = plain.get_desc();
+  const dnnl::memory::desc want = bf16()     ? plain_desc
+                                  : copy.mem ? copy.mem.get_desc()
+                                             : dnnl::memory::desc(plain_desc.dims(), plain_desc.data_type(), tag::any);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = make(want);
+  } catch (const dnnl::error&) {
+    weights = plain;
+    return make(plain_desc);
+  }
+  if (!copy.mem) {
+    const dnnl::memory::desc preferred = pd.weights_desc();
+    if (preferred == plain_desc) {
+      copy.mem = plain;
     } else {
-      buf = AlignedBuffer(std::max<size_t>(preferred.get_size(), 64));
-      mem = dnnl::memory(preferred, engine, buf.data());
-      dnnl::reorder::primitive_desc pd(engine, plain.get_desc(), engine, preferred,
-                                       internal::ScratchpadAttr());
-      scratch = std::max(scratch, pd.scratchpad_desc().get_size());
-      reorder = Call(dnnl::reorder(pd), {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, mem}});
+      copy.buf = AlignedBuffer(std::max<size_t>(preferred.get_size(), 64));
+      copy.mem = dnnl::memory(preferred, engine, copy.buf.data());
+      dnnl::reorder::primitive_desc rpd(engine, plain_desc, engine, preferred, internal::ScratchpadAttr());
+      scratch = std::max(scratch, rpd.scratchpad_desc().get_size());
+      copy.to = Call(dnnl::reorder(rpd), {{DNNL_ARG_FROM, plain}, {DNNL_ARG_TO, copy.mem}});
     }
   }
-  return mem;
+  weights = copy.mem;
+  return pd;
 }
 
 dnnl_status_t Mlp::Impl::SyncWeights() {
   if (!weights_dirty) return dnnl_success;
   for (const Layer& layer : layers) {
-    for (const Call* c : {&layer.to_fwd, &layer.to_bwd}) {
+    for (const Call* c : {&layer.fwd_w.to, &layer.bwd_w.to}) {
       if (c->empty()) continue;
       const dnnl_status_t st = c->Execute(stream);
       if (st != dnnl_success) return st;
@@ -211,27 +230,16 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
         po.append_eltwise(1.f, ForwardAlg(layer.act), 0.f, 0.f);
         fattr.set_post_ops(po);
       }
-      // fp32 weights: `any` for the largest batch (blocked; standalone
-      // 2048x367x512 with bias+ReLU 4.45 -> 4.12 ms, 2048x512x256 3.03 ->
-      // 2.93 ms, 2 threads), that layout for the other batches (the plain
-      // view if a batch has no implementation for it). bf16 keeps the plain
-      // view: AMX brgemm packs B itself and the A/B runs showed no gain.
-      const dnnl::memory::desc w_any(dims{layer.in, layer.out}, wt, tag::any);
-      const dnnl::memory::desc w_want =
-          bf16() ? w_t.get_desc() : layer.w_fwd ? layer.w_fwd.get_desc() : w_any;
-      auto make = [&](const dnnl::memory::desc& wd) {
-        return dnnl::matmul::primitive_desc(dnnl::matmul::desc(x.get_desc(), wd, b.get_desc(), y.get_desc()),
-                                            fattr, engine);
-      };
-      dnnl::matmul::primitive_desc pd;
+      // fp32 weights blocked (standalone 2048x367x512 with bias+ReLU 4.45 ->
+      // 4.12 ms, 2048x512x256 3.03 -> 2.93 ms, 2 threads).
       dnnl::memory wm;
-      try {
-        pd = make(w_want);
-        wm = BlockedWeights(w_t, pd.weights_desc(), layer.w_fwd_buf, layer.w_fwd, layer.to_fwd, scratch);
-      } catch (const dnnl::error&) {
-        pd = make(w_t.get_desc());
-        wm = w_t;
-      }
+      const dnnl::matmul::primitive_desc pd = MatmulOverWeights(
+          w_t,
+          [&](const dnnl::memory::desc& wd) {
+            return dnnl::matmul::primitive_desc(
+                dnnl::matmul::desc(x.get_desc(), wd, b.get_desc(), y.get_desc()), fattr, engine);
+          },
+          layer.fwd_w, scratch, wm);
       note(pd);
       plan.impls.push_back(pd.impl_info_str());
       lp.fwd = Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, x}, {DNNL_ARG_WEIGHTS, wm},
@@ -335,20 +343,13 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
                               : plan.user_diff_input;
       // Weights as in the forward: blocked in fp32 (standalone 2048x512x367
       // 5.39 -> 4.38 ms, 2048x256x512 3.38 -> 3.07 ms).
-      const dnnl::memory::desc w_any(dims{layer.out, layer.in}, wt, tag::any);
-      const dnnl::memory::desc w_want = bf16() ? w.get_desc() : layer.w_bwd ? layer.w_bwd.get_desc() : w_any;
-      auto make = [&](const dnnl::memory::desc& wd) {
-        return dnnl::matmul::primitive_desc(dnnl::matmul::desc(g.get_desc(), wd, dx.get_desc()), attr, engine);
-      };
-      dnnl::matmul::primitive_desc pd;
       dnnl::memory wm;
-      try {
-        pd = make(w_want);
-        wm = BlockedWeights(w, pd.weights_desc(), layer.w_bwd_buf, layer.w_bwd, layer.to_bwd, scratch);
-      } catch (const dnnl::error&) {
-        pd = make(w.get_desc());
-        wm = w;
-      }
+      const dnnl::matmul::primitive_desc pd = MatmulOverWeights(
+          w,
+          [&](const dnnl::memory::desc& wd) {
+            return dnnl::matmul::primitive_desc(dnnl::matmul::desc(g.get_desc(), wd, dx.get_desc()), attr, engine);
+          },
+          layer.bwd_w, scratch, wm);
       note(pd);
       lp.bwd_d = Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, g}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, dx}});
     }
@@ -433,8 +434,9 @@ absl::Status Mlp::Impl::Build() {
   dnnl::memory pad(dnnl::memory::desc(dims{static_cast<int64_t>(scratchpad.size())}, dt::u8, tag::a), engine,
                    scratchpad.data());
   for (Layer& layer : layers) {
-    if (!layer.to_fwd.empty()) layer.to_fwd.BindScratchpad(pad);
-    if (!layer.to_bwd.empty()) layer.to_bwd.BindScratchpad(pad);
+    for (Call* c : {&layer.fwd_w.to, &layer.bwd_w.to}) {
+      if (!c->empty()) c->BindScratchpad(pad);
+    }
   }
   weights_dirty = true;
   for (BatchPlan& plan : plans) {
