@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
 #include "dlrm/internal/interaction_rows.h"
+#include "embedding/cpu.h"
 
 namespace cemb::dlrm {
 namespace {
@@ -19,15 +20,6 @@ using RowsFn = void (*)(const internal::DotRowsArgs&, int64_t, int64_t, float*);
 
 // Batches below this run on the calling thread only.
 constexpr int64_t kMinRowsPerThread = 32;
-
-bool CpuHasAvx512() {
-#if defined(CEMB_HAVE_AVX512_KERNELS) && (defined(__x86_64__) || defined(__i386__))
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-#else
-  return false;
-#endif
-}
 
 // Whether `v` is a view of `batch` rows and `width` columns (a MatrixView
 // converts); the error names the view.
@@ -110,7 +102,7 @@ absl::StatusOr<Interaction> Interaction::Create(const InteractionOptions& option
                     ? F * D
                     : D + (options.self_interaction ? F * (F + 1) / 2 : F * (F - 1) / 2);
   impl->threads = options.threads > 0 ? options.threads : std::max(1, omp_get_max_threads());
-  const bool have512 = CpuHasAvx512();
+  const bool have512 = IsaAvailable(Isa::kAvx512);
   switch (options.isa) {
     case InteractionIsa::kAuto:
       impl->avx512 = have512;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "dlrm/internal/bias_grad_kernel.h"
+#include "embedding/cpu.h"
 
 namespace cemb::dlrm::internal {
 namespace {
@@ -29,11 +30,8 @@ void BiasGradBlockGeneric(const BiasGradArgs& a, int64_t r0, int64_t r1, int64_t
 }
 
 BiasGradBlockFn BiasGradBlockForThisCpu() {
-#if defined(CEMB_HAVE_AVX512_KERNELS) && (defined(__x86_64__) || defined(__i386__))
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
-    return BiasGradBlockAvx512;
-  }
+#if defined(CEMB_HAVE_AVX512_KERNELS)
+  if (IsaAvailable(Isa::kAvx512)) return BiasGradBlockAvx512;
 #endif
   return BiasGradBlockGeneric;
 }
