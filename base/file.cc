@@ -106,34 +106,34 @@ absl::Status ReadExactly(int fd, const std::string& path, void* buf, size_t n) {
   return absl::OkStatus();
 }
 
-absl::Status WriteAll(int fd, const std::string& path, const void* buf, size_t n) {
+namespace {
+
+// write() at the current offset, or pwrite() at `offset` when it is >= 0,
+// until all n bytes are written.
+absl::Status WriteLoop(int fd, const std::string& path, const void* buf, size_t n, int64_t offset) {
   const auto* p = static_cast<const char*>(buf);
   while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
+    const ssize_t w = offset < 0 ? ::write(fd, p, n) : ::pwrite(fd, p, n, static_cast<off_t>(offset));
     if (w < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, path, "write");
     }
     p += w;
+    if (offset >= 0) offset += w;
     n -= static_cast<size_t>(w);
   }
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status WriteAll(int fd, const std::string& path, const void* buf, size_t n) {
+  return WriteLoop(fd, path, buf, n, -1);
+}
+
 absl::Status WriteAllAt(int fd, const std::string& path, const void* buf, size_t n,
                         uint64_t offset) {
-  const auto* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    const ssize_t w = ::pwrite(fd, p, n, static_cast<off_t>(offset));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, path, "write");
-    }
-    p += w;
-    offset += static_cast<uint64_t>(w);
-    n -= static_cast<size_t>(w);
-  }
-  return absl::OkStatus();
+  return WriteLoop(fd, path, buf, n, static_cast<int64_t>(offset));
 }
 
 absl::Status FsyncPath(const std::string& path) {
@@ -206,12 +206,13 @@ absl::Status AtomicFile::WriteAt(const void* data, size_t n, uint64_t offset) {
   return WriteAllAt(file_.fd(), tmp_path_, data, n, offset);
 }
 
-absl::Status AtomicFile::Commit() {
+absl::Status AtomicFile::Commit(Durability durability) {
   if (!pending_) {
     return absl::FailedPreconditionError(absl::StrCat(path_, ": committed twice or after a failure"));
   }
+  const bool synced = durability == Durability::kSynced;
   absl::Status s;
-  if (::fsync(file_.fd()) != 0) s = ErrnoStatus(errno, tmp_path_, "fsync");
+  if (synced && ::fsync(file_.fd()) != 0) s = ErrnoStatus(errno, tmp_path_, "fsync");
   if (s.ok()) s = file_.Close(tmp_path_);
   if (s.ok() && std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
     s = ErrnoStatus(errno, path_, "rename the finished file to");
@@ -221,6 +222,7 @@ absl::Status AtomicFile::Commit() {
     return s;
   }
   pending_ = false;
+  if (!synced) return absl::OkStatus();
   std::string dir = std::filesystem::path(path_).parent_path().string();
   return FsyncPath(dir.empty() ? "." : dir);
 }

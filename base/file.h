@@ -98,10 +98,17 @@ class AtomicFile {
   [[nodiscard]] absl::Status Append(const void* data, size_t n);
   [[nodiscard]] absl::Status WriteAt(const void* data, size_t n, uint64_t offset);
 
-  // fsync, close, rename onto path(), fsync of path()'s directory. On an
+  // kSynced: the file reaches the disk before the rename and the rename
+  // after it, so a crash leaves the old or the whole new file. kUnsynced:
+  // only close and rename, for large files that can be made again and check
+  // themselves when opened (datasets), which need not wait for gigabytes of
+  // write-back.
+  enum class Durability { kSynced, kUnsynced };
+
+  // [fsync], close, rename onto path(), [fsync of path()'s directory]. On an
   // error before the rename the .tmp is removed and path() is untouched.
   // REQUIRES: called at most once.
-  [[nodiscard]] absl::Status Commit();
+  [[nodiscard]] absl::Status Commit(Durability durability = Durability::kSynced);
 
  private:
   AtomicFile() = default;

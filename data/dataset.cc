@@ -1,9 +1,6 @@
 #include "data/dataset.h"
 
-#include <unistd.h>
-
 #include <bit>
-#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -93,33 +90,27 @@ uint32_t DatasetSpec::header_bytes() const {
 
 // ---------------------------------------------------------------- writer
 
-DatasetWriter::DatasetWriter(std::string path, DatasetSpec spec, base::File file)
-    : path_(std::move(path)), tmp_path_(path_ + ".tmp"), spec_(std::move(spec)),
-      file_(std::move(file)) {
+DatasetWriter::DatasetWriter(std::string path, DatasetSpec spec, base::AtomicFile file)
+    : path_(std::move(path)), spec_(std::move(spec)), file_(std::move(file)) {
   buffer_.resize(std::max<size_t>(kWriteBuffer, spec_.record_bytes()));
 }
 
-DatasetWriter::~DatasetWriter() {
-  if (!finished_) {
-    (void)file_.Close(tmp_path_);
-    ::unlink(tmp_path_.c_str());
-  }
-}
+DatasetWriter::~DatasetWriter() = default;
 
 absl::StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string& path,
                                                                      const DatasetSpec& spec) {
   CEMB_RETURN_IF_ERROR(ValidateSpec(spec));
-  CEMB_ASSIGN_OR_RETURN(base::File file, base::File::Create(path + ".tmp"));
+  CEMB_ASSIGN_OR_RETURN(base::AtomicFile file, base::AtomicFile::Create(path));
   // A placeholder header; Finish() writes the real one.
   std::vector<unsigned char> zeros(spec.header_bytes(), 0);
-  CEMB_RETURN_IF_ERROR(base::WriteAll(file.fd(), path + ".tmp", zeros.data(), zeros.size()));
+  CEMB_RETURN_IF_ERROR(file.Append(zeros.data(), zeros.size()));
   return std::unique_ptr<DatasetWriter>(new DatasetWriter(path, spec, std::move(file)));
 }
 
 absl::Status DatasetWriter::Flush() {
   if (buffered_ == 0) return absl::OkStatus();
   checksum_.Update(buffer_.data(), buffered_);
-  CEMB_RETURN_IF_ERROR(base::WriteAll(file_.fd(), tmp_path_, buffer_.data(), buffered_));
+  CEMB_RETURN_IF_ERROR(file_.Append(buffer_.data(), buffered_));
   buffered_ = 0;
   return absl::OkStatus();
 }
@@ -155,7 +146,7 @@ absl::Status DatasetWriter::AppendRecords(const void* records, uint64_t n) {
   CEMB_RETURN_IF_ERROR(Flush());
   const size_t bytes = n * spec_.record_bytes();
   checksum_.Update(records, bytes);
-  CEMB_RETURN_IF_ERROR(base::WriteAll(file_.fd(), tmp_path_, records, bytes));
+  CEMB_RETURN_IF_ERROR(file_.Append(records, bytes));
   num_samples_ += n;
   return absl::OkStatus();
 }
@@ -164,11 +155,9 @@ absl::Status DatasetWriter::Finish() {
   if (finished_) return absl::FailedPreconditionError(absl::StrCat(path_, ": Finish() called twice"));
   CEMB_RETURN_IF_ERROR(Flush());
   const std::vector<unsigned char> header = EncodeHeader(spec_, num_samples_, checksum_.Digest());
-  CEMB_RETURN_IF_ERROR(base::WriteAllAt(file_.fd(), tmp_path_, header.data(), header.size(), 0));
-  CEMB_RETURN_IF_ERROR(file_.Close(tmp_path_));
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    return base::ErrnoStatus(errno, path_, "rename the finished file to");
-  }
+  CEMB_RETURN_IF_ERROR(file_.WriteAt(header.data(), header.size(), 0));
+  // Unsynced: a dataset is checksummed when opened and can be made again.
+  CEMB_RETURN_IF_ERROR(file_.Commit(base::AtomicFile::Durability::kUnsynced));
   finished_ = true;
   return absl::OkStatus();
 }

@@ -100,12 +100,12 @@ class DatasetWriter {
   const DatasetSpec& spec() const { return spec_; }
 
  private:
-  DatasetWriter(std::string path, DatasetSpec spec, base::File file);
+  DatasetWriter(std::string path, DatasetSpec spec, base::AtomicFile file);
   absl::Status Flush();
 
-  std::string path_, tmp_path_;
+  std::string path_;
   DatasetSpec spec_;
-  base::File file_;
+  base::AtomicFile file_;  // removes the .tmp unless Finish() commits it
   std::vector<unsigned char> buffer_;
   size_t buffered_ = 0;
   uint64_t num_samples_ = 0;

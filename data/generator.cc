@@ -1,10 +1,8 @@
 #include "data/generator.h"
 
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 
@@ -160,8 +158,7 @@ absl::Status GenerateCriteoTsv(const GeneratorOptions& options, const std::strin
                                                    " tables, not ", options.table_sizes.size()));
   }
   CEMB_ASSIGN_OR_RETURN(SyntheticGenerator gen, SyntheticGenerator::Create(options));
-  const std::string tmp = path + ".tmp";
-  CEMB_ASSIGN_OR_RETURN(base::File file, base::File::Create(tmp));
+  CEMB_ASSIGN_OR_RETURN(base::AtomicFile file, base::AtomicFile::Create(path));  // .tmp removed on failure
   const uint64_t width = gen.spec().record_floats();
   std::string text;
   absl::Status s = ForEachChunkBatch(gen, true, [&](const std::vector<float>& records,
@@ -184,14 +181,10 @@ absl::Status GenerateCriteoTsv(const GeneratorOptions& options, const std::strin
       }
       text += '\n';
     }
-    return base::WriteAll(file.fd(), tmp, text.data(), text.size());
+    return file.Append(text.data(), text.size());
   });
-  if (s.ok()) s = file.Close(tmp);
-  if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    s = base::ErrnoStatus(errno, path, "rename the finished file to");
-  }
-  if (!s.ok()) ::unlink(tmp.c_str());
-  return s;
+  CEMB_RETURN_IF_ERROR(s);
+  return file.Commit(base::AtomicFile::Durability::kUnsynced);  // test data: made again at will
 }
 
 }  // namespace cemb::data
