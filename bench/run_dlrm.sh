@@ -42,9 +42,8 @@ trap 'rm -rf "$work"' EXIT
 
 # ms/step of one dlrm-train run: the summary record's phase seconds over its steps.
 cemb_ms() {  # model precision
-  local config=configs/bench-$1.yaml log=$work/$1-$2.jsonl
-  [[ $1 == kaggle ]] || config=configs/bench-dlrm-s.yaml
-  "$train" --config "$config" --set model.mlp_precision="$2" --set train.threads="$threads" \
+  local log=$work/$1-$2.jsonl
+  "$train" --config "configs/bench-$1.yaml" --set model.mlp_precision="$2" --set train.threads="$threads" \
     --set train.log_jsonl="$log" > /dev/null
   "$python" - "$log" <<'PY'
 import json, sys
