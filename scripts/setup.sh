@@ -1,20 +1,34 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages CachedEmbeddings builds with, if any are
-# missing. Idempotent: when everything is there it only checks (well under a
+# missing (with --library: only those the table libraries need). Idempotent: when everything is there it only checks (well under a
 # second). Needs root (apt-get) only when something must be installed.
 set -euo pipefail
 
-packages=(
+# What cemb::embedding and cemb::cache (and cemb::base, cemb::data) need to
+# build, install and be used by a service: `setup.sh --library` installs only
+# these (tests/consumer/minimal_debian.sh proves they are enough).
+library_packages=(
   g++ cmake ninja-build pkg-config
-  libdnnl-dev          # oneDNN 2.6: the MLPs of dlrm/
-  libomp-dev           # LLVM OpenMP, for the clang ThreadSanitizer build
   libpmem2-dev         # PMDK libpmem2: the persistent-memory tier
   libxsimd-dev         # xsimd 8.1: ISA-generic SIMD kernels
   libabsl-dev          # Abseil 2022-06: Status, flat_hash_map
-  libbenchmark-dev libgtest-dev libgmock-dev
+)
+# The rest: dlrm-train, the tests, the benchmarks and the sanitizer builds.
+packages=(
+  "${library_packages[@]}"
+  libdnnl-dev          # oneDNN 2.6: the MLPs of dlrm/
+  ocl-icd-opencl-dev   # oneDNN's CMake config requires OpenCL (Debian builds it
+                       # with the OpenCL GPU runtime); libdnnl-dev only recommends it
   libyaml-cpp-dev libcli11-dev
+  libbenchmark-dev libgtest-dev libgmock-dev
+  libomp-dev           # LLVM OpenMP, for the clang ThreadSanitizer build
   clang libclang-rt-14-dev   # sanitizer runtimes, libFuzzer
 )
+case "${1:-}" in
+  --library) packages=("${library_packages[@]}") ;;
+  "") ;;
+  *) echo "usage: setup.sh [--library]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
