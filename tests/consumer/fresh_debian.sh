@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# ctest's consumer_minimal_debian: runs minimal_debian.sh in a fresh Debian 12
+# root file system (../shared/tools/fresh-debian) made from the repository's
+# committed state. Exits 77 (skipped) where that cannot run: not root, no
+# fresh-debian beside the project, or already inside a chroot (the README's
+# commands are themselves checked in one).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+tool=$repo/../shared/tools/fresh-debian
+if [ "$(id -u)" -ne 0 ] || [ ! -x "$tool" ]; then
+  echo "consumer_minimal_debian: skipped (needs root and $tool)"; exit 77
+fi
+if ischroot; then  # debianutils: 0 = in a chroot
+  echo "consumer_minimal_debian: skipped (inside a chroot)"; exit 77
+fi
+exec "$tool" "$repo" -- 'bash tests/consumer/minimal_debian.sh'
