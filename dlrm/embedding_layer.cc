@@ -6,6 +6,7 @@
 #include "base/status_macros.h"
 #include "dlrm/npy.h"
 #include "embedding/ensemble.h"
+#include "embedding/internal/feature_sizes.h"
 #include "embedding/table_io.h"
 
 namespace cemb::dlrm {
@@ -185,14 +186,7 @@ class EmbeddingSet final : public EmbeddingLayer {
 
 template <StorageType T>
 absl::StatusOr<std::unique_ptr<EmbeddingLayer>> MakeForType(const EmbeddingLayerOptions& options) {
-  switch (options.dim) {
-    case 16: return EmbeddingSet<T, 16>::Make(options);
-    case 32: return EmbeddingSet<T, 32>::Make(options);
-    case 64: return EmbeddingSet<T, 64>::Make(options);
-    case 128: return EmbeddingSet<T, 128>::Make(options);
-    case 256: return EmbeddingSet<T, 256>::Make(options);
-    default: return EmbeddingSet<T, kDynamic>::Make(options);
-  }
+  return ::cemb::internal::WithFeatureSize(options.dim, [&]<int64_t D>() { return EmbeddingSet<T, D>::Make(options); });
 }
 
 }  // namespace

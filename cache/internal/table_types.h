@@ -1,5 +1,6 @@
 // The CachedTable types whose kernels cache/ compiles (cache/kernels_<isa>.cc):
-// float and bfloat16 storage, each specialised feature size and kDynamic.
+// float and bfloat16 storage, kDynamic and each specialised feature size
+// (embedding/internal/feature_sizes.h).
 // Their non-inline members (the miss path, flushes) are instantiated once, in
 // cache/cached_table.cc (compiled without -m flags), and declared extern in
 // cached_table.h, so no ISA translation unit emits a copy the linker could
@@ -7,11 +8,12 @@
 #ifndef CEMB_CACHE_INTERNAL_TABLE_TYPES_H_
 #define CEMB_CACHE_INTERNAL_TABLE_TYPES_H_
 
-#define CEMB_FOR_EACH_CACHED_TABLE_OF(X, T)                                   \
-  X(::cemb::CachedTable<T, ::cemb::kDynamic>)                                 \
-  X(::cemb::CachedTable<T, 16>) X(::cemb::CachedTable<T, 32>)                 \
-  X(::cemb::CachedTable<T, 64>) X(::cemb::CachedTable<T, 128>)                \
-  X(::cemb::CachedTable<T, 256>)
+#include "embedding/internal/feature_sizes.h"
+
+#define CEMB_CACHED_TABLE_OF_SIZE(D, X, T) X(::cemb::CachedTable<T, D>)
+#define CEMB_FOR_EACH_CACHED_TABLE_OF(X, T)     \
+  X(::cemb::CachedTable<T, ::cemb::kDynamic>) \
+  CEMB_FOR_EACH_FEATURE_SIZE(CEMB_CACHED_TABLE_OF_SIZE, X, T)
 
 #define CEMB_FOR_EACH_CACHED_TABLE(X)            \
   CEMB_FOR_EACH_CACHED_TABLE_OF(X, float)        \

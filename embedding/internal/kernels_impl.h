@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "embedding/internal/feature_sizes.h"
 #include "embedding/internal/kernel_args.h"
 #include "embedding/internal/simd.h"
 #include "embedding/simple_table.h"
@@ -306,29 +307,28 @@ KernelSet<Table> KernelsFor(Isa isa) {
   return k;
 }
 
-// Chooses the kernels of a table: its static size, or a specialised size that
-// equals its run-time size, or the tiled fallback. The generic ISA has only
-// the fallback.
+// The kernels specialised for feature size kD when A's vectors tile it, else
+// the tiled fallback (kD == kDynamic: the fallback).
+template <typename A, typename Table, int64_t kD>
+KernelSet<Table> KernelsForSize(Isa isa) {
+  if constexpr (kD != kDynamic && kD % Simd<A>::kWidth == 0 && kD <= 1024) {
+    return KernelsFor<A, Table, static_cast<int>(kD)>(isa);
+  } else {
+    return KernelsFor<A, Table, 0>(isa);
+  }
+}
+
+// Chooses the kernels of a table: its static size, or a specialised size
+// (internal/feature_sizes.h) that equals its run-time size, or the tiled
+// fallback. The generic ISA has only the fallback.
 template <typename A, typename Table>
 KernelSet<Table> SelectKernels(Isa isa, int64_t featuresize) {
   if constexpr (std::is_same_v<A, ScalarArch>) {
     return KernelsFor<A, Table, 0>(isa);
   } else if constexpr (Table::kFeatureSize != kDynamic) {
-    constexpr int64_t kD = Table::kFeatureSize;
-    if constexpr (kD % Simd<A>::kWidth == 0 && kD <= 1024) {
-      return KernelsFor<A, Table, static_cast<int>(kD)>(isa);
-    } else {
-      return KernelsFor<A, Table, 0>(isa);
-    }
+    return KernelsForSize<A, Table, Table::kFeatureSize>(isa);
   } else {
-    switch (featuresize) {
-      case 16: return KernelsFor<A, Table, 16>(isa);
-      case 32: return KernelsFor<A, Table, 32>(isa);
-      case 64: return KernelsFor<A, Table, 64>(isa);
-      case 128: return KernelsFor<A, Table, 128>(isa);
-      case 256: return KernelsFor<A, Table, 256>(isa);
-      default: return KernelsFor<A, Table, 0>(isa);
-    }
+    return WithFeatureSize(featuresize, [isa]<int64_t kD>() { return KernelsForSize<A, Table, kD>(isa); });
   }
 }
 
