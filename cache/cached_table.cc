@@ -148,5 +148,5 @@ std::vector<int64_t> RandomDistinctRows(int64_t nvectors, int64_t count, uint64_
 
 }  // namespace cemb
 
-#define CEMB_CACHE_INSTANTIATE(...) template class __VA_ARGS__;
-CEMB_FOR_EACH_CACHED_TABLE(CEMB_CACHE_INSTANTIATE)
+template class ::cemb::CachedTable<float, ::cemb::kDynamic>;
+template class ::cemb::CachedTable<::cemb::bfloat16, ::cemb::kDynamic>;

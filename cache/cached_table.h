@@ -35,6 +35,11 @@
 // from a RowProfiler) and never caches on lookup. kSimple (no cache, no
 // indirection) is a plain SimpleTable on the slow tier: see cache/storage.h.
 //
+// CachedTable<T, D> of a static D derives from CachedTable<T, kDynamic>,
+// which holds all of the state and the cache's code; the derived class only
+// makes featuresize() a constant. A table of a static size the kernels are
+// not specialised for runs on its kDynamic base's kernels.
+//
 // Lifetime rule: a pointer returned by rowpointer() is valid until the next
 // flush of this table; flushes happen between steps. With
 // CacheOptions::check_lifetime (the default in debug builds) a flush while a
@@ -170,26 +175,21 @@ struct CacheState {
 }  // namespace cache_internal
 
 template <StorageType T, int64_t D = kDynamic>
-class CachedTable {
+class CachedTable;
+
+// The run-time feature size, and all of the cache. Every CachedTable<T, D>
+// of a static D derives from it (below).
+template <StorageType T>
+class CachedTable<T, kDynamic> {
  public:
   using value_type = T;
-  static constexpr int64_t kFeatureSize = D;
+  static constexpr int64_t kFeatureSize = kDynamic;
 
   // Creates the base table on table.tier (rows read as zero) and an empty
   // cache. Errors: bad shapes, a policy of kSimple (use a SimpleTable), a row
   // size that is not a multiple of 4 bytes (bfloat16 with odd D), tier errors.
   [[nodiscard]] static absl::StatusOr<CachedTable> Create(const TableOptions& table, const CacheOptions& cache = {}) {
-    if (cache.policy == CachePolicy::kSimple) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(table.name, ": the simple policy has no cache; make a SimpleTable (cache/storage.h)"));
-    }
-    absl::StatusOr<SimpleTable<T, D>> base = SimpleTable<T, D>::Create(table);
-    if (!base.ok()) return base.status();
-    if (base->row_bytes() % 4 != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(table.name, ": a cached table needs rows of a multiple of 4 bytes, not ",
-                                                     base->row_bytes()));
-    }
-    return CachedTable(*std::move(base), cache);
+    return CreateOver<SimpleTable<T, kDynamic>>(table, cache);
   }
 
   CachedTable(CachedTable&&) noexcept = default;
@@ -197,7 +197,7 @@ class CachedTable {
 
   // --- the rowpointer interface ------------------------------------------
 
-  [[gnu::always_inline]] constexpr int64_t featuresize() const { return base_.featuresize(); }
+  [[gnu::always_inline]] int64_t featuresize() const { return base_.featuresize(); }
   [[gnu::always_inline]] int64_t nvectors() const { return base_.nvectors(); }
   const std::string& name() const { return base_.name(); }
 
@@ -286,7 +286,7 @@ class CachedTable {
   bool is_cached(int64_t row) const { return words_[row].load(std::memory_order_acquire) & cache_internal::kCached; }
   bool is_dirty(int64_t row) const { return words_[row].load(std::memory_order_acquire) & cache_internal::kDirty; }
   int64_t cached_rows() const;
-  const SimpleTable<T, D>& base() const { return base_; }
+  const SimpleTable<T, kDynamic>& base() const { return base_; }
   size_t row_bytes() const { return base_.row_bytes(); }
   const AdmissionFilter& admission() const { return *filter_; }
 
@@ -318,10 +318,28 @@ class CachedTable {
   // copies are persisted when they are written back.
   void persist_rows(int64_t begin, int64_t end) const { base_.persist_rows(begin, end); }
 
+ protected:
+  // Create() with the base rows made by Base::Create: SimpleTable<T, D>
+  // checks a static D.
+  template <typename Base>
+  static absl::StatusOr<CachedTable> CreateOver(const TableOptions& table, const CacheOptions& cache) {
+    if (cache.policy == CachePolicy::kSimple) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(table.name, ": the simple policy has no cache; make a SimpleTable (cache/storage.h)"));
+    }
+    absl::StatusOr<Base> base = Base::Create(table);
+    if (!base.ok()) return base.status();
+    if (base->row_bytes() % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(table.name, ": a cached table needs rows of a multiple of 4 bytes, not ",
+                                                     base->row_bytes()));
+    }
+    return CachedTable(*std::move(base), cache);
+  }
+
  private:
   using HotCounter = cache_internal::HotCounter;
 
-  CachedTable(SimpleTable<T, D> base, const CacheOptions& o)
+  CachedTable(SimpleTable<T, kDynamic> base, const CacheOptions& o)
       : base_(std::move(base)),
         policy_(o.policy),
         check_lifetime_(o.check_lifetime),
@@ -368,7 +386,7 @@ class CachedTable {
   void DrainPage(cache_internal::Page& page, bool evict, bool writeback);
   void PersistWritten();
 
-  SimpleTable<T, D> base_;
+  SimpleTable<T, kDynamic> base_;
   CachePolicy policy_;
   bool check_lifetime_;
   size_t stride_;  // slot size: row bytes rounded up to 8
@@ -380,10 +398,36 @@ class CachedTable {
   std::unique_ptr<AdmissionFilter> filter_;
 };
 
+// A static feature size: the same table, with featuresize() a compile-time
+// constant the kernels specialise on. It adds no state to its kDynamic base.
+template <StorageType T, int64_t D>
+class CachedTable : public CachedTable<T, kDynamic> {
+  using Dynamic = CachedTable<T, kDynamic>;
+
+ public:
+  using value_type = T;
+  using dynamic_type = Dynamic;  // the base: this table with a run-time size
+  static constexpr int64_t kFeatureSize = D;
+
+  [[nodiscard]] static absl::StatusOr<CachedTable> Create(const TableOptions& table, const CacheOptions& cache = {}) {
+    absl::StatusOr<Dynamic> t = Dynamic::template CreateOver<SimpleTable<T, D>>(table, cache);
+    if (!t.ok()) return t.status();
+    return CachedTable(*std::move(t));
+  }
+
+  CachedTable(CachedTable&&) noexcept = default;
+  CachedTable& operator=(CachedTable&&) noexcept = default;
+
+  [[gnu::always_inline]] constexpr int64_t featuresize() const { return D; }
+
+ private:
+  explicit CachedTable(Dynamic table) : Dynamic(std::move(table)) {}
+};
+
 // --- implementation ----------------------------------------------------------
 
-template <StorageType T, int64_t D>
-T* CachedTable<T, D>::Miss(int64_t row, uint64_t w) const {
+template <StorageType T>
+T* CachedTable<T, kDynamic>::Miss(int64_t row, uint64_t w) const {
   using namespace cache_internal;
   Count(HotCounter::kMisses);
   if (policy_ != CachePolicy::kDynamic) return Address(w);
@@ -418,8 +462,8 @@ T* CachedTable<T, D>::Miss(int64_t row, uint64_t w) const {
   return reinterpret_cast<T*>(slot);
 }
 
-template <StorageType T, int64_t D>
-std::byte* CachedTable<T, D>::AllocateSlot(int64_t row) const {
+template <StorageType T>
+std::byte* CachedTable<T, kDynamic>::AllocateSlot(int64_t row) const {
   using namespace cache_internal;
   CacheState& s = *state_;
   for (;;) {
@@ -457,8 +501,8 @@ std::byte* CachedTable<T, D>::AllocateSlot(int64_t row) const {
   }
 }
 
-template <StorageType T, int64_t D>
-void CachedTable<T, D>::SetBounds(int64_t lower, int64_t slack) {
+template <StorageType T>
+void CachedTable<T, kDynamic>::SetBounds(int64_t lower, int64_t slack) {
   cache_internal::CacheState& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   s.lower_bytes = std::max<int64_t>(0, lower);
@@ -467,8 +511,8 @@ void CachedTable<T, D>::SetBounds(int64_t lower, int64_t slack) {
   s.full.store(false, std::memory_order_relaxed);  // the next miss finds out
 }
 
-template <StorageType T, int64_t D>
-void CachedTable<T, D>::DrainPage(cache_internal::Page& page, bool evict, bool writeback) {
+template <StorageType T>
+void CachedTable<T, kDynamic>::DrainPage(cache_internal::Page& page, bool evict, bool writeback) {
   using namespace cache_internal;
   ColdCounters& c = state_->cold;
   const int64_t n = std::min(page.next.load(std::memory_order_relaxed), rows_per_page_);
@@ -500,8 +544,8 @@ void CachedTable<T, D>::DrainPage(cache_internal::Page& page, bool evict, bool w
   if (evict && check_lifetime_) std::memset(page.rows, 0xFF, static_cast<size_t>(n) * stride_);
 }
 
-template <StorageType T, int64_t D>
-void CachedTable<T, D>::PersistWritten() {
+template <StorageType T>
+void CachedTable<T, kDynamic>::PersistWritten() {
   std::vector<int64_t>& rows = state_->written;
   if (rows.empty()) return;
   cache_internal::StoreFence();
@@ -520,8 +564,8 @@ void CachedTable<T, D>::PersistWritten() {
   rows.clear();
 }
 
-template <StorageType T, int64_t D>
-void CachedTable<T, D>::Flush(int64_t target_bytes, bool writeback) {
+template <StorageType T>
+void CachedTable<T, kDynamic>::Flush(int64_t target_bytes, bool writeback) {
   using namespace cache_internal;
   CacheState& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
@@ -549,8 +593,8 @@ void CachedTable<T, D>::Flush(int64_t target_bytes, bool writeback) {
   s.flushing.store(false, std::memory_order_relaxed);
 }
 
-template <StorageType T, int64_t D>
-void CachedTable<T, D>::Writeback() {
+template <StorageType T>
+void CachedTable<T, kDynamic>::Writeback() {
   cache_internal::CacheState& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
   ++s.cold.syncs;
@@ -558,8 +602,8 @@ void CachedTable<T, D>::Writeback() {
   PersistWritten();
 }
 
-template <StorageType T, int64_t D>
-absl::StatusOr<int64_t> CachedTable<T, D>::fill(std::span<const int64_t> rows) {
+template <StorageType T>
+absl::StatusOr<int64_t> CachedTable<T, kDynamic>::fill(std::span<const int64_t> rows) {
   using namespace cache_internal;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || rows[i] >= nvectors()) {
@@ -582,13 +626,13 @@ absl::StatusOr<int64_t> CachedTable<T, D>::fill(std::span<const int64_t> rows) {
   return filled;
 }
 
-template <StorageType T, int64_t D>
-absl::StatusOr<int64_t> CachedTable<T, D>::fill_random(uint64_t seed) {
+template <StorageType T>
+absl::StatusOr<int64_t> CachedTable<T, kDynamic>::fill_random(uint64_t seed) {
   return fill(cache_internal::RandomDistinctRows(nvectors(), capacity_rows(), seed));
 }
 
-template <StorageType T, int64_t D>
-CacheStats CachedTable<T, D>::stats() const {
+template <StorageType T>
+CacheStats CachedTable<T, kDynamic>::stats() const {
   CacheStats st;
   shards_->sum_into(st);
   {
@@ -603,15 +647,15 @@ CacheStats CachedTable<T, D>::stats() const {
   return st;
 }
 
-template <StorageType T, int64_t D>
-void CachedTable<T, D>::reset_stats() {
+template <StorageType T>
+void CachedTable<T, kDynamic>::reset_stats() {
   shards_->reset();
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->cold = {};
 }
 
-template <StorageType T, int64_t D>
-bool CachedTable<T, D>::in_cache(const void* p) const {
+template <StorageType T>
+bool CachedTable<T, kDynamic>::in_cache(const void* p) const {
   const auto* b = static_cast<const std::byte*>(p);
   std::lock_guard<std::mutex> lock(state_->mu);
   for (const auto& page : state_->pages) {
@@ -620,8 +664,8 @@ bool CachedTable<T, D>::in_cache(const void* p) const {
   return false;
 }
 
-template <StorageType T, int64_t D>
-int64_t CachedTable<T, D>::cached_rows() const {
+template <StorageType T>
+int64_t CachedTable<T, kDynamic>::cached_rows() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   int64_t n = 0;
   for (const auto& page : state_->pages) n += std::min(page->next.load(std::memory_order_relaxed), rows_per_page_);
@@ -630,8 +674,9 @@ int64_t CachedTable<T, D>::cached_rows() const {
 
 }  // namespace cemb
 
-#define CEMB_CACHE_EXTERN_TEMPLATE(...) extern template class __VA_ARGS__;
-CEMB_FOR_EACH_CACHED_TABLE(CEMB_CACHE_EXTERN_TEMPLATE)
-#undef CEMB_CACHE_EXTERN_TEMPLATE
+// The out-of-line members are all the kDynamic base's: instantiated once per
+// storage type, in cached_table.cc.
+extern template class ::cemb::CachedTable<float, ::cemb::kDynamic>;
+extern template class ::cemb::CachedTable<::cemb::bfloat16, ::cemb::kDynamic>;
 
 #endif  // CEMB_CACHE_CACHED_TABLE_H_

@@ -1,7 +1,11 @@
 // The embedding kernels of one table, planned once: TableKernels<Table>
 // picks, at Create(), the instruction set (AVX-512, AVX2 or generic, at run
-// time) and the kernel specialised for the table's feature size (16, 32, 64,
-// 128, 256, or a tiled fallback for any other), and then only runs them.
+// time) and the kernel specialised for the table's feature size (one of
+// internal/feature_sizes.h: 16, 32, 64, 128, 256), or a tiled fallback for
+// any other, and then only runs them. A table of a static size outside that
+// list runs on the tiled kernels of its kDynamic base type (SimpleTable<T, D>
+// derives from SimpleTable<T, kDynamic>, CachedTable likewise), so every
+// SimpleTable and CachedTable type has kernels.
 //
 // Reference semantics (for out = a MatrixView, row(r) = the table's row r in fp32):
 //   lookup:         out[i, :] = row(indices[i])                      (non-reducing)
@@ -35,15 +39,18 @@
 #define CEMB_EMBEDDING_KERNELS_H_
 
 #include <cstdint>
+#include <concepts>
 #include <cstdio>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "embedding/cpu.h"
+#include "embedding/internal/feature_sizes.h"
 #include "embedding/internal/kernel_args.h"
 #include "embedding/reindex.h"
 #include "embedding/simple_table.h"
@@ -84,6 +91,32 @@ class RowwiseAdagradState {
 };
 
 namespace internal {
+// A table of a static feature size that names, as dynamic_type, the
+// kDynamic table type it derives from.
+template <typename Table>
+concept HasDynamicBase = requires { typename Table::dynamic_type; } &&
+                         std::derived_from<Table, typename Table::dynamic_type> &&
+                         Table::dynamic_type::kFeatureSize == kDynamic;
+
+// The table type whose compiled kernels (the ISA translation units'
+// MakeKernels<Isa><KernelTable>) run a `Table`: the table itself when its
+// feature size is kDynamic or specialised, else its kDynamic base.
+template <RowTable Table>
+constexpr auto KernelTableOf() {
+  if constexpr (Table::kFeatureSize == kDynamic || IsSpecialisedFeatureSize(Table::kFeatureSize)) {
+    return std::type_identity<Table>{};
+  } else if constexpr (HasDynamicBase<Table>) {
+    return std::type_identity<typename Table::dynamic_type>{};
+  } else {
+    static_assert(HasDynamicBase<Table>,
+                  "no kernels for this static feature size; the specialised sizes are" CEMB_FEATURE_SIZES_STRING
+                  " (embedding/internal/feature_sizes.h): use one of them or kDynamic");
+    return std::type_identity<Table>{};
+  }
+}
+template <RowTable Table>
+using KernelTable = typename decltype(KernelTableOf<Table>())::type;
+
 // Streaming stores need every written vector 64-byte aligned (a 256-bit
 // vector 32-byte aligned); otherwise the kernels store normally.
 bool StreamableRows(const void* base, int64_t ld_bytes, int64_t rows);
@@ -93,19 +126,21 @@ template <RowTable Table>
 class TableKernels {
  public:
   using value_type = typename Table::value_type;
+  // The type the kernels were compiled for: Table, or its kDynamic base.
+  using KernelTable = internal::KernelTable<Table>;
 
   [[nodiscard]] static absl::StatusOr<TableKernels> Create(const Table& table, const KernelOptions& options = {}) {
     absl::StatusOr<Isa> isa = ResolveIsa(options.isa);
     if (!isa.ok()) return isa.status();
-    internal::KernelSet<Table> set;
+    internal::KernelSet<KernelTable> set;
     switch (*isa) {  // ResolveIsa only returns ISAs this build has kernels for
 #if defined(CEMB_HAVE_AVX512_KERNELS)
-      case Isa::kAvx512: set = internal::MakeKernelsAvx512<Table>(table.featuresize()); break;
+      case Isa::kAvx512: set = internal::MakeKernelsAvx512<KernelTable>(table.featuresize()); break;
 #endif
 #if defined(CEMB_HAVE_AVX2_KERNELS)
-      case Isa::kAvx2: set = internal::MakeKernelsAvx2<Table>(table.featuresize()); break;
+      case Isa::kAvx2: set = internal::MakeKernelsAvx2<KernelTable>(table.featuresize()); break;
 #endif
-      default: set = internal::MakeKernelsGeneric<Table>(table.featuresize()); break;
+      default: set = internal::MakeKernelsGeneric<KernelTable>(table.featuresize()); break;
     }
     TableKernels k(table, set, options.prefetch_distance);
     if (options.log_choice) std::fprintf(stderr, "cemb: %s\n", k.description().c_str());
@@ -212,7 +247,7 @@ class TableKernels {
   }
 
  private:
-  TableKernels(const Table& table, internal::KernelSet<Table> set, int prefetch)
+  TableKernels(const Table& table, internal::KernelSet<KernelTable> set, int prefetch)
       : table_(&table), set_(set), prefetch_(prefetch) {}
 
   bool Streams(Store store, const MatrixView& out) const {
@@ -221,7 +256,7 @@ class TableKernels {
   }
 
   const Table* table_;
-  internal::KernelSet<Table> set_;
+  internal::KernelSet<KernelTable> set_;
   int prefetch_;
 };
 

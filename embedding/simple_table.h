@@ -11,6 +11,11 @@
 //   rowpointer(row, Access)    address of the row's current copy
 //   name()                     for messages ("table 7")
 //
+// SimpleTable<T, D> of a static D derives from SimpleTable<T, kDynamic>: the
+// same rows and members, featuresize() a constant. A table of a static size
+// the kernels are not specialised for (embedding/internal/feature_sizes.h)
+// runs on its kDynamic base's kernels.
+//
 // Ownership: the table owns its Region. Movable, not copyable.
 // Thread safety: rowpointer() is safe from any number of threads; what is
 // written through the pointers is the caller's business (the kernels write
@@ -62,49 +67,43 @@ struct TableOptions {
 };
 
 template <StorageType T, int64_t D = kDynamic>
-class SimpleTable {
+class SimpleTable;
+
+// The run-time feature size. Every SimpleTable<T, D> of a static D derives
+// from it (below), so code written for SimpleTable<T, kDynamic> takes any
+// table of T.
+template <StorageType T>
+class SimpleTable<T, kDynamic> {
  public:
   using value_type = T;
-  static constexpr int64_t kFeatureSize = D;
-  static_assert(D == kDynamic || D > 0);
+  static constexpr int64_t kFeatureSize = kDynamic;
 
   // Rows read as zero; initialise with InitUniform() or LoadRows().
   [[nodiscard]] static absl::StatusOr<SimpleTable> Create(const TableOptions& options) {
-    int64_t d = D == kDynamic ? options.featuresize : D;
-    if (D != kDynamic && options.featuresize != 0 && options.featuresize != D) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          options.name, ": featuresize ", options.featuresize, " given to a table of static size ", D));
-    }
-    if (d <= 0) return absl::InvalidArgumentError(absl::StrCat(options.name, ": featuresize must be > 0"));
+    if (options.featuresize <= 0) return absl::InvalidArgumentError(absl::StrCat(options.name, ": featuresize must be > 0"));
     if (options.nvectors <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(options.name, ": nvectors must be > 0"));
     }
     absl::StatusOr<Region> region = Region::Allocate(
-        options.tier, static_cast<size_t>(options.nvectors) * static_cast<size_t>(d) * sizeof(T));
+        options.tier, static_cast<size_t>(options.nvectors) * static_cast<size_t>(options.featuresize) * sizeof(T));
     if (!region.ok()) {
       return absl::Status(region.status().code(),
                           absl::StrCat(options.name, ": ", region.status().message()));
     }
-    return SimpleTable(*std::move(region), options.name, options.nvectors, d);
+    return SimpleTable(*std::move(region), options.name, options.nvectors, options.featuresize);
   }
 
   SimpleTable(SimpleTable&&) noexcept = default;
   SimpleTable& operator=(SimpleTable&&) noexcept = default;
 
-  [[gnu::always_inline]] constexpr int64_t featuresize() const {
-    if constexpr (D != kDynamic) {
-      return D;
-    } else {
-      return featuresize_;
-    }
-  }
+  [[gnu::always_inline]] int64_t featuresize() const { return featuresize_; }
   [[gnu::always_inline]] int64_t nvectors() const { return nvectors_; }
   [[gnu::always_inline]] T* rowpointer(int64_t row, Access = Access::kForward) const {
-    return base_ + row * featuresize();
+    return base_ + row * featuresize_;
   }
   const std::string& name() const { return name_; }
   const Region& region() const { return region_; }
-  size_t row_bytes() const { return static_cast<size_t>(featuresize()) * sizeof(T); }
+  size_t row_bytes() const { return static_cast<size_t>(featuresize_) * sizeof(T); }
 
   // Makes the stores to rows [begin, end) durable on a persistent tier.
   void persist_rows(int64_t begin, int64_t end) const {
@@ -113,7 +112,7 @@ class SimpleTable {
     }
   }
 
- private:
+ protected:
   SimpleTable(Region region, std::string name, int64_t nvectors, int64_t featuresize)
       : region_(std::move(region)),
         base_(reinterpret_cast<T*>(region_.data())),
@@ -126,6 +125,45 @@ class SimpleTable {
   int64_t nvectors_;
   int64_t featuresize_;
   std::string name_;
+};
+
+// A static feature size: the same rows, with featuresize() a compile-time
+// constant the kernels specialise on. It adds no state to its kDynamic base,
+// whose featuresize() returns D too.
+template <StorageType T, int64_t D>
+class SimpleTable : public SimpleTable<T, kDynamic> {
+  using Dynamic = SimpleTable<T, kDynamic>;
+
+ public:
+  using value_type = T;
+  using dynamic_type = Dynamic;  // the base: this table with a run-time size
+  static constexpr int64_t kFeatureSize = D;
+  static_assert(D > 0);
+
+  // Rows read as zero; initialise with InitUniform() or LoadRows().
+  [[nodiscard]] static absl::StatusOr<SimpleTable> Create(const TableOptions& options) {
+    if (options.featuresize != 0 && options.featuresize != D) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options.name, ": featuresize ", options.featuresize, " given to a table of static size ", D));
+    }
+    TableOptions o = options;
+    o.featuresize = D;
+    absl::StatusOr<Dynamic> rows = Dynamic::Create(o);
+    if (!rows.ok()) return rows.status();
+    return SimpleTable(*std::move(rows));
+  }
+
+  SimpleTable(SimpleTable&&) noexcept = default;
+  SimpleTable& operator=(SimpleTable&&) noexcept = default;
+
+  [[gnu::always_inline]] constexpr int64_t featuresize() const { return D; }
+  [[gnu::always_inline]] T* rowpointer(int64_t row, Access = Access::kForward) const {
+    return this->base_ + row * D;
+  }
+  constexpr size_t row_bytes() const { return static_cast<size_t>(D) * sizeof(T); }
+
+ private:
+  explicit SimpleTable(Dynamic rows) : Dynamic(std::move(rows)) {}
 };
 
 }  // namespace cemb

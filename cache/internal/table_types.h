@@ -1,10 +1,10 @@
 // The CachedTable types whose kernels cache/ compiles (cache/kernels_<isa>.cc):
 // float and bfloat16 storage, kDynamic and each specialised feature size
 // (embedding/internal/feature_sizes.h).
-// Their non-inline members (the miss path, flushes) are instantiated once, in
-// cache/cached_table.cc (compiled without -m flags), and declared extern in
-// cached_table.h, so no ISA translation unit emits a copy the linker could
-// pick for another path.
+// Their non-inline members (the miss path, flushes) are the kDynamic base's,
+// instantiated once per storage type in cache/cached_table.cc (compiled
+// without -m flags) and declared extern in cached_table.h, so no ISA
+// translation unit emits a copy the linker could pick for another path.
 #ifndef CEMB_CACHE_INTERNAL_TABLE_TYPES_H_
 #define CEMB_CACHE_INTERNAL_TABLE_TYPES_H_
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "base/random.h"
@@ -393,6 +395,34 @@ TEST(CachedTable, TrainingStepsMatchSimpleTableBitForBit) {
     admit.admit_after = 2;
     ExpectTrainingMatchesSimpleTable<float, 128>(isa, 128, admit, 5);
   }
+}
+
+// A static size the kernels are not specialised for runs on the kDynamic
+// base's kernels (SimpleTable<T, 100> is checked against the reference in
+// tests/embedding/kernels_test.cc).
+static_assert(std::is_same_v<internal::KernelTable<CachedTable<float, 100>>, CachedTable<float, kDynamic>>);
+static_assert(std::is_same_v<internal::KernelTable<CachedTable<float, 128>>, CachedTable<float, 128>>);
+
+TEST(CachedTable, UnlistedStaticSizeTrainsLikeSimpleTable) {
+  for (Isa isa : AvailableIsas()) {
+    const CacheOptions cache{.lower = CacheSize::Fraction(0.1), .slack = CacheSize::Fraction(0.05),
+                             .rows_per_page = 16};
+    ExpectTrainingMatchesSimpleTable<float, 100>(isa, 100, cache, 6);
+    ExpectTrainingMatchesSimpleTable<bfloat16, 100>(isa, 100, cache, 7);
+  }
+}
+
+TEST(CachedTable, CompiledTypesFollowTheFeatureSizeList) {
+  std::vector<std::pair<bool, int64_t>> compiled, expected;
+#define CEMB_RECORD(...) \
+  compiled.emplace_back(std::is_same_v<__VA_ARGS__::value_type, float>, __VA_ARGS__::kFeatureSize);
+  CEMB_FOR_EACH_CACHED_TABLE(CEMB_RECORD)
+#undef CEMB_RECORD
+  for (bool is_float : {true, false}) {
+    expected.emplace_back(is_float, kDynamic);
+    for (int64_t d : internal::kFeatureSizes) expected.emplace_back(is_float, d);
+  }
+  EXPECT_EQ(compiled, expected);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The one list of specialised feature sizes and everything derived from it:
-// the compiled SimpleTable types and the run-time switch.
+// the compiled SimpleTable types, the run-time switch, and the kernel type a
+// table of an unlisted static size runs on.
 #include "embedding/internal/feature_sizes.h"
 
 #include <algorithm>
@@ -68,6 +69,13 @@ TEST(FeatureSizes, WithFeatureSizeMakesListedSizesStatic) {
     EXPECT_EQ(static_size(d), kDynamic) << d;
   }
 }
+
+// A listed static size has kernels of its own; any other runs on the
+// kDynamic base's (which is what makes SimpleTable<float, 100> link).
+static_assert(std::is_same_v<internal::KernelTable<SimpleTable<float, 128>>, SimpleTable<float, 128>>);
+static_assert(std::is_same_v<internal::KernelTable<SimpleTable<float, kDynamic>>, SimpleTable<float, kDynamic>>);
+static_assert(std::is_same_v<internal::KernelTable<SimpleTable<float, 100>>, SimpleTable<float, kDynamic>>);
+static_assert(std::is_same_v<internal::KernelTable<SimpleTable<bfloat16, 100>>, SimpleTable<bfloat16, kDynamic>>);
 
 template <typename Table>
 void ExpectSpecialised(int64_t d) {
