@@ -17,18 +17,8 @@
 namespace cemb::base {
 
 absl::Status ErrnoStatus(int err, const std::string& path, const char* what) {
-  std::string message = absl::StrCat(path, ": cannot ", what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case ENOSPC:
-      return absl::ResourceExhaustedError(message);
-    default:
-      return absl::UnknownError(message);
-  }
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat(path, ": cannot ", what, ": ", std::strerror(err)));
 }
 
 // ---------------------------------------------------------------- File
@@ -55,8 +45,9 @@ absl::StatusOr<File> File::OpenForReading(const std::string& path) {
   if (f.fd_ < 0) return ErrnoStatus(errno, path, "open");
   struct stat st;
   if (::fstat(f.fd_, &st) != 0) return ErrnoStatus(errno, path, "stat");
+  if (S_ISDIR(st.st_mode)) return ErrnoStatus(EISDIR, path, "open");
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
   }
   f.size_ = static_cast<uint64_t>(st.st_size);
   return f;

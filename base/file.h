@@ -27,9 +27,11 @@
 
 namespace cemb::base {
 
-// "<path>: cannot <what>: <strerror(err)>", with a code from err: NotFound
-// (ENOENT), PermissionDenied (EACCES, EPERM), ResourceExhausted (ENOSPC),
-// Unknown otherwise.
+// "<path>: cannot <what>: <strerror(err)>", with the code that matches err
+// (absl::ErrnoToStatusCode, the one errno mapping of the project): NotFound
+// (ENOENT: a missing file or directory), PermissionDenied (EACCES, EPERM,
+// EROFS), FailedPrecondition (EISDIR, ENOTDIR), AlreadyExists (EEXIST),
+// ResourceExhausted (ENOSPC, EDQUOT, EMFILE), Unknown for EIO and the rest.
 absl::Status ErrnoStatus(int err, const std::string& path, const char* what);
 
 // An owned file descriptor, closed by the destructor.
@@ -41,9 +43,11 @@ class File {
   ~File();
 
   // A regular file, opened read-only; size() is its size at opening.
-  // A directory or device is InvalidArgument ("<path>: not a regular file").
+  // A directory is FailedPrecondition ("<path>: cannot open: Is a directory"),
+  // and so is a device or FIFO ("<path>: not a regular file").
   [[nodiscard]] static absl::StatusOr<File> OpenForReading(const std::string& path);
-  // Created or truncated (mode 0644), write-only.
+  // Created or truncated (mode 0644), write-only. The directory must exist
+  // (NotFound otherwise); a path that is a directory is FailedPrecondition.
   [[nodiscard]] static absl::StatusOr<File> Create(const std::string& path);
 
   bool is_open() const { return fd_ >= 0; }

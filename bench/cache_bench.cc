@@ -70,7 +70,7 @@ void RunShape(benchmark::State& state, const Shape& s) {
   TierOptions slow = TierOptions::Pmem(g_flags.slow_dir);
   config.slow_tier = slow;
   config.cache.lower = CacheSize::Fraction(s.lower_pct / 100.0);
-  config.cache.slack = CacheSize::Fraction(s.lower_pct >= 100 ? 0.0 : 0.05);
+  config.cache.slack = s.lower_pct >= 100 ? CacheSize::Bytes(0) : CacheSize::Fraction(0.05);
   config.cache.admit_after = s.kind == kDynamicK2 ? 2 : 0;
   std::vector<std::unique_ptr<Stored>> tables;
   Ensemble ensemble({.threads = s.threads});

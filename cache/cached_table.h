@@ -93,15 +93,30 @@ enum class CachePolicy { kSimple, kStatic, kDynamic };
 const char* CachePolicyName(CachePolicy policy);  // "simple", "static", "dynamic"
 absl::StatusOr<CachePolicy> ParseCachePolicy(std::string_view name);
 
-// A cache size: bytes, or a fraction of the table's bytes.
+// A cache size: bytes, or a fraction of the table's bytes. What a table's
+// cache may hold is CacheOptions::lower + CacheOptions::slack: a "10% cache"
+// (lower = Fraction(0.1)) with the default slack of 5% grows to 15% of the
+// table before it is full, and a flush brings it back to 10%.
 struct CacheSize {
   int64_t bytes = -1;     // used when >= 0
   double fraction = 0.0;  // of nvectors * row bytes, when bytes < 0
 
   static CacheSize Bytes(int64_t b) { return {b, 0.0}; }
+  // REQUIRES: 0 < f <= 1 (checked by Validate(); no cache at all is Bytes(0)).
   static CacheSize Fraction(double f) { return {-1, f}; }
   int64_t Resolve(int64_t table_bytes) const {
     return bytes >= 0 ? bytes : static_cast<int64_t>(fraction * static_cast<double>(table_bytes));
+  }
+  // OK for Bytes(b >= 0) and Fraction(f) with f in (0, 1]; otherwise
+  // InvalidArgument naming `what` ("t0: cache lower").
+  [[nodiscard]] absl::Status Validate(absl::string_view what) const {
+    if (bytes >= 0) return absl::OkStatus();
+    if (bytes != -1) return absl::InvalidArgumentError(absl::StrCat(what, ": ", bytes, " bytes; expected >= 0"));
+    if (!(fraction > 0.0 && fraction <= 1.0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": fraction ", fraction, " of the table is not in (0, 1] (no cache at all is CacheSize::Bytes(0))"));
+    }
+    return absl::OkStatus();
   }
 };
 
@@ -186,8 +201,9 @@ class CachedTable<T, kDynamic> {
   static constexpr int64_t kFeatureSize = kDynamic;
 
   // Creates the base table on table.tier (rows read as zero) and an empty
-  // cache. Errors: bad shapes, a policy of kSimple (use a SimpleTable), a row
-  // size that is not a multiple of 4 bytes (bfloat16 with odd D), tier errors.
+  // cache. Errors: bad shapes, a policy of kSimple (use a SimpleTable), a
+  // cache size that fails CacheSize::Validate(), a row size that is not a
+  // multiple of 4 bytes (bfloat16 with odd D), tier errors.
   [[nodiscard]] static absl::StatusOr<CachedTable> Create(const TableOptions& table, const CacheOptions& cache = {}) {
     return CreateOver<SimpleTable<T, kDynamic>>(table, cache);
   }
@@ -242,8 +258,17 @@ class CachedTable<T, kDynamic> {
   CachePolicy policy() const { return policy_; }
   int64_t cachelower() const { return state_->lower_bytes; }
   int64_t cacheslack() const { return state_->slack_bytes; }
-  void set_cachelower(CacheSize size) { SetBounds(size.Resolve(table_bytes()), state_->slack_bytes); }
-  void set_cacheslack(CacheSize size) { SetBounds(state_->lower_bytes, size.Resolve(table_bytes())); }
+  // Errors: a size that fails CacheSize::Validate() (the bounds are unchanged).
+  [[nodiscard]] absl::Status set_cachelower(CacheSize size) {
+    if (absl::Status s = size.Validate(absl::StrCat(name(), ": cache lower")); !s.ok()) return s;
+    SetBounds(size.Resolve(table_bytes()), state_->slack_bytes);
+    return absl::OkStatus();
+  }
+  [[nodiscard]] absl::Status set_cacheslack(CacheSize size) {
+    if (absl::Status s = size.Validate(absl::StrCat(name(), ": cache slack")); !s.ok()) return s;
+    SetBounds(state_->lower_bytes, size.Resolve(table_bytes()));
+    return absl::OkStatus();
+  }
   int64_t rows_per_page() const { return rows_per_page_; }
   int64_t page_bytes() const { return rows_per_page_ * static_cast<int64_t>(stride_); }
   // Bytes of the pages in use (whole pages).
@@ -327,6 +352,8 @@ class CachedTable<T, kDynamic> {
       return absl::InvalidArgumentError(
           absl::StrCat(table.name, ": the simple policy has no cache; make a SimpleTable (cache/storage.h)"));
     }
+    if (absl::Status s = cache.lower.Validate(absl::StrCat(table.name, ": cache lower")); !s.ok()) return s;
+    if (absl::Status s = cache.slack.Validate(absl::StrCat(table.name, ": cache slack")); !s.ok()) return s;
     absl::StatusOr<Base> base = Base::Create(table);
     if (!base.ok()) return base.status();
     if (base->row_bytes() % 4 != 0) {

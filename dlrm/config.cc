@@ -5,10 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -17,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "base/file.h"
 #include "base/status_macros.h"
 #include "data/criteo.h"
 #include "yaml-cpp/yaml.h"
@@ -55,14 +54,15 @@ bool ParseBool(absl::string_view text, bool* out) {
 }
 
 // A cache size: a fraction in [0, 1] ("0.25", "25%") or bytes ("0", "4096",
-// "512MiB", "2GiB", "1.5GB"). Whole numbers above 1 are bytes.
+// "512MiB", "2GiB", "1.5GB"). Whole numbers above 1 are bytes; zero (a
+// fraction or a percentage) is CacheSize::Bytes(0).
 bool ParseCacheSize(absl::string_view text, CacheSize* out) {
   std::string s(absl::StripAsciiWhitespace(text));
   if (s.empty()) return false;
   if (s.back() == '%') {
     double p;
     if (!ParseDouble(absl::string_view(s).substr(0, s.size() - 1), &p) || p < 0 || p > 100) return false;
-    *out = CacheSize::Fraction(p / 100);
+    *out = p == 0 ? CacheSize::Bytes(0) : CacheSize::Fraction(p / 100);
     return true;
   }
   size_t unit_at = s.size();
@@ -72,7 +72,7 @@ bool ParseCacheSize(absl::string_view text, CacheSize* out) {
   if (!ParseDouble(absl::string_view(s).substr(0, unit_at), &v) || v < 0) return false;
   if (unit.empty()) {
     if (v <= 1.0) {
-      *out = CacheSize::Fraction(v);
+      *out = v == 0 ? CacheSize::Bytes(0) : CacheSize::Fraction(v);
       return true;
     }
     if (v != std::floor(v)) return false;
@@ -357,7 +357,7 @@ absl::Status ParseStorage(MapReader& r, TableStorageConfig& s) {
   CEMB_RETURN_IF_ERROR(r.CacheSizeValue("cache_slack", &s.cache_slack));
   CEMB_RETURN_IF_ERROR(r.Integer("admit_after", &s.admit_after, 0, 1000000));
   CEMB_RETURN_IF_ERROR(r.String("slow_tier", &s.slow_tier));
-  if (s.cache_lower.bytes < 0 && s.cache_lower.fraction <= 0 &&
+  if (s.cache_lower.bytes == 0 &&
       (s.kind == StorageKind::kStatic || s.kind == StorageKind::kDynamic)) {
     return r.Error("cache_lower", "a cached table needs a cache: expected a size > 0");
   }
@@ -533,14 +533,13 @@ float OptimizerConfig::LearningRate(int64_t step) const {
 }
 
 absl::StatusOr<TrainConfig> TrainConfig::Load(const std::string& path, std::span<const std::string> overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open the config file (", std::strerror(errno), ")"));
+  absl::StatusOr<std::string> text = base::ReadWholeFile(path);
+  if (!text.ok()) {
+    // "config file <path>: cannot open: No such file or directory", with the
+    // errno's code (NotFound, PermissionDenied, FailedPrecondition).
+    return absl::Status(text.status().code(), absl::StrCat("config file ", text.status().message()));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": cannot read the config file"));
-  return Parse(text.str(), path, overrides);
+  return Parse(*text, path, overrides);
 }
 
 absl::StatusOr<TrainConfig> TrainConfig::Parse(std::string_view yaml, std::string_view name,

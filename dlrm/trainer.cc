@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/file.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "data/criteo.h"
@@ -647,8 +648,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   if (!t.log_jsonl.empty()) {
     impl->jsonl = std::fopen(t.log_jsonl.c_str(), options.resume ? "a" : "w");
     if (!impl->jsonl) {
-      return absl::InvalidArgumentError(absl::StrCat(config.source_name, ": train.log_jsonl: ", t.log_jsonl,
-                                                     ": cannot open for writing: ", std::strerror(errno)));
+      const absl::Status error = base::ErrnoStatus(errno, t.log_jsonl, "open for writing");
+      return absl::Status(error.code(), absl::StrCat(config.source_name, ": train.log_jsonl: ", error.message()));
     }
   }
   return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/file.h"
 
 namespace cemb {
 namespace {
@@ -21,6 +22,13 @@ constexpr size_t kHugePage = size_t{2} << 20;
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 std::string Pmem2Error() { return pmem2_errormsg(); }
+
+// base::ErrnoStatus (its code and its words) with the tier in front:
+// "pmem: <path>: cannot <what>: <strerror>".
+absl::Status PmemErrno(int err, const std::string& path, const std::string& what) {
+  const absl::Status s = base::ErrnoStatus(err, path, what.c_str());
+  return absl::Status(s.code(), absl::StrCat("pmem: ", s.message()));
+}
 
 }  // namespace
 
@@ -112,10 +120,7 @@ absl::StatusOr<std::unique_ptr<Region::Impl>> MapPmem(const TierOptions& tier, s
     impl->fd = open(path.c_str(), O_RDWR | (is_devdax ? 0 : O_CREAT), 0600);
     if (impl->fd >= 0 && tier.remove_on_close) impl->remove_path = path;
   }
-  if (impl->fd < 0) {
-    return absl::NotFoundError(
-        absl::StrCat("pmem: cannot open '", path, "': ", std::strerror(errno)));
-  }
+  if (impl->fd < 0) return PmemErrno(errno, path, "open");
   if (pmem2_source_from_fd(&impl->source, impl->fd) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("pmem: source '", path, "': ", Pmem2Error()));
   }
@@ -128,17 +133,12 @@ absl::StatusOr<std::unique_ptr<Region::Impl>> MapPmem(const TierOptions& tier, s
   const size_t map_bytes = RoundUp(bytes, alignment);
   if (!is_devdax) {
     struct stat fst {};
-    if (fstat(impl->fd, &fst) != 0) {
-      return absl::InternalError(absl::StrCat("pmem: fstat '", path, "': ", std::strerror(errno)));
-    }
+    if (fstat(impl->fd, &fst) != 0) return PmemErrno(errno, path, "stat");
     if (static_cast<size_t>(fst.st_size) < map_bytes) {
       // posix_fallocate reserves the blocks now, so a full file system fails
       // here with ENOSPC instead of with SIGBUS at the first store.
       const int err = posix_fallocate(impl->fd, 0, static_cast<off_t>(map_bytes));
-      if (err != 0) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "pmem: cannot size '", path, "' to ", map_bytes, " bytes: ", std::strerror(err)));
-      }
+      if (err != 0) return PmemErrno(err, path, absl::StrCat("size the file to ", map_bytes, " bytes"));
     }
   }
   if (pmem2_config_new(&impl->config) != 0 ||

@@ -1,6 +1,7 @@
 #include "base/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -47,6 +48,10 @@ TEST_F(FileTest, ErrnoStatusNamesThePathAndTheCallAndMapsTheCode) {
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(s.message(), "/x/y: cannot open: No such file or directory");
   EXPECT_EQ(ErrnoStatus(EACCES, "p", "create").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ErrnoStatus(EPERM, "p", "open").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(ErrnoStatus(EISDIR, "p", "open").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrnoStatus(ENOTDIR, "p", "open").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ErrnoStatus(EEXIST, "p", "create").code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(ErrnoStatus(ENOSPC, "p", "write").code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ErrnoStatus(EIO, "p", "read").code(), absl::StatusCode::kUnknown);
 }
@@ -59,11 +64,40 @@ TEST_F(FileTest, OpenForReadingAMissingFileIsNotFoundNamingThePath) {
   EXPECT_THAT(f.status().message(), HasSubstr(path + ": cannot open"));
 }
 
-TEST_F(FileTest, OpenForReadingADirectoryIsInvalidArgument) {
+TEST_F(FileTest, OpenForReadingInAMissingDirectoryIsNotFoundNamingThePath) {
+  const std::string path = Path("no-such-dir/f");
+  absl::StatusOr<File> f = File::OpenForReading(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(f.status().message(), path + ": cannot open: No such file or directory");
+}
+
+TEST_F(FileTest, OpenForReadingADirectoryIsFailedPrecondition) {
   absl::StatusOr<File> f = File::OpenForReading(dir_);
   ASSERT_FALSE(f.ok());
-  EXPECT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(f.status().message(), dir_ + ": not a regular file");
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(f.status().message(), dir_ + ": cannot open: Is a directory");
+  EXPECT_EQ(ReadWholeFile(dir_).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(MappedFile::Open(dir_).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(FileTest, CreateOnADirectoryIsFailedPrecondition) {
+  absl::StatusOr<File> f = File::Create(dir_);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(f.status().message(), HasSubstr(dir_ + ": cannot create"));
+}
+
+TEST_F(FileTest, AnUnreadableFileIsPermissionDenied) {
+  // root reads whatever the mode says; the mapping itself is tested above.
+  if (::geteuid() == 0) GTEST_SKIP() << "running as root: permissions are not enforced";
+  const std::string path = Path("secret");
+  Put(path, "x");
+  ASSERT_EQ(::chmod(path.c_str(), 0), 0);
+  absl::StatusOr<File> f = File::OpenForReading(path);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(f.status().message(), HasSubstr(path + ": cannot open"));
 }
 
 TEST_F(FileTest, CreateInAMissingDirectoryNamesThePath) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "base/random.h"
 #include "cache/row_profiler.h"
 #include "embedding/ensemble.h"
@@ -160,7 +161,7 @@ TEST(CachedTable, FlushCleanDropsCopiesWithoutWritingBack) {
   t.rowpointer(3, Access::kForward);
   t.rowpointer(3, Access::kUpdate)[0] = -7.0f;
   t.rowpointer(4, Access::kForward);
-  t.set_cachelower(CacheSize::Bytes(0));
+  ASSERT_TRUE(t.set_cachelower(CacheSize::Bytes(0)).ok());
   t.flush_clean();
   const CacheStats s = t.stats();
   EXPECT_EQ(s.rows_evicted(), 2u);
@@ -261,16 +262,39 @@ TEST(CachedTableDeathTest, FlushDuringAStepAborts) {
 
 TEST(CachedTable, SettersResizeTheCache) {
   Table t = MakeTable();
-  t.set_cachelower(CacheSize::Fraction(0.0));
-  t.set_cacheslack(CacheSize::Fraction(0.0));
+  ASSERT_TRUE(t.set_cachelower(CacheSize::Bytes(0)).ok());
+  ASSERT_TRUE(t.set_cacheslack(CacheSize::Bytes(0)).ok());
   EXPECT_EQ(t.capacity_rows(), 0);
   t.rowpointer(1, Access::kForward);
   EXPECT_FALSE(t.is_cached(1));
-  t.set_cachelower(CacheSize::Fraction(0.5));
+  ASSERT_TRUE(t.set_cachelower(CacheSize::Fraction(0.5)).ok());
   EXPECT_EQ(t.cachelower(), kRows * 64 / 2);
   EXPECT_EQ(t.capacity_rows(), kRows / 2);
   t.rowpointer(1, Access::kForward);
   EXPECT_TRUE(t.is_cached(1));
+}
+
+TEST(CachedTable, FractionOutsideZeroToOneIsRefused) {
+  for (double f : {0.0, -0.1, 1.5, 10.0, std::nan("")}) {
+    SCOPED_TRACE(f);
+    auto lower = Table::Create({.name = "t3", .nvectors = 100, .featuresize = kD}, {.lower = CacheSize::Fraction(f)});
+    ASSERT_FALSE(lower.ok());
+    EXPECT_EQ(lower.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StartsWith(lower.status().message(), "t3: cache lower: fraction")) << lower.status();
+    auto slack = Table::Create({.name = "t3", .nvectors = 100, .featuresize = kD}, {.slack = CacheSize::Fraction(f)});
+    ASSERT_FALSE(slack.ok());
+    EXPECT_TRUE(absl::StartsWith(slack.status().message(), "t3: cache slack: fraction")) << slack.status();
+  }
+  EXPECT_FALSE(Table::Create({.name = "t3", .nvectors = 100, .featuresize = kD}, {.lower = CacheSize::Bytes(-5)}).ok());
+  // The whole table, and no cache at all, are sizes.
+  EXPECT_TRUE(Table::Create({.name = "t3", .nvectors = 100, .featuresize = kD}, {.lower = CacheSize::Fraction(1.0)}).ok());
+  EXPECT_TRUE(Table::Create({.name = "t3", .nvectors = 100, .featuresize = kD},
+                            {.lower = CacheSize::Bytes(0), .slack = CacheSize::Bytes(0)}).ok());
+  Table t = MakeTable();
+  const int64_t lower = t.cachelower();
+  EXPECT_EQ(t.set_cachelower(CacheSize::Fraction(2.0)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.set_cacheslack(CacheSize::Fraction(0.0)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.cachelower(), lower) << "a refused size leaves the bounds as they were";
 }
 
 TEST(CachedTable, CreateRejectsSimplePolicyAndOddBfloat16Rows) {

@@ -195,7 +195,15 @@ TEST(TrainConfig, MissingFileIsNotFoundAndNamed) {
   absl::StatusOr<TrainConfig> c = TrainConfig::Load("/nonexistent/dir/config.yaml");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(c.status().message()), HasSubstr("/nonexistent/dir/config.yaml"));
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("config file /nonexistent/dir/config.yaml: cannot open: No such file"));
+}
+
+TEST(TrainConfig, ADirectoryIsFailedPrecondition) {
+  absl::StatusOr<TrainConfig> c = TrainConfig::Load(std::string(CEMB_SOURCE_DIR) + "/configs");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("configs: cannot open: Is a directory"));
 }
 
 TEST(TrainConfig, SetOverridesKeysAndCreatesMaps) {
