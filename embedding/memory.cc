@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -105,22 +106,70 @@ struct PmemImpl final : Region::Impl {
   std::string remove_path;
 };
 
+// An unnamed file in the directory `dir`: O_TMPFILE, or where the file system
+// lacks it, mkstemp and unlink at once. -1 with errno set on failure.
+int OpenTemporaryFile(const std::string& dir) {
+  const int fd = open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
+  std::string name = dir + "/.cemb-slow-tier-XXXXXX";
+  const int named = mkostemp(name.data(), O_CLOEXEC);
+  if (named >= 0) unlink(name.c_str());
+  return named;
+}
+
+// Opens the PMem file the tier names (memory.h) into impl.fd; `*devdax` says
+// it is a device-DAX device. A named file made here goes into
+// impl.remove_path, so that a failed allocation removes it again.
+absl::Status OpenPmemFile(const TierOptions& tier, PmemImpl& impl, bool* devdax) {
+  const std::string& path = tier.path;
+  *devdax = false;
+  if (!tier.file.has_value()) {
+    // Pmem(dir): an existing directory (or a device), never a file made here.
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return PmemErrno(errno, path, "open the slow-tier directory");
+    if (S_ISDIR(st.st_mode)) {
+      impl.fd = OpenTemporaryFile(path);
+      if (impl.fd < 0) return PmemErrno(errno, path, "make a temporary file in");
+      return absl::OkStatus();
+    }
+    if (!S_ISCHR(st.st_mode)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pmem: ", path, ": not a directory (TierOptions::Pmem takes a directory or a device-DAX device; "
+          "a named file is TierOptions::PmemFile)"));
+    }
+    *devdax = true;
+    impl.fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (impl.fd < 0) return PmemErrno(errno, path, "open");
+    return absl::OkStatus();
+  }
+  const FileMode mode = *tier.file;
+  if (mode != FileMode::kReopen) {
+    impl.fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_CREAT | O_EXCL, 0600);
+    if (impl.fd >= 0) {
+      impl.remove_path = path;
+    } else if (errno != EEXIST || mode == FileMode::kCreate) {
+      return PmemErrno(errno, path, "create");
+    }
+  }
+  if (impl.fd < 0) {
+    impl.fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (impl.fd < 0) return PmemErrno(errno, path, "open");
+  }
+  struct stat st {};
+  if (fstat(impl.fd, &st) != 0) return PmemErrno(errno, path, "stat");
+  *devdax = S_ISCHR(st.st_mode);
+  if (!*devdax && !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("pmem: ", path, ": not a regular file or a device"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Region::Impl>> MapPmem(const TierOptions& tier, size_t bytes) {
   auto impl = std::make_unique<PmemImpl>();
   const std::string& path = tier.path;
   if (path.empty()) return absl::InvalidArgumentError("pmem: no path given");
-
-  struct stat st {};
-  const bool exists = stat(path.c_str(), &st) == 0;
-  const bool is_dir = exists && S_ISDIR(st.st_mode);
-  const bool is_devdax = exists && S_ISCHR(st.st_mode);
-  if (is_dir) {
-    impl->fd = open(path.c_str(), O_TMPFILE | O_RDWR, 0600);
-  } else {
-    impl->fd = open(path.c_str(), O_RDWR | (is_devdax ? 0 : O_CREAT), 0600);
-    if (impl->fd >= 0 && tier.remove_on_close) impl->remove_path = path;
-  }
-  if (impl->fd < 0) return PmemErrno(errno, path, "open");
+  bool is_devdax = false;
+  if (absl::Status s = OpenPmemFile(tier, *impl, &is_devdax); !s.ok()) return s;
   if (pmem2_source_from_fd(&impl->source, impl->fd) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("pmem: source '", path, "': ", Pmem2Error()));
   }
@@ -156,6 +205,13 @@ absl::StatusOr<std::unique_ptr<Region::Impl>> MapPmem(const TierOptions& tier, s
   }
   impl->persist_fn = pmem2_get_persist_fn(impl->map);
   impl->data = static_cast<std::byte*>(pmem2_map_get_address(impl->map));
+  if (is_devdax && !tier.file.has_value()) {
+    // A device keeps what the last user wrote; Pmem() promises zeros.
+    pmem2_get_memset_fn(impl->map)(impl->data, 0, map_bytes, PMEM2_F_MEM_NONTEMPORAL);
+  }
+  // Mapped: a file made here stays, unless the tier asks for its removal.
+  const bool remove = tier.remove_on_close && tier.file.has_value() && !is_devdax;
+  impl->remove_path = remove ? path : std::string();
   impl->size = bytes;
   impl->kind = TierKind::kPmem;
   impl->persistent = tier.durable || pmem2_map_get_store_granularity(impl->map) != PMEM2_GRANULARITY_PAGE;
@@ -165,7 +221,7 @@ absl::StatusOr<std::unique_ptr<Region::Impl>> MapPmem(const TierOptions& tier, s
 }  // namespace
 
 std::string TierName(const TierOptions& tier) {
-  if (tier.kind == TierKind::kPmem) return absl::StrCat("pmem:", tier.path);
+  if (tier.kind == TierKind::kPmem) return absl::StrCat(tier.file ? "pmem-file:" : "pmem:", tier.path);
   return tier.huge_pages ? "dram" : "dram(no huge pages)";
 }
 

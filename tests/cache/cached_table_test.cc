@@ -326,7 +326,7 @@ TEST(CachedTable, StatsPrintEveryCounter) {
 TEST(CachedTable, FlushDirtyPersistsOnAPmemTier) {
   const char* dir = std::getenv("TMPDIR");
   const std::string path = std::string(dir ? dir : "/tmp") + "/cemb_cache_pmem_" + std::to_string(getpid());
-  TierOptions tier = TierOptions::Pmem(path);
+  TierOptions tier = TierOptions::PmemFile(path, FileMode::kCreate);
   tier.remove_on_close = true;
   tier.durable = true;  // the rows themselves must survive: msync on a non-DAX file
   auto t = Table::Create({.name = "p", .nvectors = 4096, .tier = tier},

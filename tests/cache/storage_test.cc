@@ -1,6 +1,8 @@
 #include "cache/storage.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include "gtest/gtest.h"
 
@@ -41,6 +43,19 @@ TEST(Storage, MakesTheTableTheConfigNames) {
   ASSERT_TRUE(dy.ok());
   EXPECT_EQ(std::get<1>(*dy).policy(), CachePolicy::kDynamic);
   EXPECT_EQ(std::get<1>(*dy).cachelower(), 100 * 64 / 2);
+}
+
+TEST(Storage, ASlowTierDirectoryThatDoesNotExistIsNotFoundForEveryKind) {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string typo = std::string(tmp != nullptr ? tmp : "/tmp") + "/cemb-no-such-slow-tier-dir";
+  const TableOptions opts{.name = "t", .nvectors = 100};
+  for (auto kind : {StorageKind::kSimple, StorageKind::kStatic, StorageKind::kDynamic}) {
+    auto t = MakeStoredTable<float, 16>(opts, {.kind = kind, .slow_tier = TierOptions::Pmem(typo)});
+    ASSERT_FALSE(t.ok()) << StorageKindName(kind);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound) << t.status();
+    EXPECT_NE(t.status().message().find(typo), std::string::npos) << t.status();
+    EXPECT_FALSE(std::filesystem::exists(typo));
+  }
 }
 
 }  // namespace

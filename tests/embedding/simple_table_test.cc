@@ -43,7 +43,7 @@ TEST(SimpleTable, RowsAreContiguous) {
 TEST(SimpleTable, LivesOnPmemFile) {
   const char* dir = std::getenv("TMPDIR");
   const std::string path = std::string(dir ? dir : "/tmp") + "/cemb_pmem_table_" + std::to_string(getpid());
-  TierOptions tier = TierOptions::Pmem(path);
+  TierOptions tier = TierOptions::PmemFile(path, FileMode::kCreate);
   tier.remove_on_close = true;
   auto t = SimpleTable<float, 64>::Create({.name = "p", .nvectors = 5000, .tier = tier});
   ASSERT_TRUE(t.ok()) << t.status();
