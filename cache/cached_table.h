@@ -220,6 +220,7 @@ class CachedTable<T, kDynamic> {
   [[gnu::always_inline]] T* rowpointer(int64_t row, Access kind = Access::kForward) const {
     if (kind == Access::kForward) return access_and_cache(row);
     if (kind == Access::kUpdate) return access_for_update(row);
+    if (kind == Access::kWrite) return access_for_write(row);
     return access(row);
   }
 
@@ -243,6 +244,18 @@ class CachedTable<T, kDynamic> {
       Count(cache_internal::HotCounter::kUpdateHits);
     } else {
       Count(cache_internal::HotCounter::kBaseUpdates);
+    }
+    return Address(w);
+  }
+
+  // The current copy of `row` for a write outside training (InitUniform,
+  // LoadRows, restoring a row), between steps: marked dirty when it is cached,
+  // so a flush writes it back; counted nowhere, so the statistics describe
+  // training only.
+  T* access_for_write(int64_t row) const {
+    const uint64_t w = words_[row].load(std::memory_order_acquire);
+    if ((w & cache_internal::kCached) && !(w & cache_internal::kDirty)) {
+      words_[row].fetch_or(cache_internal::kDirty, std::memory_order_relaxed);
     }
     return Address(w);
   }

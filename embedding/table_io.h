@@ -11,9 +11,11 @@
 //                              size, checksum) before the first row is written, so a
 //                              bad file leaves the table untouched.
 //
-// The rows are written through rowpointer(row, Access::kUpdate) and read
-// through rowpointer(row, Access::kRead), so these work for every table type;
-// on a persistent tier the written rows are persisted.
+// The rows are written through rowpointer(row, Access::kWrite) and read
+// through rowpointer(row, Access::kRead), so these work for every table type
+// and are not training traffic: a CachedTable counts no lookups, updates or
+// slow-tier bytes for them (its statistics describe training only). On a
+// persistent tier the written rows are persisted.
 // NOTE: not thread-safe against concurrent kernels on the same table.
 #ifndef CEMB_EMBEDDING_TABLE_IO_H_
 #define CEMB_EMBEDDING_TABLE_IO_H_
@@ -107,7 +109,7 @@ void InitUniform(const Table& table, uint64_t seed, int threads = 0) {
     const int64_t begin = c * table_io_internal::kRowsPerChunk;
     const int64_t end = std::min(n, begin + table_io_internal::kRowsPerChunk);
     for (int64_t r = begin; r < end; ++r) {
-      T* row = table.rowpointer(r, Access::kUpdate);
+      T* row = table.rowpointer(r, Access::kWrite);
       for (int64_t j = 0; j < d; ++j) {
         row[j] = FromFloat<T>(static_cast<float>((2.0 * rng.Uniform() - 1.0) * a));
       }
@@ -149,7 +151,7 @@ template <RowTable Table>
     const int64_t end = std::min(table.nvectors(), begin + ti::kRowsPerChunk);
     if (absl::Status s = reader->Read(buffer.data(), (end - begin) * d * elem); !s.ok()) return s;
     for (int64_t r = begin; r < end; ++r) {
-      T* row = table.rowpointer(r, Access::kUpdate);
+      T* row = table.rowpointer(r, Access::kWrite);
       const char* src = buffer.data() + (r - begin) * d * elem;
       if (elem == sizeof(T)) {
         std::memcpy(row, src, d * elem);

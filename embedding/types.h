@@ -12,13 +12,16 @@ namespace cemb {
 inline constexpr int64_t kDynamic = -1;
 
 // Why a kernel asks for a row (thesis Table 5.2). A cached table moves a row
-// into DRAM on kForward and only reads the current address otherwise.
+// into DRAM on kForward and only reads the current address otherwise; it
+// counts kForward and kUpdate in its statistics, never kRead or kWrite.
 enum class Access {
   kForward,   // a lookup will read the row
   kUpdate,    // a gradient will be applied to the row
   kPrefetch,  // an address for a prefetch hint only: no side effect, may be stale
   kRead,      // a read outside the kernels (save, inspect): no side effect;
               // between steps it is the row's current copy
+  kWrite,     // a write outside the kernels (initialise, load, restore a row),
+              // between steps: the row's current copy, not counted as traffic
 };
 
 enum class Pooling { kSum, kMean };

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -18,6 +19,7 @@
 #include "embedding/ensemble.h"
 #include "embedding/kernels.h"
 #include "embedding/reindex.h"
+#include "embedding/table_io.h"
 #include "gtest/gtest.h"
 #include "tests/embedding/test_util.h"
 
@@ -272,6 +274,44 @@ TEST(CachedTable, SettersResizeTheCache) {
   EXPECT_EQ(t.capacity_rows(), kRows / 2);
   t.rowpointer(1, Access::kForward);
   EXPECT_TRUE(t.is_cached(1));
+}
+
+TEST(CachedTable, InitUniformAndLoadRowsAreNotCountedAsTraffic) {
+  auto t = Table::Create({.name = "init", .nvectors = kRows}, {.lower = CacheSize::Fraction(0.1), .rows_per_page = 8});
+  ASSERT_TRUE(t.ok()) << t.status();
+  InitUniform(*t, /*seed=*/3);
+  CacheStats s = t->stats();
+  EXPECT_EQ(s.lookups(), 0u);
+  EXPECT_EQ(s.update_hits(), 0u);
+  EXPECT_EQ(s.base_updates(), 0u);
+  EXPECT_EQ(s.slow_bytes_read(), 0u);
+  EXPECT_EQ(s.slow_bytes_written(), 0u);
+
+  // Loading over cached rows: the cached copies take the loaded values and
+  // are written back by the next flush; still nothing is counted.
+  for (int64_t r = 0; r < 10; ++r) t->rowpointer(r, Access::kForward);
+  ASSERT_TRUE(t->is_cached(3));
+  const CacheStats before = t->stats();
+  auto source = SimpleTable<float, kD>::Create({.name = "src", .nvectors = kRows});
+  ASSERT_TRUE(source.ok());
+  InitUniform(*source, /*seed=*/4);
+  const std::string path = ::testing::TempDir() + "/cemb_init_rows_" + std::to_string(getpid());
+  ASSERT_TRUE(SaveRows(*source, path).ok());
+  ASSERT_TRUE(LoadRows(*t, path).ok());
+  std::remove(path.c_str());
+  const CacheStats d = t->stats() - before;
+  EXPECT_EQ(d.lookups(), 0u);
+  EXPECT_EQ(d.update_hits(), 0u);
+  EXPECT_EQ(d.base_updates(), 0u);
+  EXPECT_EQ(d.slow_bytes_read(), 0u);
+  EXPECT_EQ(d.slow_bytes_written(), 0u);
+  EXPECT_TRUE(t->is_dirty(3)) << "a loaded cached row must reach the base at the next flush";
+  EXPECT_EQ(t->rowpointer(3, Access::kRead)[0], source->rowpointer(3)[0]);
+  t->flush_all();
+  EXPECT_EQ(t->stats().rows_written_back(), 10u);
+  for (int64_t r = 0; r < kRows; ++r) {
+    ASSERT_EQ(std::memcmp(t->base().rowpointer(r), source->rowpointer(r), kD * sizeof(float)), 0) << "row " << r;
+  }
 }
 
 TEST(CachedTable, FractionOutsideZeroToOneIsRefused) {
