@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 
 namespace cemb::data {
@@ -232,6 +233,12 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
   };
   CEMB_RETURN_IF_ERROR(
       ForEachBlock(o, vocab ? 2 : 1, vocab ? 2 : 1, summary.input_bytes, &summary, write));
+  if (summary.samples == 0) {
+    // Unfinished writers remove their temporary files: no dataset is left.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "preprocess: no samples in ", absl::StrJoin(o.inputs, ", "), " (", summary.lines, " lines, ",
+        summary.bad_lines, " of them bad and skipped)"));
+  }
 
   for (Part part : splitter.Parts()) {
     DatasetWriter& w = *writers[static_cast<int>(part)];

@@ -90,7 +90,8 @@ struct PreprocessSummary {
 
 // Runs the whole preprocessing. Errors name the input file and line (bad
 // line under BadLines::kFail), or the output file; no output file is left
-// half-written.
+// half-written. Inputs that hold no sample (empty, or only skipped bad
+// lines) are an error naming them ("no samples"), and no dataset is written.
 [[nodiscard]] absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options);
 
 // A per-table vocabulary from id counts (IndexMode::kVocabulary).

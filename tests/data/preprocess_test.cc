@@ -194,6 +194,39 @@ TEST(Preprocess, BadLineFailsNamingFileAndLineAndLeavesNoOutput) {
   EXPECT_TRUE(std::filesystem::is_empty(o.output_dir));
 }
 
+TEST(Preprocess, EmptyInputIsAnErrorNamingItAndWritesNoDataset) {
+  TempDir dir;
+  const std::string input = dir.File("empty.tsv");
+  WriteFile(input, "");
+  for (IndexMode mode : {IndexMode::kModulo, IndexMode::kVocabulary}) {
+    PreprocessOptions o;
+    o.inputs = {input};
+    o.output_dir = dir.File(mode == IndexMode::kModulo ? "out_modulo" : "out_vocabulary");
+    o.index_mode = mode;
+    absl::StatusOr<PreprocessSummary> s = Preprocess(o);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.status().message(), HasSubstr("no samples in " + input));
+    EXPECT_TRUE(!std::filesystem::exists(o.output_dir) || std::filesystem::is_empty(o.output_dir))
+        << "no dataset (and no .tmp) is left in " << o.output_dir;
+  }
+}
+
+TEST(Preprocess, OnlySkippedBadLinesIsNoSamples) {
+  TempDir dir;
+  const std::string input = dir.File("all_bad.tsv");
+  WriteFile(input, "nonsense\nmore nonsense\n");
+  PreprocessOptions o;
+  o.inputs = {input};
+  o.output_dir = dir.File("out");
+  o.split = SplitMode::kNone;
+  o.reader.bad_lines = BadLines::kSkip;
+  absl::StatusOr<PreprocessSummary> s = Preprocess(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("no samples in " + input + " (2 lines, 2 of them bad"));
+  EXPECT_TRUE(std::filesystem::is_empty(o.output_dir));
+}
+
 TEST(Preprocess, SkipModeWritesTheGoodLinesAndCountsTheBad) {
   TempDir dir;
   const std::string input = dir.File("bad.tsv");
