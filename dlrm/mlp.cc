@@ -451,7 +451,20 @@ absl::Status Mlp::Impl::Build() {
   return absl::OkStatus();
 }
 
+const char* PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kAuto: return "auto";
+  }
+  return "?";
+}
+
 absl::StatusOr<Mlp> Mlp::Create(const MlpOptions& options) {
+  if (options.precision != Precision::kFp32 && options.precision != Precision::kBf16) {
+    return absl::InvalidArgumentError(
+        "MLP precision auto: resolve it to fp32 or bf16 first (ResolveMlpPrecision, dlrm/precision.h)");
+  }
   if (options.sizes.size() < 2) {
     return absl::InvalidArgumentError(absl::StrCat("MLP needs at least 2 sizes (input and output), got ",
                                                    options.sizes.size()));
@@ -477,7 +490,7 @@ absl::StatusOr<Mlp> Mlp::Create(const MlpOptions& options) {
   } catch (const dnnl::error& e) {
     return internal::FromDnnlError(
         e, absl::StrCat("MLP ", absl::StrJoin(options.sizes, "-"),
-                        options.precision == Precision::kBf16 ? " bf16" : " fp32", ": creating primitives"));
+                        " ", PrecisionName(options.precision), ": creating primitives"));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("MLP: out of memory allocating buffers");
   }

@@ -59,7 +59,10 @@
 
 namespace cemb::dlrm {
 
-enum class Precision { kFp32, kBf16 };
+// kAuto is not a precision an MLP runs in: Dlrm::Create resolves it to kFp32
+// or kBf16 for this CPU (dlrm/precision.h); Mlp::Create refuses it.
+enum class Precision { kFp32, kBf16, kAuto };
+const char* PrecisionName(Precision precision);  // "fp32", "bf16", "auto"
 enum class Activation { kNone, kRelu, kSigmoid };
 
 struct MlpOptions {
@@ -93,8 +96,9 @@ struct ParameterInfo {
 class Mlp {
  public:
   // Plans every primitive and allocates every buffer. Errors: InvalidArgument
-  // for bad options, Unimplemented when oneDNN has no implementation (bf16 on
-  // a CPU without AVX-512), Internal for other oneDNN failures.
+  // for bad options (kAuto included), Unimplemented when oneDNN has no
+  // implementation (bf16 on a CPU without AVX-512: ResolveMlpPrecision says so
+  // first), Internal for other oneDNN failures.
   [[nodiscard]] static absl::StatusOr<Mlp> Create(const MlpOptions& options);
 
   Mlp(Mlp&&) noexcept;

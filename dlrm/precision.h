@@ -1,0 +1,70 @@
+// The MLPs' precision on this CPU: what `model.mlp_precision: auto` becomes,
+// and what an explicit `bf16` costs here.
+//
+// oneDNN runs the bf16 matmuls, so oneDNN is asked what it will use
+// (DetectMatmulCpu): its effective ISA, which honours ONEDNN_MAX_CPU_ISA and
+// the OS's AMX permission (oneDNN requests it itself), and the
+// implementation it picks for a small bf16 matmul. Measured with oneDNN 2.6:
+//   AMX                 brg:avx512_core_amx    bf16 faster than fp32
+//   AVX512-BF16, no AMX brg:avx512_core_bf16   bf16 slower: the Kaggle step
+//                                              50 ms against 34 ms in fp32
+//   AVX2 only (EPYC)    none                   no bf16 matmul at all
+// ResolveMlpPrecision turns a request and those facts into a precision:
+//   kFp32  fp32.
+//   kAuto  bf16 with AMX, else fp32; `reason` says which and why.
+//   kBf16  bf16 with AMX; bf16 plus a one-line `warning` where oneDNN runs
+//          it without AMX (slower than fp32); FailedPrecondition where oneDNN
+//          has no bf16 matmul (it is never silently run in fp32: a bf16
+//          checkpoint must not resume as fp32).
+// Dlrm::Create resolves once; the trainer prints the result on its model line
+// and stores the resolved precision in the checkpoint's fingerprint.
+//
+// Thread safety: DetectMatmulCpu may be called from any thread (it asks
+// oneDNN once per process); ResolveMlpPrecision is a pure function.
+//
+//   CEMB_ASSIGN_OR_RETURN(MlpPrecisionChoice c,
+//                         ResolveMlpPrecision(Precision::kAuto, DetectMatmulCpu()));
+//   std::printf("%s MLPs (%s)\n", PrecisionName(c.precision), c.reason.c_str());
+//   if (!c.warning.empty()) std::printf("warning: %s\n", c.warning.c_str());
+#ifndef CEMB_DLRM_PRECISION_H_
+#define CEMB_DLRM_PRECISION_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dlrm/mlp.h"
+
+namespace cemb::dlrm {
+
+// What oneDNN can run the MLPs' matmuls on, on this CPU.
+struct MatmulCpu {
+  // oneDNN's name for the ISA of its kernels here, e.g. "avx2",
+  // "avx512_core_bf16", "avx512_core_amx".
+  std::string isa;
+  bool amx_bf16 = false;     // AMX tiles with bf16, usable (isa includes avx512_core_amx)
+  bool avx512_bf16 = false;  // AVX512-BF16 instructions (isa includes avx512_core_bf16)
+  // oneDNN's implementation of a bf16 matmul, e.g. "brg:avx512_core_amx";
+  // empty: oneDNN has none on this CPU.
+  std::string bf16_matmul;
+};
+
+// Asks oneDNN (once per process; later calls return the same value).
+MatmulCpu DetectMatmulCpu();
+
+struct MlpPrecisionChoice {
+  Precision requested = Precision::kAuto;
+  Precision precision = Precision::kFp32;  // kFp32 or kBf16, never kAuto
+  // For kAuto: why, in a few words for the model line ("auto: AMX").
+  std::string reason;
+  // An explicit kBf16 that runs slower than fp32 would here: one line with
+  // the reason (no "warning:" prefix). Empty otherwise.
+  std::string warning;
+};
+
+// See the top of this file. Errors: FailedPrecondition for kBf16 where oneDNN
+// has no bf16 matmul (the message names model.mlp_precision and the ISA).
+[[nodiscard]] absl::StatusOr<MlpPrecisionChoice> ResolveMlpPrecision(Precision requested, const MatmulCpu& cpu);
+
+}  // namespace cemb::dlrm
+
+#endif  // CEMB_DLRM_PRECISION_H_
