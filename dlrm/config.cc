@@ -372,7 +372,7 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
                               {{"dot", InteractionKind::kDot}, {"concat", InteractionKind::kConcat}}));
   CEMB_RETURN_IF_ERROR(r.Bool("self_interaction", &m.self_interaction));
   CEMB_RETURN_IF_ERROR(r.Enum("mlp_precision", &m.mlp_precision,
-                              {{"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}}));
+                              {{"auto", Precision::kAuto}, {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}}));
   CEMB_RETURN_IF_ERROR(r.Enum("table_dtype", &m.bf16_tables, {{"fp32", false}, {"bf16", true}}));
   CEMB_RETURN_IF_ERROR(r.Section("tables", [&](MapReader& t) -> absl::Status {
     CEMB_RETURN_IF_ERROR(t.IntList("sizes", &m.table_sizes, 1, int64_t{1} << 31,

@@ -99,7 +99,9 @@ struct ModelConfig {
   std::vector<int64_t> top_mlp{512, 256, 1};
   InteractionKind interaction = InteractionKind::kDot;
   bool self_interaction = false;
-  Precision mlp_precision = Precision::kFp32;
+  // auto: bf16 where oneDNN runs it faster than fp32 (AMX), else fp32;
+  // resolved when the model is built (dlrm/precision.h).
+  Precision mlp_precision = Precision::kAuto;
   bool bf16_tables = false;
 
   // Table sizes: `table_sizes` when not empty; else `table_count` tables of
@@ -174,6 +176,9 @@ struct TrainConfig {
   // seed, shuffling): a checkpoint stores it and resuming under another
   // one is refused. Steps, epochs, evaluation, logging and checkpointing
   // settings are left out, so a run can be continued for longer.
+  // model.mlp_precision is rendered as it stands (0 fp32, 1 bf16, 2 auto):
+  // the trainer sets it to the resolved precision before fingerprinting, so
+  // a checkpoint records what the model ran in.
   std::string Fingerprint() const;
 };
 

@@ -72,7 +72,8 @@ PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& o) {
 }
 
 struct Dlrm::Impl {
-  DlrmOptions options;
+  DlrmOptions options;  // mlp_precision resolved
+  MlpPrecisionChoice precision;
   int64_t dim = 0, num_tables = 0, max_batch = 0;
   std::unique_ptr<EmbeddingLayer> embeddings;
   std::optional<Mlp> bottom, top;
@@ -125,6 +126,8 @@ struct Dlrm::Impl {
 absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  CEMB_ASSIGN_OR_RETURN(impl->precision, ResolveMlpPrecision(options.mlp_precision, DetectMatmulCpu()));
+  impl->options.mlp_precision = impl->precision.precision;
   impl->dim = options.embeddings.dim;
   impl->num_tables = static_cast<int64_t>(options.embeddings.tables.size());
   impl->max_batch = options.batch_size;
@@ -148,14 +151,14 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
                                                                 .threads = options.threads}));
   CEMB_ASSIGN_OR_RETURN(impl->bottom, Mlp::Create({.sizes = Concat(options.num_dense, options.bottom_mlp),
                                                    .last_activation = Activation::kRelu,
-                                                   .precision = options.mlp_precision,
+                                                   .precision = impl->options.mlp_precision,
                                                    .max_batch = impl->max_batch,
                                                    .batch_sizes = batch_sizes,
                                                    .compute_input_grad = false,
                                                    .seed = options.seed}));
   CEMB_ASSIGN_OR_RETURN(impl->top, Mlp::Create({.sizes = Concat(impl->interaction->output_width(), options.top_mlp),
                                                 .last_activation = Activation::kNone,
-                                                .precision = options.mlp_precision,
+                                                .precision = impl->options.mlp_precision,
                                                 .max_batch = impl->max_batch,
                                                 .batch_sizes = batch_sizes,
                                                 .compute_input_grad = true,
@@ -175,6 +178,7 @@ Dlrm::Dlrm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Dlrm::~Dlrm() = default;
 
 const DlrmOptions& Dlrm::options() const { return impl_->options; }
+const MlpPrecisionChoice& Dlrm::mlp_precision_choice() const { return impl_->precision; }
 EmbeddingLayer& Dlrm::embeddings() { return *impl_->embeddings; }
 const Mlp& Dlrm::bottom_mlp() const { return *impl_->bottom; }
 const Mlp& Dlrm::top_mlp() const { return *impl_->top; }

@@ -39,6 +39,7 @@
 #include "dlrm/embedding_layer.h"
 #include "dlrm/interaction.h"
 #include "dlrm/mlp.h"
+#include "dlrm/precision.h"
 
 namespace cemb::dlrm {
 
@@ -76,6 +77,8 @@ struct DlrmOptions {
   std::vector<int64_t> top_mlp;
   InteractionKind interaction = InteractionKind::kDot;
   bool self_interaction = false;
+  // kAuto: bf16 where oneDNN runs it faster than fp32 (AMX), else fp32.
+  // Create resolves it (dlrm/precision.h); options() holds the result.
   Precision mlp_precision = Precision::kFp32;
   // The tables; embeddings.dim is the feature size of every table.
   EmbeddingLayerOptions embeddings;
@@ -95,10 +98,15 @@ struct BatchView {
 
 class Dlrm {
  public:
+  // Errors: InvalidArgument for inconsistent options; FailedPrecondition for
+  // bf16 MLPs where oneDNN has no bf16 matmul (ResolveMlpPrecision).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Dlrm>> Create(const DlrmOptions& options);
   ~Dlrm();
 
+  // The options, with mlp_precision resolved (never kAuto).
   const DlrmOptions& options() const;
+  // How mlp_precision was resolved on this CPU: requested, reason, warning.
+  const MlpPrecisionChoice& mlp_precision_choice() const;
   EmbeddingLayer& embeddings();
   const Mlp& bottom_mlp() const;
   const Mlp& top_mlp() const;

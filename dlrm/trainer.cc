@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -480,6 +481,10 @@ absl::Status Trainer::Impl::BuildModel() {
   extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
   mo.extra_batch_sizes = extra;
   CEMB_ASSIGN_OR_RETURN(model, Dlrm::Create(mo));
+  // From here on the config holds the precision the model runs in (auto
+  // resolved), so that a checkpoint's fingerprint records it and a bf16
+  // checkpoint never resumes as fp32.
+  config.model.mlp_precision = model->options().mlp_precision;
   bags.resize(table_sizes.size());
   probabilities.resize(static_cast<size_t>(t.batch_size));
   return absl::OkStatus();
@@ -499,10 +504,18 @@ absl::Status Trainer::Impl::Resume() {
     std::string diff = "the settings differ";
     for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
       const std::string x = i < a.size() ? a[i] : "", y = i < b.size() ? b[i] : "";
-      if (x != y) {
-        diff = absl::StrCat("it was written with '", x, "', the config says '", y, "'");
-        break;
+      if (x == y) continue;
+      diff = absl::StrCat("it was written with '", x, "', the config says '", y, "'");
+      constexpr absl::string_view kPrecision = "model.mlp_precision=";
+      if (absl::StartsWith(x, kPrecision) && absl::StartsWith(y, kPrecision)) {
+        // The fingerprint holds the Precision value; name it, and what auto chose.
+        const absl::string_view was = x.substr(kPrecision.size()) == "1" ? "bf16" : "fp32";
+        const MlpPrecisionChoice& p = model->mlp_precision_choice();
+        diff = absl::StrCat("it was written with ", was, " MLPs, this run's are ", PrecisionName(p.precision),
+                            p.reason.empty() ? "" : absl::StrCat(" (", p.reason, ")"),
+                            "; set model.mlp_precision=", was, " to resume it");
       }
+      break;
     }
     return absl::FailedPreconditionError(
         absl::StrCat("cannot resume from ", path, ": ", diff,
@@ -631,12 +644,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   impl->Print("data: %s, %d train / %d validation samples, %d tables, hotness %d\n",
               DataSourceName(config.data.source), train_n, impl->val_set ? impl->val_set->num_samples() : 0,
               impl->table_sizes.size(), impl->train_set->hotness());
-  impl->Print("model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs, %s tables: %s in DRAM, %s on the slow tier\n",
+  const MlpPrecisionChoice& precision = impl->model->mlp_precision_choice();
+  impl->Print("model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables: %s in DRAM, %s on the slow tier\n",
               mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
               mo.interaction == InteractionKind::kDot ? "dot" : "concat",
-              mo.self_interaction ? " (with self)" : "",
-              mo.mlp_precision == Precision::kBf16 ? "bf16" : "fp32", config.model.bf16_tables ? "bf16" : "fp32",
-              HumanBytes(dram_bytes), HumanBytes(slow_bytes));
+              mo.self_interaction ? " (with self)" : "", PrecisionName(mo.mlp_precision),
+              precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
+              config.model.bf16_tables ? "bf16" : "fp32", HumanBytes(dram_bytes), HumanBytes(slow_bytes));
+  if (!precision.warning.empty()) impl->Print("warning: %s\n", precision.warning);
   impl->Print("train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings), %s threads\n", impl->total_steps,
               t.batch_size,
               static_cast<double>(impl->total_steps) * static_cast<double>(t.batch_size) / static_cast<double>(train_n),
@@ -817,6 +832,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   m.WriteJson(absl::StrCat(
       "{\"type\":\"summary\",\"config\":", JsonString(m.config.source_name), ",\"first_step\":", summary.first_step,
       ",\"steps\":", summary.steps, ",\"batch_size\":", t.batch_size,
+      ",\"mlp_precision\":", JsonString(PrecisionName(m.model->options().mlp_precision)),
+      ",\"mlp_precision_requested\":", JsonString(PrecisionName(m.model->mlp_precision_choice().requested)),
       ",\"train_seconds\":", JsonNumber(summary.train_seconds),
       ",\"samples_per_s\":", JsonNumber(summary.samples_per_second),
       ",\"eval_seconds\":", JsonNumber(summary.eval_seconds),

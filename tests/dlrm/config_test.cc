@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,6 +32,21 @@ TEST(TrainConfig, EmptyFileGivesTheDefaults) {
   EXPECT_EQ(c->model.top_mlp, (std::vector<int64_t>{512, 256, 1}));
   EXPECT_EQ(c->train.batch_size, 2048);
   EXPECT_TRUE(c->train.progress);
+  EXPECT_EQ(c->model.mlp_precision, Precision::kAuto);
+}
+
+TEST(TrainConfig, MlpPrecisionIsAutoFp32OrBf16) {
+  for (const auto& [text, want] : {std::pair("auto", Precision::kAuto), std::pair("fp32", Precision::kFp32),
+                                   std::pair("bf16", Precision::kBf16), std::pair("BF16", Precision::kBf16)}) {
+    absl::StatusOr<TrainConfig> c = Parse(absl::StrCat("model:\n  mlp_precision: ", text, "\n"));
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status();
+    EXPECT_EQ(c->model.mlp_precision, want) << text;
+    absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->mlp_precision, want) << text;  // Dlrm::Create resolves auto
+  }
+  EXPECT_EQ(ErrorOf("model:\n  mlp_precision: fp16\n"),
+            "configs/x.yaml: model.mlp_precision: expected one of auto, fp32, bf16; got 'fp16' (line 2)");
 }
 
 TEST(TrainConfig, ParsesEverySection) {
@@ -101,7 +117,8 @@ train:
 }
 
 TEST(TrainConfig, EveryShippedConfigParses) {
-  for (const char* name : {"default", "kaggle", "small", "large", "terabyte", "thesis-large"}) {
+  for (const char* name :
+       {"default", "kaggle", "small", "large", "terabyte", "thesis-large", "bench-kaggle", "bench-dlrm-s"}) {
     const std::string path = std::string(CEMB_SOURCE_DIR) + "/configs/" + name + ".yaml";
     absl::StatusOr<TrainConfig> c = TrainConfig::Load(path);
     EXPECT_TRUE(c.ok()) << name << ": " << c.status();

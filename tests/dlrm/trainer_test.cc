@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "dlrm/checkpoint.h"
+#include "dlrm/precision.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class TrainerTest : public ::testing::Test {
  protected:
@@ -72,10 +76,22 @@ train:
     return TrainConfig::Parse(yaml, "test.yaml", overrides);
   }
 
-  absl::StatusOr<TrainSummary> Train(const TrainConfig& config, bool resume = false) {
-    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(config, {.resume = resume, .out = nullptr});
+  absl::StatusOr<TrainSummary> Train(const TrainConfig& config, bool resume = false, FILE* out = nullptr) {
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(config, {.resume = resume, .out = out});
     if (!t.ok()) return t.status();
     return (*t)->Run();
+  }
+
+  // Trains and returns what the trainer printed (or the error's message).
+  std::string TrainAndPrint(const TrainConfig& config) {
+    FILE* out = std::tmpfile();
+    if (out == nullptr) return "tmpfile failed";
+    absl::StatusOr<TrainSummary> s = Train(config, /*resume=*/false, out);
+    std::string text;
+    std::rewind(out);
+    for (int c; (c = std::fgetc(out)) != EOF;) text.push_back(static_cast<char>(c));
+    std::fclose(out);
+    return s.ok() ? text : std::string(s.status().message());
   }
 
   std::string dir_;
@@ -300,6 +316,87 @@ train: {progress: false}
   absl::StatusOr<TrainSummary> r = Train(*wrong);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("table 0 has 2000 rows in the dataset but 1000 in the config"));
+}
+
+// The model line says what auto chose on this CPU and why; an explicit bf16
+// runs with a one-line warning or is refused, as ResolveMlpPrecision says for
+// this CPU (the three kinds of CPU are tested in precision_test.cc).
+TEST_F(TrainerTest, ModelLineSaysWhichPrecisionAutoChoseAndBf16WarnsOrIsRefused) {
+  const MatmulCpu cpu = DetectMatmulCpu();
+  const std::string log = dir_ + "/log.jsonl";
+  absl::StatusOr<TrainConfig> c = Config(SmallYaml(), {"train.steps=1", "train.log_jsonl=" + log});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.mlp_precision, Precision::kAuto);  // the default
+  absl::StatusOr<MlpPrecisionChoice> chosen = ResolveMlpPrecision(Precision::kAuto, cpu);
+  ASSERT_TRUE(chosen.ok());
+  const std::string printed = TrainAndPrint(*c);
+  EXPECT_THAT(printed, HasSubstr(absl::StrCat(PrecisionName(chosen->precision), " MLPs (", chosen->reason, "), ")));
+  EXPECT_THAT(printed, Not(HasSubstr("warning:")));
+  std::ifstream in(log);
+  const std::string records((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(records, HasSubstr(absl::StrCat("\"mlp_precision\":\"", PrecisionName(chosen->precision),
+                                              "\",\"mlp_precision_requested\":\"auto\"")));
+
+  absl::StatusOr<TrainConfig> b = Config(SmallYaml(), {"train.steps=1", "model.mlp_precision=bf16"});
+  ASSERT_TRUE(b.ok());
+  absl::StatusOr<MlpPrecisionChoice> bf16 = ResolveMlpPrecision(Precision::kBf16, cpu);
+  const std::string bf16_printed = TrainAndPrint(*b);
+  if (!bf16.ok()) {
+    EXPECT_EQ(bf16_printed, bf16.status().message());
+    EXPECT_THAT(bf16_printed, HasSubstr("model.mlp_precision=bf16: oneDNN has no bf16 matmul on this CPU"));
+  } else if (!bf16->warning.empty()) {
+    EXPECT_THAT(bf16_printed, HasSubstr(", bf16 MLPs, fp32 tables"));
+    EXPECT_THAT(bf16_printed, HasSubstr("\nwarning: " + bf16->warning + "\n"));
+  } else {
+    EXPECT_THAT(bf16_printed, HasSubstr(", bf16 MLPs, fp32 tables"));
+    EXPECT_THAT(bf16_printed, Not(HasSubstr("warning:")));
+  }
+}
+
+// A checkpoint records the precision the model ran in, not "auto": auto
+// resumes a checkpoint of the precision it resolves to, and refuses one of the
+// other precision, naming both (a bf16 checkpoint must not resume as fp32).
+TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
+  absl::StatusOr<MlpPrecisionChoice> chosen = ResolveMlpPrecision(Precision::kAuto, DetectMatmulCpu());
+  ASSERT_TRUE(chosen.ok());
+  const char* resolved = PrecisionName(chosen->precision);
+  const std::string ck = absl::StrCat(dir_, "/ck");
+  absl::StatusOr<TrainConfig> first =
+      Config(SmallYaml(), {"train.steps=2", "train.checkpoint_dir=" + ck, absl::StrCat("model.mlp_precision=", resolved)});
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(Train(*first).ok());
+  absl::StatusOr<TrainConfig> more = Config(SmallYaml(), {"train.steps=3", "train.checkpoint_dir=" + ck});
+  ASSERT_TRUE(more.ok());
+  absl::StatusOr<TrainSummary> resumed = Train(*more, /*resume=*/true);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->first_step, 2);
+
+  // The same checkpoint, as if written in the other precision (step 4, the
+  // newest): the fingerprint says so.
+  absl::StatusOr<std::string> latest = LatestCheckpoint(ck);
+  ASSERT_TRUE(latest.ok());
+  absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest);
+  ASSERT_TRUE(state.ok()) << state.status();
+  const bool was_bf16 = chosen->precision == Precision::kBf16;
+  const std::string line = absl::StrCat("model.mlp_precision=", static_cast<int>(chosen->precision), "\n");
+  const size_t at = state->config.find(line);
+  ASSERT_NE(at, std::string::npos) << state->config;
+  state->config.replace(at, line.size(), absl::StrCat("model.mlp_precision=", was_bf16 ? 0 : 1, "\n"));
+  state->step = 4;
+  ASSERT_TRUE(WriteCheckpoint(ck, *state, [&](const std::string& tmp) -> absl::Status {
+                std::error_code ec;
+                fs::copy(*latest + "/model", tmp + "/model", fs::copy_options::recursive, ec);
+                return ec ? absl::InternalError(ec.message()) : absl::OkStatus();
+              }, /*keep=*/3).ok());
+  absl::StatusOr<TrainConfig> other = Config(SmallYaml(), {"train.steps=6", "train.checkpoint_dir=" + ck});
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<TrainSummary> refused = Train(*other, /*resume=*/true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  const char* written = was_bf16 ? "fp32" : "bf16";
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr(absl::StrCat("it was written with ", written, " MLPs, this run's are ", resolved, " (",
+                                     chosen->reason, "); set model.mlp_precision=", written, " to resume it")));
 }
 
 }  // namespace
