@@ -144,6 +144,10 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
   };
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
+    if (std::string(v.name) == "bf16" && DetectMatmulCpu().bf16_matmul.empty()) {
+      std::printf("skipping the bf16 variant: oneDNN has no bf16 matmul on %s\n", DetectMatmulCpu().isa.c_str());
+      continue;
+    }
     auto keys = [&](std::vector<std::string> more) {
       more.insert(more.end(), v.keys.begin(), v.keys.end());
       return more;
