@@ -9,10 +9,16 @@
 #   bench/run_dlrm.sh --kaggle        the Kaggle model only
 #   bench/run_dlrm.sh --no-pytorch    dlrm-train only (no python3-torch needed)
 #
-# Environment: BUILD_DIR (default build), ROUNDS (default 3), THREADS (default 2),
-# PYTHON (default /usr/bin/python3: Debian's python3-torch, which dlrm-train
-# itself never needs; with libopenblas0 installed, as with the netlib BLAS
-# that python3-torch pulls in alone its step is ~10x slower).
+# Environment: BUILD_DIR (default build), ROUNDS (default 3), THREADS (default 2,
+# for both dlrm-train and torch), PYTHON (default /usr/bin/python3).
+# The peer needs, for this benchmark only (not in scripts/setup.sh):
+#   apt-get install python3-torch libopenblas0
+# Debian's torch does its matmuls in whatever libblas.so.3 is installed: the
+# netlib reference BLAS that python3-torch pulls in alone is ~10x slower, so the
+# script refuses it. OpenBLAS 0.3.21 falls back to generic kernels on CPUs it
+# does not know (newer Xeons: "Core: Prescott", sgemm ~4x slower); the script
+# probes the core OpenBLAS picked and, on such a fallback, sets
+# OPENBLAS_CORETYPE to the best core this CPU's flags allow, and says which.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -22,7 +28,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --kaggle) models=(kaggle); shift ;;
     --no-pytorch) pytorch=0; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "run_dlrm.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,6 +41,78 @@ train=$build/apps/dlrm-train
 if ((pytorch)) && ! "$python" -c 'import torch' 2>/dev/null; then
   echo "run_dlrm.sh: $python has no torch (apt-get install python3-torch libopenblas0), or pass --no-pytorch" >&2
   exit 1
+fi
+
+# The peer runs on as many threads as dlrm-train: torch's own (set by the
+# reference) and OpenBLAS's pthread pool, which torch.set_num_threads leaves at
+# all cores.
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+
+# One torch matmul with OPENBLAS_VERBOSE=2: prints "core=<OpenBLAS core, empty
+# when torch's BLAS is not OpenBLAS>" and "lib=<the BLAS libraries loaded>".
+blas_probe() {
+  OPENBLAS_VERBOSE=2 "$python" - 2>&1 <<'PY' | sed -n 's/^Core: \(.*\)/core=\1/p; s/^lib=/&/p'
+import torch
+torch.ones(64, 64) @ torch.ones(64, 64)
+libs = {l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.rsplit("/", 1)[-1]}
+print("lib=" + " ".join(sorted(libs)))
+PY
+}
+# How much of the vector ISA an OpenBLAS core's kernels use: 3 AVX-512, 2 AVX2,
+# 1 AVX, 0 older (the generic fallbacks: Prescott, Katmai, Core2, Nehalem, ...).
+core_rank() {
+  case ${1,,} in
+    skylakex | cooperlake | sapphirerapids) echo 3 ;;
+    haswell | zen) echo 2 ;;
+    sandybridge | bulldozer | piledriver | steamroller | excavator) echo 1 ;;
+    *) echo 0 ;;
+  esac
+}
+# The OPENBLAS_CORETYPE names (OpenBLAS 0.3.21's) this CPU can run, best first.
+cpu_cores() {
+  local flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+  has() { local f; for f; do [[ $flags == *" $f "* ]] || return 1; done; }
+  has avx512_bf16 avx512f avx512bw avx512vl avx512dq && echo COOPERLAKE
+  has avx512f avx512bw avx512vl avx512dq avx512cd && echo SKYLAKEX
+  if has avx2 fma; then
+    grep -q -m1 AuthenticAMD /proc/cpuinfo && echo ZEN
+    echo HASWELL
+  fi
+  has avx && echo SANDYBRIDGE
+  return 0
+}
+
+blas="-"
+if ((pytorch)); then
+  probe=$(blas_probe)
+  core=$(sed -n 's/^core=//p' <<< "$probe") lib=$(sed -n 's/^lib=//p' <<< "$probe")
+  if [[ -z $core ]]; then
+    echo "run_dlrm.sh: torch's BLAS is not OpenBLAS (${lib:-none found}): its sgemm is ~10x slower;" \
+      "apt-get install libopenblas0 (update-alternatives --config libblas.so.3-x86_64-linux-gnu), or pass --no-pytorch" >&2
+    exit 1
+  fi
+  if [[ -n ${OPENBLAS_CORETYPE:-} ]]; then
+    blas="OpenBLAS core $core (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, set by the caller)"
+  else
+    mapfile -t cores < <(cpu_cores)
+    blas="OpenBLAS core $core (detected)"
+    if ((${#cores[@]} > 0 && $(core_rank "$core") < $(core_rank "${cores[0]}"))); then
+      blas="OpenBLAS core $core (detected), a generic fallback on this CPU; no better core accepted"
+      for c in "${cores[@]}"; do  # the first one OpenBLAS accepts and runs
+        if forced=$(OPENBLAS_CORETYPE=$c blas_probe | sed -n 's/^core=//p') &&
+          (($(core_rank "$forced") == $(core_rank "$c"))); then
+          export OPENBLAS_CORETYPE=$c
+          blas="OpenBLAS core $forced (OPENBLAS_CORETYPE=$c; detected $core, a generic fallback on this CPU)"
+          break
+        fi
+      done
+    fi
+  fi
+  # torch.__config__.show()'s BLAS line: Debian's says BLAS_INFO=generic, i.e.
+  # whichever libblas.so.3 is installed (listed at the end of the header).
+  build=$("$python" -c 'import torch; print(torch.__version__, torch.__config__.show())' |
+    grep -o -E '^[^ ]+|(BLAS_INFO|LAPACK_INFO)=[^,]*' | paste -sd' ' || true)
+  blas="torch $build, $blas, $lib"
 fi
 
 work=$(mktemp -d)
@@ -53,19 +131,34 @@ PY
 }
 
 torch_ms() {  # model
-  local steps=30
+  local steps=30 out
   [[ $1 == kaggle ]] || steps=8
-  "$python" bench/reference/dlrm_reference.py --model "$1" --threads "$threads" --steps $steps --warmup 2 |
-    sed -n 's/.*: \([0-9.]*\) ms\/step.*/\1/p'
+  out=$("$python" bench/reference/dlrm_reference.py --model "$1" --threads "$threads" --steps $steps --warmup 2)
+  # The reference reports the threads torch and OpenBLAS actually use.
+  if ! grep -q "threads $threads (blas $threads)" <<< "$out"; then
+    echo "run_dlrm.sh: the reference did not run on $threads threads: $out" >&2
+    return 1
+  fi
+  sed -n 's/.*: \([0-9.]*\) ms\/step.*/\1/p' <<< "$out"
 }
+
+# bf16 MLPs only where dlrm-train runs them: below AVX-512 oneDNN has no bf16
+# matmul and dlrm-train refuses model.mlp_precision=bf16 (the header says so).
+precisions=(fp32 bf16)
+if ! refusal=$("$train" --config configs/bench-kaggle.yaml --set model.mlp_precision=bf16 --set train.steps=1 \
+  --set data.samples=8192 --set data.validation_fraction=0.1 2>&1 > /dev/null); then
+  precisions=(fp32)
+fi
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 echo "$(date -u '+%F %H:%M') UTC, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds, $threads threads"
+echo "cpu: $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); peer: $blas"
+((${#precisions[@]} > 1)) || echo "bf16 MLPs not timed: ${refusal#dlrm-train: }"
 declare -A runs
 for ((r = 1; r <= rounds; ++r)); do
   for m in "${models[@]}"; do
-    for p in fp32 bf16; do runs[$m-$p]+=" $(cemb_ms "$m" "$p")"; done
+    for p in "${precisions[@]}"; do runs[$m-$p]+=" $(cemb_ms "$m" "$p")"; done
     ((pytorch)) && runs[$m-torch]+=" $(torch_ms "$m")"
   done
   echo "round $r: $(for k in $(printf "%s\n" "${!runs[@]}" | sort); do printf '%s=%s ' "$k" "${runs[$k]##* }"; done)"
@@ -73,11 +166,9 @@ done
 
 printf '\n%-8s %12s %12s %14s %12s %12s\n' model "torch ms" "fp32 ms" "fp32 speed-up" "bf16 ms" "bf16 speed-up"
 for m in "${models[@]}"; do
-  f=$(median <<< "${runs[$m-fp32]}") b=$(median <<< "${runs[$m-bf16]}") t=-
-  ((pytorch)) && t=$(median <<< "${runs[$m-torch]}")
-  if ((pytorch)); then
-    printf '%-8s %12s %12s %13.2fx %12s %11.2fx\n' "$m" "$t" "$f" "$(bc -l <<< "$t/$f")" "$b" "$(bc -l <<< "$t/$b")"
-  else
-    printf '%-8s %12s %12s %14s %12s %12s\n' "$m" - "$f" - "$b" -
-  fi
+  f=$(median <<< "${runs[$m-fp32]}") b=- t=- fs=- bs=-
+  ((${#precisions[@]} > 1)) && b=$(median <<< "${runs[$m-bf16]}")
+  ((pytorch)) && t=$(median <<< "${runs[$m-torch]}") && fs=$(printf '%.2fx' "$(bc -l <<< "$t/$f")")
+  ((pytorch)) && [[ $b != - ]] && bs=$(printf '%.2fx' "$(bc -l <<< "$t/$b")")
+  printf '%-8s %12s %12s %14s %12s %12s\n' "$m" "$t" "$f" "$fs" "$b" "$bs"
 done

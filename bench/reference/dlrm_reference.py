@@ -19,6 +19,7 @@ dependency of the project).
   /usr/bin/python3 bench/reference/dlrm_reference.py --model dlrm-s --threads 2
 """
 import argparse
+import ctypes
 import math
 import time
 
@@ -74,6 +75,18 @@ class Dlrm(nn.Module):
         return self.top(torch.cat([x, z[:, self.li, self.lj]], dim=1))
 
 
+def blas_threads():
+    """The threads of the BLAS torch calls: OpenBLAS keeps its own pool, which
+    torch.set_num_threads does not size (OPENBLAS_NUM_THREADS does). None when
+    the loaded BLAS is not OpenBLAS."""
+    for lib in sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.rsplit("/", 1)[-1]}):
+        try:
+            return ctypes.CDLL(lib).openblas_get_num_threads()
+        except (OSError, AttributeError):
+            pass
+    return None
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=sorted(MODELS), default="kaggle")
@@ -110,7 +123,8 @@ def main():
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
     times = np.array(times) * 1e3
-    print(f"pytorch {torch.__version__} {args.model} batch {args.batch} threads {args.threads}: "
+    print(f"pytorch {torch.__version__} {args.model} batch {args.batch} threads {torch.get_num_threads()} "
+          f"(blas {blas_threads()}): "
           f"{times.mean():.1f} ms/step (median {np.median(times):.1f}, min {times.min():.1f}) over {len(times)} steps")
 
 
