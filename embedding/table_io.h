@@ -1,8 +1,10 @@
 // Initialisation, save and load of the rows of any RowTable.
 //
 //   InitUniform(table, seed)   every element uniform in [-a, a), a = sqrt(1 / nvectors)
-//                              (the DLRM reference's initialisation); the same seed
-//                              gives the same rows whatever the thread count.
+//                              (the DLRM reference's initialisation); each row comes
+//                              from its own generator, seeded with (seed, row)
+//                              (InitRowUniform), so the same seed gives the same rows
+//                              whatever the thread count, and one row can be made alone.
 //   SaveRows(table, path)      writes a rows file atomically (temporary file, fsync,
 //                              rename): a 64-byte header (magic "CEMBROWS", version,
 //                              element type, nvectors, featuresize, checksum) + rows.
@@ -23,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -97,23 +100,28 @@ void PersistRows(const Table& table, int64_t begin, int64_t end) {
 
 }  // namespace table_io_internal
 
+// Row `row` of InitUniform(table, seed) for a table of `nvectors` rows: every
+// element uniform in [-a, a), a = sqrt(1 / nvectors), drawn from a generator
+// seeded with (seed, row) alone. So a row can be computed by itself, when it
+// is first needed (the ssd tier's lazy initialisation), and equals what
+// InitUniform writes, bit for bit, by construction.
+template <StorageType T>
+void InitRowUniform(uint64_t seed, int64_t nvectors, int64_t row, std::span<T> out) {
+  const double a = std::sqrt(1.0 / static_cast<double>(nvectors));
+  Xoshiro256pp rng(SplitMix64::Mix(seed, static_cast<uint64_t>(row)));
+  for (T& x : out) x = FromFloat<T>(static_cast<float>((2.0 * rng.Uniform() - 1.0) * a));
+}
+
 template <RowTable Table>
 void InitUniform(const Table& table, uint64_t seed, int threads = 0) {
   using T = typename Table::value_type;
   const int64_t n = table.nvectors();
-  const int64_t d = table.featuresize();
-  const double a = std::sqrt(1.0 / static_cast<double>(n));
+  const size_t d = static_cast<size_t>(table.featuresize());
   const int64_t chunks = (n + table_io_internal::kRowsPerChunk - 1) / table_io_internal::kRowsPerChunk;
   parallel_for(chunks, threads, [&](int64_t c) {
-    Xoshiro256pp rng(SplitMix64::Mix(seed, static_cast<uint64_t>(c)));
     const int64_t begin = c * table_io_internal::kRowsPerChunk;
     const int64_t end = std::min(n, begin + table_io_internal::kRowsPerChunk);
-    for (int64_t r = begin; r < end; ++r) {
-      T* row = table.rowpointer(r, Access::kWrite);
-      for (int64_t j = 0; j < d; ++j) {
-        row[j] = FromFloat<T>(static_cast<float>((2.0 * rng.Uniform() - 1.0) * a));
-      }
-    }
+    for (int64_t r = begin; r < end; ++r) InitRowUniform(seed, n, r, std::span<T>(table.rowpointer(r, Access::kWrite), d));
     table_io_internal::PersistRows(table, begin, end);
   });
 }
