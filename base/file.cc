@@ -60,6 +60,12 @@ absl::StatusOr<File> File::Create(const std::string& path) {
   return f;
 }
 
+File File::Adopt(int fd) {
+  File f;
+  f.fd_ = fd;
+  return f;
+}
+
 int File::Release() {
   size_ = 0;
   return std::exchange(fd_, -1);

@@ -49,6 +49,9 @@ class File {
   // Created or truncated (mode 0644), write-only. The directory must exist
   // (NotFound otherwise); a path that is a directory is FailedPrecondition.
   [[nodiscard]] static absl::StatusOr<File> Create(const std::string& path);
+  // Takes ownership of an open descriptor (opened with flags these helpers
+  // do not offer: O_DIRECT, O_TMPFILE). size() is 0.
+  static File Adopt(int fd);
 
   bool is_open() const { return fd_ >= 0; }
   int fd() const { return fd_; }

@@ -4,7 +4,7 @@
 # second). Needs root (apt-get) only when something must be installed.
 set -euo pipefail
 
-# What cemb::embedding and cemb::cache (and cemb::base, cemb::data) need to
+# What cemb::embedding, cemb::cache, cemb::ssd (and cemb::base, cemb::data) need to
 # build, install and be used by a service: `setup.sh --library` installs only
 # these (tests/consumer/minimal_debian.sh proves they are enough).
 library_packages=(
@@ -12,6 +12,8 @@ library_packages=(
   libpmem2-dev         # PMDK libpmem2: the persistent-memory tier
   libxsimd-dev         # xsimd 8.1: ISA-generic SIMD kernels
   libabsl-dev          # Abseil 2022-06: Status, flat_hash_map
+  liburing-dev         # liburing 2.3: the ssd tier's block I/O (cemb::ssd is one of
+                       # the table libraries; the cache's storage config will offer it)
 )
 # The rest: dlrm-train, the tests, the benchmarks and the sanitizer builds.
 packages=(

@@ -1,0 +1,127 @@
+#include "ssd/block_io.h"
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "ssd/block_file.h"
+#include "tests/ssd/test_util.h"
+
+namespace cemb {
+namespace {
+
+using testing::AlignedAlloc;
+using testing::RunAll;
+
+constexpr int64_t kBlocks = 200;
+
+// Writes kBlocks blocks (block b filled with byte b * 7 + 1) in one batch,
+// then reads them back in reverse order in another, through `io`.
+void RoundTrip(BlockIo& io) {
+  auto out = AlignedAlloc(kBlocks * kBlockBytes);
+  auto in = AlignedAlloc(kBlocks * kBlockBytes);
+  std::vector<BlockRequest> writes, reads;
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    std::memset(out.get() + b * kBlockBytes, static_cast<int>(b * 7 + 1), kBlockBytes);
+    writes.push_back({IoOp::kWrite, static_cast<uint64_t>(b) * kBlockBytes, out.get() + b * kBlockBytes, kBlockBytes,
+                      static_cast<uint64_t>(b)});
+  }
+  for (int64_t b = kBlocks - 1; b >= 0; --b) {
+    reads.push_back({IoOp::kRead, static_cast<uint64_t>(b) * kBlockBytes, in.get() + b * kBlockBytes, kBlockBytes,
+                     static_cast<uint64_t>(b)});
+  }
+  for (int64_t r : RunAll(io, writes, kBlocks)) ASSERT_EQ(r, kBlockBytes);
+  for (int64_t r : RunAll(io, reads, kBlocks)) ASSERT_EQ(r, kBlockBytes);
+  EXPECT_EQ(std::memcmp(out.get(), in.get(), kBlocks * kBlockBytes), 0);
+  const IoCounters& c = io.counters();
+  EXPECT_EQ(c.reads, kBlocks);
+  EXPECT_EQ(c.writes, kBlocks);
+  EXPECT_EQ(c.blocks_read(), kBlocks);
+  EXPECT_EQ(c.bytes_written, kBlocks * kBlockBytes);
+}
+
+TEST(BlockIo, UringRoundTripWithODirectOnDisk) {
+  auto file = BlockFile::Create({.directory = testing::DiskDir(), .bytes = kBlocks * kBlockBytes, .queue_depth = 16});
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->direct());
+  EXPECT_STREQ(file->io().name(), "io_uring");
+  RoundTrip(file->io());
+  // 200 requests through a ring of 16: batches of up to 16 in flight.
+  const double depth = file->io().counters().average_queue_depth();
+  EXPECT_GT(depth, 1.0);
+  EXPECT_LE(depth, 16.0);
+}
+
+TEST(BlockIo, PosixRoundTripAtDepthOne) {
+  auto file = BlockFile::Create({.directory = testing::DiskDir(), .bytes = kBlocks * kBlockBytes});
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::unique_ptr<BlockIo> io = NewPosixBlockIo(file->fd());
+  RoundTrip(*io);
+  EXPECT_EQ(io->counters().average_queue_depth(), 1.0);
+}
+
+TEST(BlockIo, TmpfsWithoutODirectFallsBackToBufferedWithAWarning) {
+  ::testing::internal::CaptureStderr();
+  auto file = BlockFile::Create({.directory = testing::TmpfsDir(), .bytes = kBlocks * kBlockBytes,
+                                 .simulate_no_direct = true});
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_FALSE(file->direct());
+  EXPECT_STREQ(file->io().name(), "pread/pwrite");
+  EXPECT_NE(err.find("warning: /dev/shm does not support O_DIRECT"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  RoundTrip(file->io());
+}
+
+TEST(BlockIo, TmpfsRoundTripWhateverTheKernelSays) {
+  // tmpfs accepts O_DIRECT since Linux 6.6 and refuses it (EINVAL) before:
+  // either way the file works.
+  auto file = BlockFile::Create({.directory = testing::TmpfsDir(), .bytes = kBlocks * kBlockBytes});
+  ASSERT_TRUE(file.ok()) << file.status();
+  RoundTrip(file->io());
+}
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto file = BlockFile::Create({.directory = testing::DiskDir(), .bytes = 8 * kBlockBytes});
+    ASSERT_TRUE(file.ok()) << file.status();
+    file_ = std::make_unique<BlockFile>(*std::move(file));
+    buffer_ = AlignedAlloc(8 * kBlockBytes);
+    std::memset(buffer_.get(), 0x5a, 8 * kBlockBytes);
+  }
+  std::vector<BlockRequest> Requests(IoOp op) {
+    std::vector<BlockRequest> r;
+    for (uint64_t b = 0; b < 8; ++b) r.push_back({op, b * kBlockBytes, buffer_.get() + b * kBlockBytes, kBlockBytes, b});
+    return r;
+  }
+  std::unique_ptr<BlockFile> file_;
+  testing::AlignedBytes buffer_;
+};
+
+TEST_F(FaultTest, FailsTheKthReadWithEioAndOnlyIt) {
+  FaultInjectingBlockIo io(NewUringBlockIo(file_->fd(), 4).value(), {{.op = IoOp::kRead, .nth = 3, .error = EIO}});
+  for (int64_t r : RunAll(io, Requests(IoOp::kWrite), 8)) EXPECT_EQ(r, kBlockBytes);
+  std::vector<int64_t> reads = RunAll(io, Requests(IoOp::kRead), 8);
+  for (uint64_t b = 0; b < 8; ++b) EXPECT_EQ(reads[b], b == 2 ? -EIO : int64_t{kBlockBytes}) << "block " << b;
+  EXPECT_EQ(io.fired(), 1);
+  EXPECT_EQ(io.counters().reads, 7);  // the failed one never reached the device
+}
+
+TEST_F(FaultTest, FailsTheKthWriteWithEnospc) {
+  FaultInjectingBlockIo io(NewUringBlockIo(file_->fd(), 4).value(), {{.op = IoOp::kWrite, .nth = 1, .error = ENOSPC}});
+  std::vector<int64_t> writes = RunAll(io, Requests(IoOp::kWrite), 8);
+  for (uint64_t b = 0; b < 8; ++b) EXPECT_EQ(writes[b], b == 0 ? -ENOSPC : int64_t{kBlockBytes}) << "block " << b;
+  EXPECT_EQ(io.fired(), 1);
+}
+
+TEST_F(FaultTest, ShortReadCompletesWithHalfTheBytes) {
+  FaultInjectingBlockIo io(NewPosixBlockIo(file_->fd()),
+                           {{.op = IoOp::kRead, .nth = 8, .kind = IoFault::Kind::kShortRead}});
+  std::vector<int64_t> reads = RunAll(io, Requests(IoOp::kRead), 8);
+  for (uint64_t b = 0; b < 8; ++b) EXPECT_EQ(reads[b], b == 7 ? kBlockBytes / 2 : kBlockBytes) << "block " << b;
+}
+
+}  // namespace
+}  // namespace cemb
