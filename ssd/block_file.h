@@ -89,6 +89,7 @@ class BlockFile {
   // the table's rows: ... available", ResourceExhausted), open/fallocate errors.
   [[nodiscard]] static absl::StatusOr<BlockFile> Create(const BlockFileOptions& options);
 
+  BlockFile() = default;  // no file (fd() < 0) until one is moved in
   BlockFile(BlockFile&&) noexcept = default;
   BlockFile& operator=(BlockFile&&) noexcept = default;
 
@@ -101,8 +102,6 @@ class BlockFile {
   int fd() const { return file_.fd(); }
 
  private:
-  BlockFile() = default;
-
   base::File file_;
   std::unique_ptr<BlockIo> io_;
   std::string name_, directory_;

@@ -1,0 +1,244 @@
+// SsdTable<T, D>: an embedding table larger than DRAM. Its rows live in a
+// file on an NVMe drive, read and written in 4 KiB blocks with io_uring and
+// O_DIRECT, never mapped (ssd/block_file.h); DRAM holds a pool of row slots
+// and a residency map. rowpointer() always returns a DRAM address: a row is
+// in DRAM before a kernel touches it. docs/ssd.md is the design.
+//
+// A training step: Prefetch(k, rows of batch k) finds the rows not resident,
+// takes slots for them (evicting unpinned rows), submits one read per
+// distinct block (rows of blocks never written are computed, not read: lazy
+// initialisation) and pins the batch's rows; WaitResident(k) waits only for
+// the reads still in flight; kernels run; Unpin(k) ends the step. Prefetch
+// of batch k+1 may come before WaitResident(k): its reads overlap step k.
+//
+// DRAM: capacity_bytes of slots (row bytes rounded up to 8 each); per slot
+// 15 bytes of metadata (row, pins, flags, the batch that last pinned it, its
+// read); per row 4 bytes, the residency map (a slot index, or "not resident",
+// or "read in flight": an array, not a hash table, so a hit costs one load;
+// anonymous memory, so rows never touched cost nothing); per block 1 bit
+// ("ever written"). A 256-byte row costs 4 bytes + 1/128 byte beyond the pool.
+//
+// Eviction: CLOCK (second chance) over the unpinned slots; rows of a pinned
+// batch are never evicted. A dirty victim (handed out for kUpdate since last
+// written) is written back with batched asynchronous writes of whole blocks,
+// reading the block first (read-modify-write) when other rows of it are not
+// in DRAM; Prefetch waits for those writes (not for its reads), so a failed
+// write leaves the row resident and dirty, never lost.
+//
+// Lifetime of a rowpointer() address: for a row of a pinned batch, until
+// Unpin of every batch that pins it; for any other row, until the next miss
+// of this table (a Prefetch that evicts, or rowpointer() of a row not
+// resident, from any thread), which may evict it.
+//
+// rowpointer() of a row not resident (a user who did not prefetch): a
+// synchronous read of its block at queue depth 1 under the table's mutex
+// (about 80 us on a drive that does 12,500 reads/s at depth 1), plus a
+// write of the victim's block, and a read of it, if the victim is dirty;
+// concurrent misses are served one at a time. Correct from any number of
+// threads. If it fails (an I/O error, every slot pinned), it returns a row
+// of NaNs and status() says why.
+//
+// Errors: I/O errors come back from Prefetch / WaitResident / FlushDirty as a
+// Status naming the table, the file, the operation and the offset
+// ("t0: /nvme/(unnamed temporary file): read of 4096 bytes at offset 8192
+// failed: Input/output error"); the rows concerned stay where they were (in
+// the file, or resident and dirty), so the table stays consistent.
+//
+// Thread safety: rowpointer() from any number of threads (a hit is one
+// acquire load and, the first time after the CLOCK hand passed, one relaxed
+// fetch_or); as for every table, an update of a row must not overlap another
+// access to the same row. Prefetch, WaitResident, Unpin and FlushDirty may
+// come from another thread than the kernels' (they take the mutex), but
+// FlushDirty needs no kernel running on the table.
+//
+// Example:
+//   auto t = SsdTable<float, 64>::Create({.name = "t0", .nvectors = 1 << 28},
+//                                        {.capacity_bytes = 1 << 30, .file = {.directory = "/nvme"}, .init_seed = 7});
+//   CEMB_RETURN_IF_ERROR(t->Prefetch(k, rows_of_batch_k));
+//   CEMB_ASSIGN_OR_RETURN(absl::Duration waited, t->WaitResident(k));
+//   ... kernels over t (ssd/kernels_<isa>.cc) ...;  CEMB_RETURN_IF_ERROR(t->Unpin(k));
+#ifndef CEMB_SSD_SSD_TABLE_H_
+#define CEMB_SSD_SSD_TABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "embedding/simple_table.h"
+#include "embedding/table_io.h"
+#include "ssd/block_file.h"
+#include "ssd/internal/ssd_core.h"
+#include "ssd/internal/table_types.h"
+
+namespace cemb {
+
+template <StorageType T, int64_t D = kDynamic>
+class SsdTable {
+ public:
+  using value_type = T;
+  static constexpr int64_t kFeatureSize = D;
+  static_assert(D == kDynamic || D > 0);
+
+  // Creates the file (fallocate'd: no space is an error now, naming the
+  // directory and the bytes) and an empty slot pool; no row is read or
+  // written. Rows read as their initial values (ssd.init_seed) or zeros.
+  // table.tier is not used: slots are DRAM, rows are in ssd.file.
+  [[nodiscard]] static absl::StatusOr<SsdTable> Create(const TableOptions& table, const SsdOptions& ssd);
+
+  SsdTable(SsdTable&&) noexcept = default;
+  SsdTable& operator=(SsdTable&&) noexcept = default;
+
+  // --- the rowpointer interface ------------------------------------------
+
+  [[gnu::always_inline]] constexpr int64_t featuresize() const {
+    if constexpr (D != kDynamic) {
+      return D;
+    } else {
+      return featuresize_;
+    }
+  }
+  [[gnu::always_inline]] int64_t nvectors() const { return nvectors_; }
+  const std::string& name() const { return core_->name(); }
+
+  // A DRAM address of `row`, always. kForward marks the row used (CLOCK),
+  // kUpdate used and dirty; kRead has no side effect on a resident row;
+  // kPrefetch never fetches (a row not resident gives the pool's first slot,
+  // a harmless prefetch address).
+  [[gnu::always_inline]] T* rowpointer(int64_t row, Access kind = Access::kForward) const {
+    const uint32_t s = map_[row].load(std::memory_order_acquire) - 1;
+    if (s < ssd_internal::kLoading) [[likely]] {
+      if (kind == Access::kForward || kind == Access::kUpdate) {
+        const uint8_t want = kind == Access::kUpdate ? ssd_internal::kReferenced | ssd_internal::kDirty
+                                                     : ssd_internal::kReferenced;
+        if ((flags_[s].load(std::memory_order_relaxed) & want) != want) {
+          flags_[s].fetch_or(want, std::memory_order_relaxed);
+        }
+      }
+      return reinterpret_cast<T*>(pool_ + static_cast<size_t>(s) * stride_);
+    }
+    if (kind == Access::kPrefetch) return reinterpret_cast<T*>(pool_);
+    return Miss(row, kind == Access::kUpdate);
+  }
+
+  // --- a training step ---------------------------------------------------
+
+  // Pins the distinct rows of `rows` for batch `batch_id` and starts reading
+  // those not resident. Errors: a row out of range, a batch already pinned,
+  // too few slots for the rows pinned at once (ResourceExhausted, saying how
+  // many bytes they need), a failed write-back of a victim. On error nothing
+  // of this batch stays pinned.
+  [[nodiscard]] absl::Status Prefetch(int64_t batch_id, std::span<const int64_t> rows);
+  [[nodiscard]] absl::Status Prefetch(int64_t batch_id, std::span<const int32_t> rows);
+  // Waits for the batch's reads still in flight; returns the time waited.
+  // A failed read is an error here (the batch stays pinned: Unpin it).
+  [[nodiscard]] absl::StatusOr<absl::Duration> WaitResident(int64_t batch_id);
+  // The step is done with the batch's rows.
+  [[nodiscard]] absl::Status Unpin(int64_t batch_id);
+  // Writes every dirty row back (whole blocks, batched) and marks it clean;
+  // the rows stay resident. Before a checkpoint. REQUIRES: no kernel running.
+  [[nodiscard]] absl::Status FlushDirty();
+  // Writes back and drops every unpinned row (tests; a smaller DRAM share).
+  // REQUIRES: no kernel running on unpinned rows.
+  [[nodiscard]] absl::Status EvictUnpinned();
+
+  // --- inspection ----------------------------------------------------------
+
+  SsdStats stats() const { return core_->stats(); }
+  // The first failure of rowpointer()'s synchronous fetch, if any.
+  absl::Status status() const { return core_->status(); }
+  int64_t capacity_rows() const { return core_->capacity; }
+  size_t slot_bytes() const { return stride_; }
+  size_t row_bytes() const { return static_cast<size_t>(featuresize()) * sizeof(T); }
+  const BlockLayout& layout() const { return core_->layout; }
+  const BlockFile& file() const { return core_->file(); }
+  int64_t pinned_rows() const { return core_->pinned_rows(); }
+  bool is_resident(int64_t row) const {
+    const uint32_t w = map_[row].load(std::memory_order_acquire);
+    return w != 0 && !(w & ssd_internal::kLoading);
+  }
+  bool is_dirty(int64_t row) const {
+    return is_resident(row) && (flags_[map_[row].load(std::memory_order_acquire) - 1].load() & ssd_internal::kDirty);
+  }
+
+ private:
+  explicit SsdTable(std::unique_ptr<ssd_internal::SsdCore> core, int64_t featuresize)
+      : core_(std::move(core)),
+        map_(core_->map),
+        flags_(core_->flags),
+        pool_(core_->pool),
+        stride_(core_->stride),
+        nvectors_(core_->layout.nvectors),
+        featuresize_(featuresize) {}
+
+  [[gnu::noinline]] T* Miss(int64_t row, bool for_update) const;
+  static void InitRow(uint64_t seed, int64_t nvectors, int64_t row, int64_t featuresize, void* out) {
+    InitRowUniform(seed, nvectors, row, std::span<T>(static_cast<T*>(out), static_cast<size_t>(featuresize)));
+  }
+
+  std::unique_ptr<ssd_internal::SsdCore> core_;
+  std::atomic<uint32_t>* map_;
+  std::atomic<uint8_t>* flags_;
+  std::byte* pool_;
+  size_t stride_;
+  int64_t nvectors_;
+  int64_t featuresize_;
+};
+
+// --- implementation ----------------------------------------------------------
+
+template <StorageType T, int64_t D>
+absl::StatusOr<SsdTable<T, D>> SsdTable<T, D>::Create(const TableOptions& table, const SsdOptions& ssd) {
+  const int64_t d = D == kDynamic ? table.featuresize : D;
+  if (D != kDynamic && table.featuresize != 0 && table.featuresize != D) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(table.name, ": featuresize ", table.featuresize, " given to a table of static size ", D));
+  }
+  if (d <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": featuresize must be > 0"));
+  if (table.nvectors <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": nvectors must be > 0"));
+  absl::StatusOr<std::unique_ptr<ssd_internal::SsdCore>> core = ssd_internal::SsdCore::Create(
+      table.name, table.nvectors, d, static_cast<size_t>(d) * sizeof(T), ssd, &SsdTable::InitRow);
+  if (!core.ok()) return core.status();
+  return SsdTable(*std::move(core), d);
+}
+
+template <StorageType T, int64_t D>
+absl::Status SsdTable<T, D>::Prefetch(int64_t batch_id, std::span<const int64_t> rows) {
+  return core_->Prefetch(batch_id, rows);
+}
+template <StorageType T, int64_t D>
+absl::Status SsdTable<T, D>::Prefetch(int64_t batch_id, std::span<const int32_t> rows) {
+  return core_->Prefetch(batch_id, rows);
+}
+template <StorageType T, int64_t D>
+absl::StatusOr<absl::Duration> SsdTable<T, D>::WaitResident(int64_t batch_id) {
+  return core_->WaitResident(batch_id);
+}
+template <StorageType T, int64_t D>
+absl::Status SsdTable<T, D>::Unpin(int64_t batch_id) {
+  return core_->Unpin(batch_id);
+}
+template <StorageType T, int64_t D>
+absl::Status SsdTable<T, D>::FlushDirty() {
+  return core_->FlushDirty();
+}
+template <StorageType T, int64_t D>
+absl::Status SsdTable<T, D>::EvictUnpinned() {
+  return core_->EvictUnpinned();
+}
+template <StorageType T, int64_t D>
+T* SsdTable<T, D>::Miss(int64_t row, bool for_update) const {
+  return reinterpret_cast<T*>(core_->Fetch(row, for_update));
+}
+
+}  // namespace cemb
+
+#define CEMB_SSD_EXTERN_TEMPLATE(...) extern template class __VA_ARGS__;
+CEMB_FOR_EACH_SSD_TABLE(CEMB_SSD_EXTERN_TEMPLATE)
+#undef CEMB_SSD_EXTERN_TEMPLATE
+
+#endif  // CEMB_SSD_SSD_TABLE_H_
