@@ -12,8 +12,8 @@
 // of batch k+1 may come before WaitResident(k): its reads overlap step k.
 //
 // DRAM: capacity_bytes of slots (row bytes rounded up to 8 each); per slot
-// 15 bytes of metadata (row, pins, flags, the batch that last pinned it, its
-// read); per row 4 bytes, the residency map (a slot index, or "not resident",
+// 29 bytes of metadata (row, pins, flags, the batch that last pinned it, its
+// read, the free list); per row 4 bytes, the residency map (a slot index, or "not resident",
 // or "read in flight": an array, not a hash table, so a hit costs one load;
 // anonymous memory, so rows never touched cost nothing); per block 1 bit
 // ("ever written"). A 256-byte row costs 4 bytes + 1/128 byte beyond the pool.

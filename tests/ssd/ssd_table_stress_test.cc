@@ -1,0 +1,121 @@
+// Threads on one SsdTable (std::thread, not OpenMP: libgomp is not
+// TSan-aware). CI runs this under ThreadSanitizer (ctest -L tsan).
+#include <atomic>
+#include <barrier>
+#include <thread>
+#include <vector>
+
+#include "base/random.h"
+#include "gtest/gtest.h"
+#include "ssd/ssd_table.h"
+#include "tests/ssd/test_util.h"
+
+namespace cemb {
+namespace {
+
+constexpr int kThreads = 6;
+
+float Value(int64_t row, int64_t j) { return static_cast<float>(row * 100 + j); }
+
+SsdOptions Options(int64_t capacity_rows) {
+  SsdOptions o;
+  o.capacity_bytes = capacity_rows * 64;
+  o.file.directory = testing::DiskDir();
+  return o;
+}
+
+// Every row written (value row * 100 + j) and on the file, none resident.
+void Fill(SsdTable<float, 16>& t) {
+  for (int64_t r = 0; r < t.nvectors(); ++r) {
+    float* p = t.rowpointer(r, Access::kUpdate);
+    for (int64_t j = 0; j < 16; ++j) p[j] = Value(r, j);
+  }
+  ASSERT_TRUE(t.EvictUnpinned().ok());
+}
+
+TEST(SsdTableStress, ConcurrentMissesOnRowsNotResidentReturnCorrectRows) {
+  // The pool holds every row, so nothing is evicted while threads hold
+  // pointers; every row starts on the file and each thread asks for all of
+  // them, in its own order: the same misses race.
+  constexpr int64_t kN = 2048;
+  auto t = SsdTable<float, 16>::Create({.name = "stress", .nvectors = kN}, Options(kN));
+  ASSERT_TRUE(t.ok()) << t.status();
+  Fill(*t);
+  std::atomic<int64_t> wrong{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      Xoshiro256pp rng(SplitMix64::Mix(5, static_cast<uint64_t>(i)));
+      for (int64_t k = 0; k < kN; ++k) {
+        const int64_t r = static_cast<int64_t>(rng.Below(kN));
+        const float* p = t->rowpointer(r, Access::kForward);
+        for (int64_t j = 0; j < 16; ++j) wrong += p[j] != Value(r, j);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(t->stats().sync_fetches, 0);
+  EXPECT_TRUE(t->status().ok()) << t->status();
+}
+
+TEST(SsdTableStress, PrefetcherThreadOverlapsKernelThreadsOnPinnedRows) {
+  // A prefetcher pins batch k+1 (evicting: the pool holds about three
+  // batches) while workers read and update the rows of batch k; each worker
+  // owns the rows r % kThreads == i, as the kernels partition unique rows.
+  constexpr int64_t kN = 4096, kBatch = 96, kSteps = 40;
+  auto t = SsdTable<float, 16>::Create({.name = "overlap", .nvectors = kN}, Options(3 * kBatch));
+  ASSERT_TRUE(t.ok()) << t.status();
+  Fill(*t);
+  std::vector<std::vector<int64_t>> batches(kSteps);
+  Xoshiro256pp rng(9);
+  for (auto& b : batches) {
+    for (int64_t j = 0; j < kBatch; ++j) b.push_back(static_cast<int64_t>(rng.Below(kN)));
+  }
+  std::vector<int32_t> updates(kN, 0);  // per row: how often element 0 was incremented
+  for (const auto& b : batches) {
+    std::vector<int64_t> u(b);
+    std::sort(u.begin(), u.end());
+    u.erase(std::unique(u.begin(), u.end()), u.end());
+    for (int64_t r : u) ++updates[r];
+  }
+  ASSERT_TRUE(t->Prefetch(0, batches[0]).ok());
+  std::atomic<int64_t> wrong{0};
+  std::barrier sync(kThreads + 1);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < kThreads; ++i) {
+    workers.emplace_back([&, i] {
+      for (int64_t k = 0; k < kSteps; ++k) {
+        sync.arrive_and_wait();  // batch k is resident
+        std::vector<int64_t> mine;
+        for (int64_t r : batches[k]) {
+          if (r % kThreads == i) mine.push_back(r);
+        }
+        std::sort(mine.begin(), mine.end());
+        mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+        for (int64_t r : mine) {
+          float* p = t->rowpointer(r, Access::kUpdate);
+          for (int64_t j = 1; j < 16; ++j) wrong += p[j] != Value(r, j);
+          p[0] += 1.0f;
+        }
+        sync.arrive_and_wait();  // step done
+      }
+    });
+  }
+  for (int64_t k = 0; k < kSteps; ++k) {
+    ASSERT_TRUE(t->WaitResident(k).ok());
+    sync.arrive_and_wait();  // the workers run step k ...
+    if (k + 1 < kSteps) ASSERT_TRUE(t->Prefetch(k + 1, batches[k + 1]).ok());  // ... while this evicts and reads
+    sync.arrive_and_wait();
+    ASSERT_TRUE(t->Unpin(k).ok());
+  }
+  for (std::thread& w : workers) w.join();
+  EXPECT_EQ(wrong.load(), 0);
+  for (int64_t r = 0; r < kN; ++r) {
+    ASSERT_EQ(t->rowpointer(r, Access::kRead)[0], Value(r, 0) + static_cast<float>(updates[r])) << r;
+  }
+  EXPECT_GT(t->stats().dirty_evictions, 0);
+}
+
+}  // namespace
+}  // namespace cemb
