@@ -106,15 +106,17 @@ class SsdTable {
   const std::string& name() const { return core_->name(); }
 
   // A DRAM address of `row`, always. kForward marks the row used (CLOCK),
-  // kUpdate used and dirty; kRead has no side effect on a resident row;
+  // kUpdate used and dirty, kWrite dirty (it will be written back);
+  // kRead has no side effect on a resident row;
   // kPrefetch never fetches (a row not resident gives the pool's first slot,
   // a harmless prefetch address).
   [[gnu::always_inline]] T* rowpointer(int64_t row, Access kind = Access::kForward) const {
     const uint32_t s = map_[row].load(std::memory_order_acquire) - 1;
     if (s < ssd_internal::kLoading) [[likely]] {
-      if (kind == Access::kForward || kind == Access::kUpdate) {
+      if (kind != Access::kRead && kind != Access::kPrefetch) {
         const uint8_t want = kind == Access::kUpdate ? ssd_internal::kReferenced | ssd_internal::kDirty
-                                                     : ssd_internal::kReferenced;
+                             : kind == Access::kWrite ? ssd_internal::kDirty
+                                                      : ssd_internal::kReferenced;
         if ((flags_[s].load(std::memory_order_relaxed) & want) != want) {
           flags_[s].fetch_or(want, std::memory_order_relaxed);
         }
@@ -122,7 +124,7 @@ class SsdTable {
       return reinterpret_cast<T*>(pool_ + static_cast<size_t>(s) * stride_);
     }
     if (kind == Access::kPrefetch) return reinterpret_cast<T*>(pool_);
-    return Miss(row, kind == Access::kUpdate);
+    return Miss(row, kind == Access::kUpdate || kind == Access::kWrite);
   }
 
   // --- a training step ---------------------------------------------------

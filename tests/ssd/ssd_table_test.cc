@@ -48,6 +48,26 @@ TEST(SsdTable, LazyRowsEqualEagerInitUniformBitForBit) {
   ExpectLazyEqualsEager<float, kDynamic>(7);
 }
 
+TEST(SsdTable, LoadedRowsSurviveEvictionBitForBit) {
+  // LoadRows writes through Access::kWrite: each row must be kept (written
+  // back when evicted), although the pool holds a tenth of the table.
+  constexpr int64_t kN = 2000;
+  auto simple = SimpleTable<float, 64>::Create({.name = "s", .nvectors = kN});
+  ASSERT_TRUE(simple.ok());
+  InitUniform(*simple, 3);
+  const std::string path = testing::DiskDir() + "/ssd_load_rows.rows";
+  ASSERT_TRUE(SaveRows(*simple, path).ok());
+  auto ssd = SsdTable<float, 64>::Create({.name = "z", .nvectors = kN}, Options(kN / 10 * 256, 42));
+  ASSERT_TRUE(ssd.ok()) << ssd.status();
+  ASSERT_TRUE(LoadRows(*ssd, path).ok());
+  ASSERT_TRUE(ssd->FlushDirty().ok());
+  for (int64_t r = 0; r < kN; ++r) {
+    ASSERT_EQ(std::memcmp(simple->rowpointer(r), ssd->rowpointer(r, Access::kRead), ssd->row_bytes()), 0) << r;
+  }
+  EXPECT_GT(ssd->stats().io.writes, 0);
+  std::remove(path.c_str());
+}
+
 TEST(SsdTable, CreatingALargeTableReadsAndWritesNothing) {
   // 2^20 rows of 256 bytes: a 256 MiB file, reserved, never touched.
   auto t = SsdTable<float, 64>::Create({.name = "big", .nvectors = 1 << 20}, Options(1 << 20));
