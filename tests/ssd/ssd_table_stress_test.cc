@@ -105,7 +105,9 @@ TEST(SsdTableStress, PrefetcherThreadOverlapsKernelThreadsOnPinnedRows) {
   for (int64_t k = 0; k < kSteps; ++k) {
     ASSERT_TRUE(t->WaitResident(k).ok());
     sync.arrive_and_wait();  // the workers run step k ...
-    if (k + 1 < kSteps) ASSERT_TRUE(t->Prefetch(k + 1, batches[k + 1]).ok());  // ... while this evicts and reads
+    if (k + 1 < kSteps) {
+      ASSERT_TRUE(t->Prefetch(k + 1, batches[k + 1]).ok());  // ... while this evicts and reads
+    }
     sync.arrive_and_wait();
     ASSERT_TRUE(t->Unpin(k).ok());
   }
