@@ -13,4 +13,13 @@ fi
 if ischroot; then  # debianutils: 0 = in a chroot
   echo "consumer_minimal_debian: skipped (inside a chroot)"; exit 77
 fi
-exec "$tool" "$repo" -- 'bash tests/consumer/minimal_debian.sh'
+# fresh-debian finds the Debian mirror by grepping /etc/apt/sources.list and
+# sources.list.d together, and stops silently when the former is missing (as
+# on machines that use only deb822 .sources files); an empty one is harmless.
+[ -e /etc/apt/sources.list ] || touch /etc/apt/sources.list
+# Passes only on minimal_debian.sh's last line, never on a silent exit.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+rc=0
+"$tool" "$repo" -- 'bash tests/consumer/minimal_debian.sh' 2>&1 | tee "$log" || rc=$?
+grep -q '^minimal_debian: the service built and ran' "$log" || { echo "consumer_minimal_debian: failed (exit $rc)"; exit 1; }
