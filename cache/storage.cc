@@ -10,16 +10,18 @@ const char* StorageKindName(StorageKind kind) {
     case StorageKind::kSimple: return "simple";
     case StorageKind::kStatic: return "static";
     case StorageKind::kDynamic: return "dynamic";
+    case StorageKind::kSsd: return "ssd";
   }
   return "?";
 }
 
 absl::StatusOr<StorageKind> ParseStorageKind(std::string_view name) {
-  for (StorageKind k : {StorageKind::kDram, StorageKind::kSimple, StorageKind::kStatic, StorageKind::kDynamic}) {
+  for (StorageKind k : {StorageKind::kDram, StorageKind::kSimple, StorageKind::kStatic, StorageKind::kDynamic,
+                        StorageKind::kSsd}) {
     if (name == StorageKindName(k)) return k;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown table storage '", std::string(name), "' (expected dram, simple, static or dynamic)"));
+      absl::StrCat("unknown table storage '", std::string(name), "' (expected dram, simple, static, dynamic or ssd)"));
 }
 
 }  // namespace cemb

@@ -6,9 +6,17 @@
 //   "static"   CachedTable, policy kStatic, on the slow tier: fill it after initialising
 //              the rows (fill_random(seed), or fill(profiler.hottest(capacity_rows())))
 //   "dynamic"  CachedTable, policy kDynamic, on the slow tier: flush_dirty() when isfull()
+//   "ssd"      SsdTable (ssd/ssd_table.h): rows in a file under the slow tier's directory,
+//              read and written in blocks with io_uring; DRAM holds ssd.capacity_bytes of
+//              slots. Each step Prefetch(k, rows) before the lookups, WaitResident(k),
+//              Unpin(k) after the update (dlrm/step_cycle.h does it for the trainer).
 //
-// StoredTable<T, D> is a std::variant of the two table types; std::visit
-// reaches the table (both satisfy RowTable).
+// StoredTable<T, D> is a std::variant of the three table types; std::visit
+// reaches the table (all satisfy RowTable).
+//
+// Layering: cache/ depends on ssd/ (the tier below it; ssd/ depends on
+// embedding/ and base/ only), so the variant of every storage kind lives here,
+// where the kinds are named, and dlrm/ sees one type.
 //
 // Example:
 //   CEMB_ASSIGN_OR_RETURN(StorageKind kind, ParseStorageKind(yaml["storage"]));
@@ -26,26 +34,33 @@
 #include "absl/status/statusor.h"
 #include "cache/cached_table.h"
 #include "embedding/simple_table.h"
+#include "ssd/ssd_table.h"
 
 namespace cemb {
 
-enum class StorageKind { kDram, kSimple, kStatic, kDynamic };
+enum class StorageKind { kDram, kSimple, kStatic, kDynamic, kSsd };
 
-const char* StorageKindName(StorageKind kind);  // "dram", "simple", "static", "dynamic"
+const char* StorageKindName(StorageKind kind);  // "dram", "simple", "static", "dynamic", "ssd"
 absl::StatusOr<StorageKind> ParseStorageKind(std::string_view name);
 
 struct StorageConfig {
   StorageKind kind = StorageKind::kDram;
   TierOptions slow_tier;  // simple, static, dynamic
   CacheOptions cache;     // static, dynamic (its policy is set from kind)
+  SsdOptions ssd;         // ssd: capacity_bytes (the DRAM slots), file.directory, init_seed
 };
 
 template <StorageType T, int64_t D = kDynamic>
-using StoredTable = std::variant<SimpleTable<T, D>, CachedTable<T, D>>;
+using StoredTable = std::variant<SimpleTable<T, D>, CachedTable<T, D>, SsdTable<T, D>>;
 
 // `table.tier` is ignored: the config says where the rows live.
 template <StorageType T, int64_t D = kDynamic>
 [[nodiscard]] absl::StatusOr<StoredTable<T, D>> MakeStoredTable(TableOptions table, const StorageConfig& config) {
+  if (config.kind == StorageKind::kSsd) {
+    absl::StatusOr<SsdTable<T, D>> t = SsdTable<T, D>::Create(table, config.ssd);
+    if (!t.ok()) return t.status();
+    return StoredTable<T, D>(std::in_place_index<2>, *std::move(t));
+  }
   table.tier = config.kind == StorageKind::kDram ? TierOptions::Dram() : config.slow_tier;
   if (config.kind == StorageKind::kDram || config.kind == StorageKind::kSimple) {
     absl::StatusOr<SimpleTable<T, D>> t = SimpleTable<T, D>::Create(table);

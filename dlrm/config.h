@@ -30,6 +30,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -88,7 +89,10 @@ struct TableStorageConfig {
   CacheSize cache_lower = CacheSize::Fraction(0.25);
   CacheSize cache_slack = CacheSize::Fraction(0.05);
   int admit_after = 0;
-  std::string slow_tier;  // a directory; empty = $TMPDIR (or /tmp)
+  // A directory: the files of "simple", "static", "dynamic" tables, and the
+  // rows file of an "ssd" table (an unnamed temporary file in it). Empty =
+  // $TMPDIR (or /tmp).
+  std::string slow_tier;
 
   StorageConfig ToStorageConfig() const;
 };
@@ -113,6 +117,12 @@ struct ModelConfig {
 
   TableStorageConfig storage;                    // every table's default
   std::map<int, TableStorageConfig> table_storage;  // per-table overrides
+
+  // DRAM for the rows of the ssd tables (their slot pools, slot metadata and
+  // residency maps), in bytes ("6GiB") or as a fraction of this machine's
+  // physical memory ("25%", "0.25"). Required when a table is "ssd".
+  // ToDlrmOptions splits it among the ssd tables (see there).
+  std::optional<CacheSize> dram_budget;
 
   // The storage of table t.
   const TableStorageConfig& StorageOf(int t) const;
@@ -150,6 +160,10 @@ struct TrainSettings {
   int64_t keep_checkpoints = 2;  // older ones are removed
   std::string log_jsonl;         // empty = no JSON lines log
   bool progress = true;          // the progress bar (only on a terminal)
+  // ssd tables: the rows of this many batches after the current one are read
+  // while the current step computes (dlrm/step_cycle.h); 0 = each batch's
+  // rows are read (batched) just before its step.
+  int prefetch_batches = 2;
 };
 
 struct TrainConfig {
@@ -169,18 +183,37 @@ struct TrainConfig {
   // The model's options for tables of `table_sizes` rows (the resolved
   // sizes: see ModelConfig). Errors name the key (e.g. a per-table storage
   // override for a table that does not exist).
-  [[nodiscard]] absl::StatusOr<DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes) const;
+  //
+  // ssd tables: model.dram_budget is split among them. Each gets first what
+  // the rows pinned at once need, (prefetch_batches + 1) x min(batch_size x
+  // hotness, rows) slots (the worst case: every index of a batch distinct),
+  // plus its fixed metadata (4 bytes per row of residency map, a bit per
+  // block); the rest is shared in proportion to the tables' bytes, never more
+  // than a table's whole rows (water-filling). A budget smaller than the
+  // first part is InvalidArgument naming model.dram_budget and the bytes it
+  // needs. `hotness` = indices per bag (0: data.hotness). NOTE: the split is
+  // by size only; the "and observed traffic" is not built.
+  [[nodiscard]] absl::StatusOr<DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes,
+                                                          uint32_t hotness = 0) const;
 
   // A canonical one-key-per-line rendering of the settings that fix the
   // model and the order of its training (data, model, optimizer, batch size,
   // seed, shuffling): a checkpoint stores it and resuming under another
   // one is refused. Steps, epochs, evaluation, logging and checkpointing
-  // settings are left out, so a run can be continued for longer.
+  // settings are left out, so a run can be continued for longer; so is where
+  // the rows live (model.storage, table_storage, dram_budget,
+  // train.prefetch_batches): they change no bit of the results (tested:
+  // tests/dlrm/ssd_training_test.cc), and a checkpoint's rows files are the
+  // same whatever the storage, so a run may resume with its tables moved.
   // model.mlp_precision is rendered as it stands (0 fp32, 1 bf16, 2 auto):
   // the trainer sets it to the resolved precision before fingerprinting, so
   // a checkpoint records what the model ran in.
   std::string Fingerprint() const;
 };
+
+// This machine's physical memory in bytes (what a model.dram_budget fraction
+// is of); 0 when unknown.
+int64_t PhysicalMemoryBytes();
 
 }  // namespace cemb::dlrm
 

@@ -10,14 +10,15 @@ namespace cemb {
 namespace {
 
 TEST(Storage, ParsesEveryKindAndRejectsOthers) {
-  for (auto k : {StorageKind::kDram, StorageKind::kSimple, StorageKind::kStatic, StorageKind::kDynamic}) {
+  for (auto k : {StorageKind::kDram, StorageKind::kSimple, StorageKind::kStatic, StorageKind::kDynamic,
+                 StorageKind::kSsd}) {
     auto parsed = ParseStorageKind(StorageKindName(k));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, k);
   }
   auto bad = ParseStorageKind("lru");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "unknown table storage 'lru' (expected dram, simple, static or dynamic)");
+  EXPECT_EQ(bad.status().message(), "unknown table storage 'lru' (expected dram, simple, static, dynamic or ssd)");
   auto policy = ParseCachePolicy("static");
   ASSERT_TRUE(policy.ok());
   EXPECT_EQ(*policy, CachePolicy::kStatic);
@@ -43,6 +44,13 @@ TEST(Storage, MakesTheTableTheConfigNames) {
   ASSERT_TRUE(dy.ok());
   EXPECT_EQ(std::get<1>(*dy).policy(), CachePolicy::kDynamic);
   EXPECT_EQ(std::get<1>(*dy).cachelower(), 100 * 64 / 2);
+  StorageConfig ssd_config{.kind = StorageKind::kSsd};
+  ssd_config.ssd.capacity_bytes = 10 * 64;
+  ssd_config.ssd.file.directory = slow.path;
+  auto ssd = MakeStoredTable<float, 16>(opts, ssd_config);
+  ASSERT_TRUE(ssd.ok()) << ssd.status();
+  EXPECT_EQ(std::get<2>(*ssd).capacity_rows(), 10);
+  EXPECT_EQ(std::get<2>(*ssd).nvectors(), 100);
 }
 
 TEST(Storage, ASlowTierDirectoryThatDoesNotExistIsNotFoundForEveryKind) {

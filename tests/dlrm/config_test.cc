@@ -301,5 +301,119 @@ TEST(TrainConfig, FingerprintIgnoresRunLengthButNotTheModel) {
   EXPECT_NE(a->Fingerprint(), c->Fingerprint());
 }
 
+TEST(TrainConfig, SsdStorageDramBudgetAndPrefetchBatchesParse) {
+  absl::StatusOr<TrainConfig> c = Parse(R"(
+model:
+  dram_budget: 6GiB
+  storage: {kind: ssd, slow_tier: /nvme}
+  table_storage:
+    "1": {kind: dram}
+train: {prefetch_batches: 3}
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.StorageOf(0).kind, StorageKind::kSsd);
+  EXPECT_EQ(c->model.StorageOf(1).kind, StorageKind::kDram);
+  ASSERT_TRUE(c->model.dram_budget.has_value());
+  EXPECT_EQ(c->model.dram_budget->bytes, int64_t{6} << 30);
+  EXPECT_EQ(c->train.prefetch_batches, 3);
+  EXPECT_EQ(c->model.StorageOf(0).ToStorageConfig().ssd.file.directory, "/nvme");
+
+  absl::StatusOr<TrainConfig> d = Parse("model: {dram_budget: 25%}\n");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_DOUBLE_EQ(d->model.dram_budget->fraction, 0.25);
+  EXPECT_EQ(d->train.prefetch_batches, 2);  // the default
+  EXPECT_FALSE(Parse("")->model.dram_budget.has_value());
+}
+
+TEST(TrainConfig, SsdConfigErrorsNameTheKey) {
+  EXPECT_THAT(ErrorOf("model: {dram_budget: lots}\n"),
+              HasSubstr("configs/x.yaml: model.dram_budget: expected a fraction in [0, 1] (0.25, 25%) or a size"));
+  EXPECT_THAT(ErrorOf("model: {dram_budget: 0}\n"), HasSubstr("model.dram_budget: expected a size > 0"));
+  EXPECT_THAT(ErrorOf("train: {prefetch_batches: -1}\n"),
+              HasSubstr("train.prefetch_batches: expected an integer in [0, 64], got -1"));
+  EXPECT_THAT(ErrorOf("model: {storage: {kind: nvme}}\n"),
+              HasSubstr("model.storage.kind: expected one of dram, simple, static, dynamic, ssd; got 'nvme'"));
+  // No budget for ssd tables: named when the tables are known.
+  absl::StatusOr<TrainConfig> c = Parse("model: {storage: {kind: ssd}}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<uint64_t> sizes{1000};
+  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  ASSERT_FALSE(o.ok());
+  EXPECT_THAT(std::string(o.status().message()),
+              HasSubstr("configs/x.yaml: model.dram_budget: required when a table's storage is ssd"));
+}
+
+// dim 16 fp32: 64-byte rows, slots of 64 + 29 bytes of metadata; residency
+// map 4 bytes per row plus a bit per block.
+int64_t SsdNeed(int64_t rows, int64_t pinned_rows) { return 4 * rows + rows / 8 + 1 + pinned_rows * (64 + 29); }
+
+TEST(TrainConfig, DramBudgetThatCannotHoldThePinnedBatchesIsRefusedWithTheBytesNeeded) {
+  // 2 ssd tables of 100,000 rows, batch 512, hotness 2, prefetch 2: 3 x 1024
+  // rows pinned per table.
+  const int64_t need = 2 * SsdNeed(100000, 3 * 1024);
+  const std::string yaml = absl::StrCat("model: {dram_budget: ", need - 1,
+                                        ", storage: {kind: ssd}}\ndata: {hotness: 2}\n"
+                                        "train: {batch_size: 512, prefetch_batches: 2}\n");
+  absl::StatusOr<TrainConfig> c = Parse(yaml);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<uint64_t> sizes{100000, 100000};
+  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  ASSERT_FALSE(o.ok());
+  const std::string m(o.status().message());
+  EXPECT_THAT(m, HasSubstr("configs/x.yaml: model.dram_budget: "));
+  EXPECT_THAT(m, HasSubstr("train.prefetch_batches + 1 = 3 batches of up to 1024 distinct rows"));
+  EXPECT_THAT(m, HasSubstr(absl::StrCat("it needs at least ", need, " bytes")));
+
+  absl::StatusOr<TrainConfig> fits = Parse(yaml, {absl::StrCat("model.dram_budget=", need)});
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  absl::StatusOr<DlrmOptions> ok = fits->ToDlrmOptions(sizes);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->embeddings.tables[0].storage.ssd.capacity_bytes, 3 * 1024 * 64);
+}
+
+TEST(TrainConfig, DramBudgetIsSplitByTableBytesAndNeverMoreThanATable) {
+  // Tables of 10,000, 1,000,000 and 3,000,000 rows (and one in DRAM); batch
+  // 100, prefetch 1: 200 pinned rows each, the rest in proportion 1:100:300.
+  const std::string yaml = R"(
+model:
+  dram_budget: 32MiB
+  storage: {kind: ssd}
+  table_storage: {"3": {kind: dram}}
+train: {batch_size: 100, prefetch_batches: 1}
+)";
+  const std::vector<uint64_t> sizes{10000, 1000000, 3000000, 50};
+  absl::StatusOr<TrainConfig> c = Parse(yaml);
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  ASSERT_TRUE(o.ok()) << o.status();
+  const auto slots = [&](int t) { return o->embeddings.tables[t].storage.ssd.capacity_bytes / 64; };
+  EXPECT_EQ(o->embeddings.tables[3].storage.ssd.capacity_bytes, 0);
+  const int64_t fixed = SsdNeed(10000, 0) + SsdNeed(1000000, 0) + SsdNeed(3000000, 0);
+  const int64_t used = fixed + (slots(0) + slots(1) + slots(2)) * (64 + 29);
+  EXPECT_LE(used, int64_t{32} << 20);
+  EXPECT_GT(used, (int64_t{32} << 20) - 4 * (64 + 29));  // every whole slot handed out (but rounding)
+  EXPECT_NEAR(static_cast<double>(slots(2) - 200) / static_cast<double>(slots(1) - 200), 3.0, 0.01);
+  EXPECT_NEAR(static_cast<double>(slots(1) - 200) / static_cast<double>(slots(0) - 200), 100.0, 1.0);
+
+  // A budget above the tables' bytes: each gets its rows, no more.
+  absl::StatusOr<TrainConfig> big = Parse(yaml, {"model.dram_budget=1GiB"});
+  ASSERT_TRUE(big.ok()) << big.status();
+  absl::StatusOr<DlrmOptions> all = big->ToDlrmOptions(sizes);
+  ASSERT_TRUE(all.ok()) << all.status();
+  for (int t = 0; t < 3; ++t) {
+    EXPECT_EQ(all->embeddings.tables[t].storage.ssd.capacity_bytes, static_cast<int64_t>(sizes[t]) * 64) << t;
+  }
+}
+
+TEST(TrainConfig, FingerprintIgnoresWhereTheRowsLive) {
+  // Storage changes no bit of the results (tests/dlrm/ssd_training_test.cc),
+  // so a run may resume with its tables moved to or from ssd.
+  absl::StatusOr<TrainConfig> a = Parse("");
+  absl::StatusOr<TrainConfig> b = Parse("", {"model.storage.kind=ssd", "model.dram_budget=1GiB",
+                                             "train.prefetch_batches=5", "model.storage.slow_tier=/x"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->Fingerprint(), b->Fingerprint());
+}
+
 }  // namespace
 }  // namespace cemb::dlrm
