@@ -1,8 +1,10 @@
 #include "dlrm/embedding_layer.h"
 
+#include <optional>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "dlrm/npy.h"
 #include "embedding/ensemble.h"
@@ -44,11 +46,29 @@ class EmbeddingSet final : public EmbeddingLayer {
     return ensemble_.sgd_update(grads_, update);
   }
 
-  int FlushFull() override {
+  bool has_ssd_tables() const override { return !ssd_.empty(); }
+
+  absl::Status Prefetch(int64_t batch_id, int t, std::span<const int32_t> rows) override {
+    if (auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get())) return s->Prefetch(batch_id, rows);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> BeginStep(int64_t batch_id) override {
+    double waited = 0;
+    for (SsdTable<T, D>* s : ssd_) {
+      CEMB_ASSIGN_OR_RETURN(absl::Duration d, s->WaitResident(batch_id));
+      waited += absl::ToDoubleSeconds(d);
+    }
+    for (size_t i = 0; i < cached_.size(); ++i) scopes_[i].emplace(cached_[i]->begin_step());
+    return waited;
+  }
+
+  absl::StatusOr<int> EndStep(int64_t batch_id) override {
+    for (auto& scope : scopes_) scope.reset();
+    for (SsdTable<T, D>* s : ssd_) CEMB_RETURN_IF_ERROR(s->Unpin(batch_id));
     int flushed = 0;
-    for (auto& table : tables_) {
-      if (auto* c = std::get_if<CachedTable<T, D>>(table.get());
-          c != nullptr && c->policy() == CachePolicy::kDynamic && c->isfull()) {
+    for (CachedTable<T, D>* c : cached_) {
+      if (c->policy() == CachePolicy::kDynamic && c->isfull()) {
         c->flush_dirty();
         ++flushed;
       }
@@ -56,14 +76,14 @@ class EmbeddingSet final : public EmbeddingLayer {
     return flushed;
   }
 
-  void Sync() override {
-    for (auto& table : tables_) {
-      if (auto* c = std::get_if<CachedTable<T, D>>(table.get())) c->sync();
-    }
+  absl::Status Sync() override {
+    for (CachedTable<T, D>* c : cached_) c->sync();
+    for (SsdTable<T, D>* s : ssd_) CEMB_RETURN_IF_ERROR(s->FlushDirty());
+    return absl::OkStatus();
   }
 
   absl::Status Save(const std::string& dir, const std::string& prefix) override {
-    Sync();
+    CEMB_RETURN_IF_ERROR(Sync());
     for (int t = 0; t < num_tables(); ++t) {
       const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
       CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return SaveRows(table, path); }, *tables_[t]));
@@ -119,9 +139,14 @@ class EmbeddingSet final : public EmbeddingLayer {
       std::visit(
           [&](const auto& table) {
             r.name = table.name();
+            r.row_bytes = static_cast<int64_t>(table.row_bytes());
             if constexpr (std::is_same_v<std::decay_t<decltype(table)>, CachedTable<T, D>>) {
               r.cached = true;
               r.stats = table.stats();
+            } else if constexpr (std::is_same_v<std::decay_t<decltype(table)>, SsdTable<T, D>>) {
+              r.ssd = true;
+              r.ssd_stats = table.stats();
+              r.dram_bytes = table.capacity_rows() * static_cast<int64_t>(table.slot_bytes());
             }
           },
           *tables_[t]);
@@ -131,9 +156,7 @@ class EmbeddingSet final : public EmbeddingLayer {
   }
 
   void ResetStats() override {
-    for (auto& table : tables_) {
-      if (auto* c = std::get_if<CachedTable<T, D>>(table.get())) c->reset_stats();
-    }
+    for (CachedTable<T, D>* c : cached_) c->reset_stats();
   }
 
  private:
@@ -151,13 +174,20 @@ class EmbeddingSet final : public EmbeddingLayer {
     const int n = static_cast<int>(options_.tables.size());
     for (int t = 0; t < n; ++t) {
       const EmbeddingTableSpec& spec = options_.tables[t];
+      const uint64_t seed = options_.seed + static_cast<uint64_t>(t);
+      StorageConfig storage = spec.storage;
+      storage.ssd.init_seed = seed;  // lazy: a row is InitUniform's row when first needed
       absl::StatusOr<StoredTable<T, D>> table = MakeStoredTable<T, D>(
-          {.name = absl::StrCat("emb", t), .nvectors = spec.rows, .featuresize = options_.dim}, spec.storage);
+          {.name = absl::StrCat("emb", t), .nvectors = spec.rows, .featuresize = options_.dim}, storage);
       if (!table.ok()) return table.status();
       tables_.push_back(std::make_unique<StoredTable<T, D>>(*std::move(table)));
       StoredTable<T, D>& stored = *tables_.back();
-      std::visit([&](auto& tb) { InitUniform(tb, options_.seed + static_cast<uint64_t>(t), options_.threads); },
-                 stored);
+      if (auto* s = std::get_if<SsdTable<T, D>>(&stored)) {
+        ssd_.push_back(s);
+      } else {
+        std::visit([&](auto& tb) { InitUniform(tb, seed, options_.threads); }, stored);
+      }
+      if (auto* c = std::get_if<CachedTable<T, D>>(&stored)) cached_.push_back(c);
       if (auto* c = std::get_if<CachedTable<T, D>>(&stored); c != nullptr && c->policy() == CachePolicy::kStatic) {
         absl::StatusOr<int64_t> filled = c->fill_random(options_.seed + static_cast<uint64_t>(t));
         if (!filled.ok()) return filled.status();
@@ -166,6 +196,7 @@ class EmbeddingSet final : public EmbeddingLayer {
       if (options_.optimizer == EmbeddingOptimizer::kRowwiseAdagrad) states_.emplace_back(spec.rows);
     }
     for (auto& s : states_) state_ptrs_.push_back(&s);
+    scopes_.resize(cached_.size());
     outs_.resize(n);
     grads_.resize(n);
     return absl::OkStatus();
@@ -173,6 +204,9 @@ class EmbeddingSet final : public EmbeddingLayer {
 
   EmbeddingLayerOptions options_;
   std::vector<std::unique_ptr<StoredTable<T, D>>> tables_;  // stable addresses: the ensemble points at them
+  std::vector<SsdTable<T, D>*> ssd_;                        // the ssd tables among them
+  std::vector<CachedTable<T, D>*> cached_;                  // the cached ones
+  std::vector<std::optional<typename CachedTable<T, D>::StepScope>> scopes_;  // open between Begin/EndStep
   Ensemble ensemble_;
   std::vector<RowwiseAdagradState> states_;
   std::vector<RowwiseAdagradState*> state_ptrs_;

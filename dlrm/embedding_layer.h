@@ -1,14 +1,24 @@
 // EmbeddingLayer: the embedding tables of a DLRM, each stored where the
 // config says (cache/storage.h: a SimpleTable in DRAM, a SimpleTable on the
-// slow tier, or a CachedTable with the static or dynamic policy), looked up
-// and updated together by one Ensemble.
+// slow tier, a CachedTable with the static or dynamic policy, or an SsdTable
+// whose rows live in a file), looked up and updated together by one Ensemble.
 //
 // All tables share the feature size `dim` (the dot interaction needs it).
 // Lookup writes table t's pooled rows into columns [t*dim, (t+1)*dim) of one
 // [batch x T*dim] matrix, which is the interaction's input as is; Update
 // takes the gradient in the same layout, builds each table's update plan
-// from the same bags, and applies fused SGD or row-wise AdaGrad. Between
-// steps, FlushFull() flushes the dynamic caches that are full.
+// from the same bags, and applies fused SGD or row-wise AdaGrad.
+//
+// The step (dlrm/step_cycle.h drives it; one owner):
+//   Prefetch(id, t, rows)   ssd tables: pin batch id's rows, start their reads
+//   BeginStep(id)           ssd tables: wait for batch id's reads; open the
+//                           cached tables' step scopes (a flush inside aborts
+//                           when check_lifetime is on)
+//   Lookup ... Update
+//   EndStep(id)             close the scopes, unpin batch id, flush full caches
+// A step that skips Prefetch reaches an ssd row through its synchronous miss
+// path: correct single-threaded, but a concurrent miss may evict an unpinned
+// row another thread is reading, so multi-threaded steps must prefetch.
 //
 // Plan once: tables, kernels (per table, by ISA and dim), AdaGrad state and
 // every buffer are made at Create(); Lookup/Update allocate nothing in steady
@@ -40,7 +50,9 @@ namespace cemb::dlrm {
 
 struct EmbeddingTableSpec {
   int64_t rows = 0;
-  StorageConfig storage;  // kind (dram, simple, static, dynamic), slow tier, cache sizes
+  // kind (dram, simple, static, dynamic, ssd), slow tier, cache sizes; ssd:
+  // capacity_bytes and the directory (init_seed is set from `seed`).
+  StorageConfig storage;
 };
 
 enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad };
@@ -60,10 +72,14 @@ struct EmbeddingLayerOptions {
 // What a table is and how its cache did, for the end-of-run report.
 struct TableReport {
   std::string name;
-  std::string storage;  // "dram", "simple", "static", "dynamic"
+  std::string storage;  // "dram", "simple", "static", "dynamic", "ssd"
   std::string kernel;   // TableKernels::description()
   bool cached = false;
   CacheStats stats;     // meaningful when cached
+  bool ssd = false;
+  SsdStats ssd_stats;   // meaningful when ssd
+  int64_t row_bytes = 0;
+  int64_t dram_bytes = 0;  // ssd: the slot pool
 };
 
 class EmbeddingLayer {
@@ -83,12 +99,21 @@ class EmbeddingLayer {
   // Applies `grad` (the gradient of Lookup's output, same layout) to the rows
   // the bags read, with learning rate `lr`.
   [[nodiscard]] virtual absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) = 0;
-  // Between steps: flushes every dynamic cache that is full (dirty rows
-  // written back). Returns how many tables were flushed.
-  virtual int FlushFull() = 0;
-  // Between steps: writes every dirty cached row back to its base row (the
-  // slow tier is then complete, e.g. before a checkpoint).
-  virtual void Sync() = 0;
+  // True when some table is "ssd" (its rows must be prefetched).
+  virtual bool has_ssd_tables() const = 0;
+  // Pins rows `rows` of ssd table `t` for batch `batch_id` and starts reading
+  // those not in DRAM; nothing for other tables. Errors: too few slots, I/O.
+  [[nodiscard]] virtual absl::Status Prefetch(int64_t batch_id, int t, std::span<const int32_t> rows) = 0;
+  // Waits for batch_id's rows of every ssd table (seconds waited) and opens
+  // the step scopes of the cached tables. Errors: a failed read (naming the
+  // table, the file, the operation).
+  [[nodiscard]] virtual absl::StatusOr<double> BeginStep(int64_t batch_id) = 0;
+  // Closes the step scopes, unpins batch_id of the ssd tables, flushes every
+  // dynamic cache that is full. Returns how many caches were flushed.
+  [[nodiscard]] virtual absl::StatusOr<int> EndStep(int64_t batch_id) = 0;
+  // Between steps: writes every dirty cached or ssd row back (the slow tier
+  // is then complete, e.g. before a checkpoint).
+  [[nodiscard]] virtual absl::Status Sync() = 0;
 
   // Rows and optimizer state of every table: "<dir>/<prefix><t>.rows"
   // (embedding/table_io.h format) and "<dir>/<prefix><t>.adagrad.npy".

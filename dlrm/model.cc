@@ -46,6 +46,7 @@ MatrixView Rows(const internal::AlignedBuffer& buffer, int64_t rows, int64_t col
 const char* PhaseName(Phase phase) {
   switch (phase) {
     case Phase::kData: return "data";
+    case Phase::kSsdWait: return "ssd wait";
     case Phase::kEmbeddingLookup: return "embedding lookup";
     case Phase::kInteraction: return "interaction";
     case Phase::kBottomForward: return "bottom MLP forward";
@@ -207,8 +208,6 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
   watch.Lap(Phase::kMlpUpdate);
   CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, Rows(m.d_emb, n, width), lr));
   watch.Lap(Phase::kEmbeddingUpdate);
-  m.embeddings->FlushFull();
-  watch.Lap(Phase::kCacheFlush);
   return loss;
 }
 
@@ -220,8 +219,6 @@ absl::Status Dlrm::Predict(const BatchView& batch, std::span<float> probabilitie
   }
   Sigmoid(logits, probabilities.first(logits.size()));
   watch.Lap(Phase::kTopForward);
-  impl_->embeddings->FlushFull();
-  watch.Lap(Phase::kCacheFlush);
   return absl::OkStatus();
 }
 

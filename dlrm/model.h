@@ -17,7 +17,13 @@
 // step allocates nothing. A batch of another size is an InvalidArgument error.
 //
 // Phase times: TrainStep and Predict add the seconds of each phase to a
-// PhaseTimes (the caller adds kData and kOther around them).
+// PhaseTimes (the caller adds kData, kSsdWait, kCacheFlush and kOther around
+// them).
+//
+// The step's boundaries are not the model's: TrainStep and Predict do not
+// prefetch ssd rows, wait for them, unpin them or flush caches. The caller
+// brackets each one with a StepCycle (dlrm/step_cycle.h), the one owner of
+// the beginning and the end of a step.
 //
 // Thread safety: one caller at a time; the work runs on OpenMP threads.
 //
@@ -45,6 +51,7 @@ namespace cemb::dlrm {
 
 enum class Phase {
   kData,
+  kSsdWait,  // waiting for the ssd tables' reads of the step's rows (dlrm/step_cycle.h)
   kEmbeddingLookup,
   kInteraction,  // forward and backward
   kBottomForward,
@@ -56,7 +63,7 @@ enum class Phase {
   kCacheFlush,
   kOther,
 };
-inline constexpr int kNumPhases = 11;
+inline constexpr int kNumPhases = 12;
 const char* PhaseName(Phase phase);  // "data", "embedding lookup", ...
 
 struct PhaseTimes {

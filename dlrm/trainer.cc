@@ -28,6 +28,7 @@
 #include "data/loader.h"
 #include "data/preprocess.h"
 #include "dlrm/checkpoint.h"
+#include "dlrm/step_cycle.h"
 
 namespace cemb::dlrm {
 namespace {
@@ -142,6 +143,11 @@ struct Trainer::Impl {
   std::vector<uint64_t> table_sizes;
   std::unique_ptr<Dlrm> model;
   std::unique_ptr<data::Loader> loader;
+  // The owner of every step's beginning and end (prefetch, ssd wait, unpin,
+  // flushes): one for training (ids = step numbers), one for evaluation
+  // (its own id range, prefetching each batch just before it).
+  std::unique_ptr<StepCycle> train_cycle, eval_cycle;
+  int64_t next_eval_id = int64_t{1} << 62;
   std::vector<Bags<int32_t>> bags;
   std::vector<float> probabilities;
 
@@ -465,10 +471,11 @@ absl::Status Trainer::Impl::BuildModel() {
   lo.seed = SplitMix64::Mix(t.seed, 0x10ade5);
   lo.last_batch = data::LastBatch::kPartial;
   lo.num_epochs = 0;  // endless: the trainer counts steps
+  lo.prefetch = std::max<uint32_t>(lo.prefetch, static_cast<uint32_t>(t.prefetch_batches));  // Peek's reach
   CEMB_ASSIGN_OR_RETURN(loader, data::Loader::Create(train_set, lo));
   total_steps = t.steps > 0 ? t.steps : t.epochs * static_cast<int64_t>(loader->batches_per_epoch());
 
-  CEMB_ASSIGN_OR_RETURN(DlrmOptions mo, config.ToDlrmOptions(table_sizes));
+  CEMB_ASSIGN_OR_RETURN(DlrmOptions mo, config.ToDlrmOptions(table_sizes, train_set->hotness()));
   mo.num_dense = train_set->num_dense();
   std::vector<int64_t> extra;
   auto plan = [&](uint64_t samples) {
@@ -485,6 +492,8 @@ absl::Status Trainer::Impl::BuildModel() {
   // resolved), so that a checkpoint's fingerprint records it and a bf16
   // checkpoint never resumes as fp32.
   config.model.mlp_precision = model->options().mlp_precision;
+  train_cycle = std::make_unique<StepCycle>(&model->embeddings(), t.prefetch_batches);
+  eval_cycle = std::make_unique<StepCycle>(&model->embeddings(), 0);
   bags.resize(table_sizes.size());
   probabilities.resize(static_cast<size_t>(t.batch_size));
   return absl::OkStatus();
@@ -567,7 +576,10 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
     if (!b) break;
     const BatchView view = View(*b);
     std::span<float> probs(probabilities.data(), b->size());
+    const int64_t id = next_eval_id++;
+    CEMB_RETURN_IF_ERROR(eval_cycle->Begin(id, view.bags, {}, times));
     CEMB_RETURN_IF_ERROR(model->Predict(view, probs, times));
+    CEMB_RETURN_IF_ERROR(eval_cycle->End(id, times));
     metrics.Add(probs, b->labels());
     ++batches;
   }
@@ -634,23 +646,38 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
 
   // The plan, before the (possibly long) resume.
   const DlrmOptions& mo = impl->model->options();
-  double dram_bytes = 0, slow_bytes = 0;
+  double dram_bytes = 0, slow_bytes = 0, ssd_bytes = 0, ssd_dram = 0;
+  std::vector<std::string> split;  // "emb2 1.2 MiB"
   const double row_bytes = static_cast<double>(mo.embeddings.dim) * (config.model.bf16_tables ? 2 : 4);
-  for (const EmbeddingTableSpec& spec : mo.embeddings.tables) {
+  for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
+    const EmbeddingTableSpec& spec = mo.embeddings.tables[i];
     const double bytes = static_cast<double>(spec.rows) * row_bytes;
-    (spec.storage.kind == StorageKind::kDram ? dram_bytes : slow_bytes) += bytes;
+    if (spec.storage.kind == StorageKind::kSsd) {
+      ssd_bytes += bytes;
+      ssd_dram += static_cast<double>(spec.storage.ssd.capacity_bytes);
+      split.push_back(absl::StrCat("emb", i, " ", HumanBytes(static_cast<double>(spec.storage.ssd.capacity_bytes))));
+    } else {
+      (spec.storage.kind == StorageKind::kDram ? dram_bytes : slow_bytes) += bytes;
+    }
+  }
+  std::string ssd_line;
+  if (!split.empty()) {
+    const int64_t budget = config.model.dram_budget->Resolve(PhysicalMemoryBytes());
+    ssd_line = absl::StrCat(", ", HumanBytes(ssd_bytes), " on ssd (", config.model.storage.slow_tier.empty() ? "$TMPDIR" : config.model.storage.slow_tier,
+                            "; dram_budget ", HumanBytes(static_cast<double>(budget)), ": ", HumanBytes(ssd_dram),
+                            " of slots, ", absl::StrJoin(split, ", "), "; prefetch ", t.prefetch_batches, " batches)");
   }
   const uint64_t train_n = impl->train_set->num_samples();
   impl->Print("data: %s, %d train / %d validation samples, %d tables, hotness %d\n",
               DataSourceName(config.data.source), train_n, impl->val_set ? impl->val_set->num_samples() : 0,
               impl->table_sizes.size(), impl->train_set->hotness());
   const MlpPrecisionChoice& precision = impl->model->mlp_precision_choice();
-  impl->Print("model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables: %s in DRAM, %s on the slow tier\n",
+  impl->Print("model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables: %s in DRAM, %s on the slow tier%s\n",
               mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
               mo.interaction == InteractionKind::kDot ? "dot" : "concat",
               mo.self_interaction ? " (with self)" : "", PrecisionName(mo.mlp_precision),
               precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
-              config.model.bf16_tables ? "bf16" : "fp32", HumanBytes(dram_bytes), HumanBytes(slow_bytes));
+              config.model.bf16_tables ? "bf16" : "fp32", HumanBytes(dram_bytes), HumanBytes(slow_bytes), ssd_line);
   if (!precision.warning.empty()) impl->Print("warning: %s\n", precision.warning);
   impl->Print("train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings), %s threads\n", impl->total_steps,
               t.batch_size,
@@ -725,12 +752,18 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     summary.train_times[Phase::kData] += Seconds(t0, t1);
     if (!b) return absl::InternalError("the training loader ended early");  // endless: cannot happen
     const BatchView view = m.View(*b);
+    std::span<const data::Batch* const> ahead;
+    if (m.train_cycle->prefetches() && t.prefetch_batches > 0) {
+      // The next batches, up to the last step of this run.
+      const auto left = static_cast<size_t>(m.total_steps - m.step - 1);
+      ahead = m.loader->Peek(std::min(static_cast<size_t>(t.prefetch_batches), left));
+      summary.train_times[Phase::kData] += Seconds(t1, Clock::now());
+    }
     lr = m.config.optimizer.LearningRate(m.step);
+    CEMB_RETURN_IF_ERROR(m.train_cycle->Begin(m.step, view.bags, ahead, &summary.train_times));
     CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(view, lr, &summary.train_times));
-    const auto t2 = Clock::now();
-    m.model->embeddings().FlushFull();
+    CEMB_RETURN_IF_ERROR(m.train_cycle->End(m.step, &summary.train_times));
     const auto t3 = Clock::now();
-    summary.train_times[Phase::kCacheFlush] += Seconds(t2, t3);
     step_wall += Seconds(t0, t3);
     samples_done += b->size();
     if (!std::isfinite(loss)) {

@@ -1,0 +1,142 @@
+// Training with every table on the ssd tier (storage.kind: ssd) gives the
+// same losses, bit for bit, as with every table in DRAM, under a DRAM budget
+// so small that every step evicts, for prefetch_batches 0, 2 and 3.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "dlrm/trainer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cemb::dlrm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kTables = 6, kRows = 20000, kBatch = 256, kHotness = 2, kSteps = 20;
+
+class SsdTrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base ? base : "/tmp") + "/cemb_ssd_training_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // configs/default.yaml's shape, smaller: uniform indices (about 500
+  // distinct rows per table per batch, so once the pool of (p + 1) batches is
+  // full every batch evicts about as many rows as it reads; a fifth of the
+  // rows are used twice, so evicted dirty rows are read back), two indices
+  // per bag, an evaluation in the middle (its batches go through the ssd
+  // tables too).
+  std::string Yaml() const {
+    return absl::StrCat(R"(
+data:
+  source: synthetic
+  samples: 8192
+  distribution: uniform
+  hotness: )", kHotness, R"(
+  validation_fraction: 0.25
+  seed: 7
+  work_dir: )", dir_, R"(/data
+model:
+  embedding_dim: 16
+  bottom_mlp: [64, 16]
+  top_mlp: [64, 1]
+  mlp_precision: fp32
+  tables: {count: )", kTables, ", rows: ", kRows, R"(}
+  storage: {kind: dram, slow_tier: )", dir_, R"(}
+optimizer:
+  learning_rate: 0.1
+  warmup_steps: 5
+train:
+  batch_size: )", kBatch, R"(
+  steps: )", kSteps, R"(
+  eval_every: 10
+  eval_batches: 2
+  threads: 2
+  seed: 3
+  progress: false
+)");
+  }
+
+  // The smallest budget the trainer accepts for prefetch_batches = p, plus
+  // `slack_rows` slots per table: (p + 1) batches of kBatch x kHotness rows
+  // per table (docs/training.md: 64-byte rows, 29 bytes of slot metadata,
+  // 4 bytes per row of residency map and a bit per block).
+  static int64_t TightBudget(int p, int64_t slack_rows) {
+    const int64_t pinned = std::min<int64_t>(kRows, (p + 1) * kBatch * kHotness) + slack_rows;
+    return kTables * (4 * kRows + kRows / 8 + 1 + pinned * (64 + 29));
+  }
+
+  absl::StatusOr<TrainSummary> Train(std::vector<std::string> overrides) {
+    absl::StatusOr<TrainConfig> c = TrainConfig::Parse(Yaml(), "ssd.yaml", overrides);
+    if (!c.ok()) return c.status();
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(*c, {.out = nullptr});
+    if (!t.ok()) return t.status();
+    return (*t)->Run();
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SsdTrainingTest, LossesEqualDramBitForBitWhileEveryStepEvicts) {
+  absl::StatusOr<TrainSummary> dram = Train({});
+  ASSERT_TRUE(dram.ok()) << dram.status();
+  ASSERT_EQ(dram->losses.size(), static_cast<size_t>(kSteps));
+  for (int p : {2, 0, 3}) {
+    SCOPED_TRACE(absl::StrCat("prefetch_batches ", p));
+    absl::StatusOr<TrainSummary> ssd =
+        Train({"model.storage.kind=ssd", absl::StrCat("model.dram_budget=", TightBudget(p, 8)),
+               absl::StrCat("train.prefetch_batches=", p)});
+    ASSERT_TRUE(ssd.ok()) << ssd.status();
+    ASSERT_EQ(ssd->losses.size(), dram->losses.size());
+    for (size_t i = 0; i < ssd->losses.size(); ++i) {
+      // Bit for bit: == on doubles, not a tolerance.
+      EXPECT_EQ(ssd->losses[i], dram->losses[i]) << "step " << i;
+    }
+    EXPECT_EQ(ssd->final_metrics.log_loss, dram->final_metrics.log_loss);
+    EXPECT_EQ(ssd->final_metrics.auc, dram->final_metrics.auc);
+    // The mechanism fired: every table evicted, dirty rows were written back
+    // and read again, and nothing was fetched synchronously (every batch,
+    // evaluation included, was prefetched).
+    ASSERT_EQ(ssd->tables.size(), static_cast<size_t>(kTables));
+    for (const TableReport& r : ssd->tables) {
+      SCOPED_TRACE(r.name);
+      EXPECT_TRUE(r.ssd);
+      EXPECT_EQ(r.storage, "ssd");
+      // From the step that fills the pool on, ~500 evictions a step.
+      EXPECT_GE(r.ssd_stats.evictions, (kSteps - p - 1) * 400);
+      EXPECT_GT(r.ssd_stats.dirty_evictions, 0);
+      EXPECT_GT(r.ssd_stats.fetched_rows, 0);
+      EXPECT_GT(r.ssd_stats.io.bytes_written, 0);
+      EXPECT_EQ(r.ssd_stats.sync_fetches, 0);
+      EXPECT_LE(r.dram_bytes, (std::min<int64_t>(kRows, (p + 1) * kBatch * kHotness) + 8) * 64);
+    }
+    EXPECT_GT(ssd->train_times[Phase::kSsdWait], 0.0);
+  }
+}
+
+TEST_F(SsdTrainingTest, ABudgetBelowThePinnedBatchesIsRefusedBeforeTraining) {
+  absl::StatusOr<TrainSummary> s = Train({"model.storage.kind=ssd",
+                                          absl::StrCat("model.dram_budget=", TightBudget(2, 0) - 1)});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()),
+              ::testing::HasSubstr(absl::StrCat("model.dram_budget: ")));
+  EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr(absl::StrCat("(", TightBudget(2, 0) - 1, " bytes)")));
+  EXPECT_THAT(std::string(s.status().message()),
+              ::testing::HasSubstr(absl::StrCat("it needs at least ", TightBudget(2, 0), " bytes")));
+}
+
+}  // namespace
+}  // namespace cemb::dlrm
