@@ -822,13 +822,18 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   m.Print("%-24s %10.3f %6.1f%% %10.3f\n", "total", total, 100.0,
           steps_run > 0 ? 1e3 * total / static_cast<double>(steps_run) : 0.0);
 
-  bool any_cached = false;
-  for (const TableReport& r : summary.tables) any_cached |= r.cached;
-  m.Print("\n%-8s %11s %-8s %9s %12s %12s %8s %12s %12s\n", "table", "rows", "storage", "hit rate", "lookups",
-          "migrations", "flushes", "slow read", "slow written");
+  bool any_cached = false, any_ssd = false;
+  for (const TableReport& r : summary.tables) any_cached |= r.cached, any_ssd |= r.ssd;
+  bool header = false;
   for (size_t i = 0; i < summary.tables.size(); ++i) {
     const TableReport& r = summary.tables[i];
-    if (any_cached && !r.cached && r.storage == "dram") continue;  // the cache report is about the slow tier
+    if ((any_cached || any_ssd) && !r.cached && r.storage == "dram") continue;  // the report is about the slow tier
+    if (r.ssd) continue;  // below
+    if (!header) {
+      m.Print("\n%-8s %11s %-8s %9s %12s %12s %8s %12s %12s\n", "table", "rows", "storage", "hit rate", "lookups",
+              "migrations", "flushes", "slow read", "slow written");
+      header = true;
+    }
     const CacheStats& c = r.stats;
     m.Print("%-8s %11d %-8s %9s %12d %12d %8d %12s %12s\n", r.name.empty() ? absl::StrCat(i) : r.name,
             i < m.table_sizes.size() ? m.table_sizes[i] : 0, r.storage,
@@ -836,7 +841,26 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
             c.migrations(), c.flushes(), r.cached || r.storage != "dram" ? HumanBytes(c.slow_bytes_read()) : "-",
             r.cached || r.storage != "dram" ? HumanBytes(c.slow_bytes_written()) : "-");
   }
-  if (any_cached) m.Print("(tables in DRAM without a cache are not listed)\n");
+  if (any_ssd) {
+    // hit rate: distinct rows of the prefetched batches already in DRAM;
+    // computed: rows first used (lazy initialisation, no read); rows read:
+    // from the file; ampl.: bytes read per byte of rows read (a miss reads its
+    // whole block); depth: requests per submission; waited: in WaitResident.
+    m.Print("\n%-8s %11s %10s %9s %10s %10s %10s %10s %10s %6s %6s %9s\n", "ssd", "rows", "DRAM", "hit rate",
+            "computed", "rows read", "bytes read", "rows wrtn", "bytes wrtn", "ampl.", "depth", "waited");
+    for (size_t i = 0; i < summary.tables.size(); ++i) {
+      const TableReport& r = summary.tables[i];
+      if (!r.ssd) continue;
+      const SsdStats& s = r.ssd_stats;
+      m.Print("%-8s %11d %10s %8.2f%% %10d %10d %10s %10d %10s %5.1fx %6.1f %8.3fs\n",
+              r.name.empty() ? absl::StrCat(i) : r.name, i < m.table_sizes.size() ? m.table_sizes[i] : 0,
+              HumanBytes(static_cast<double>(r.dram_bytes)), 100 * s.hit_rate(), s.lazy_rows, s.fetched_rows,
+              HumanBytes(static_cast<double>(s.io.bytes_read)), s.rows_written,
+              HumanBytes(static_cast<double>(s.io.bytes_written)), s.read_amplification(r.row_bytes),
+              s.io.average_queue_depth(), absl::ToDoubleSeconds(s.waited));
+    }
+  }
+  if (any_cached || any_ssd) m.Print("(tables in DRAM without a cache are not listed)\n");
   if (m.val_set) {
     const MetricsResult& f = summary.final_metrics;
     m.Print("\nfinal validation (%d samples): log loss %.5f, AUC %.4f, accuracy %.4f\n", f.samples, f.log_loss, f.auc,
@@ -859,7 +883,20 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
                     ",\"hits\":", c.hits(), ",\"hit_rate\":", JsonNumber(r.cached ? c.hit_rate() : NAN),
                     ",\"migrations\":", c.migrations(), ",\"flushes\":", c.flushes(),
                     ",\"rows_written_back\":", c.rows_written_back(), ",\"slow_bytes_read\":", c.slow_bytes_read(),
-                    ",\"slow_bytes_written\":", c.slow_bytes_written(), "}");
+                    ",\"slow_bytes_written\":", c.slow_bytes_written());
+    if (r.ssd) {
+      const SsdStats& d = r.ssd_stats;
+      absl::StrAppend(&tables, ",\"ssd\":{\"dram_bytes\":", r.dram_bytes, ",\"hit_rate\":", JsonNumber(d.hit_rate()),
+                      ",\"rows_asked\":", d.prefetch_rows, ",\"rows_read\":", d.fetched_rows,
+                      ",\"rows_computed\":", d.lazy_rows, ",\"bytes_read\":", d.io.bytes_read,
+                      ",\"rows_written\":", d.rows_written, ",\"bytes_written\":", d.io.bytes_written,
+                      ",\"read_amplification\":", JsonNumber(d.read_amplification(r.row_bytes)),
+                      ",\"average_queue_depth\":", JsonNumber(d.io.average_queue_depth()),
+                      ",\"evictions\":", d.evictions, ",\"dirty_evictions\":", d.dirty_evictions,
+                      ",\"rmw_reads\":", d.rmw_reads, ",\"sync_fetches\":", d.sync_fetches,
+                      ",\"waited_s\":", JsonNumber(absl::ToDoubleSeconds(d.waited)), "}");
+    }
+    absl::StrAppend(&tables, "}");
   }
   const MetricsResult& f = summary.final_metrics;
   m.WriteJson(absl::StrCat(

@@ -3,7 +3,9 @@
 // so small that every step evicts, for prefetch_batches 0, 2 and 3.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -79,10 +81,10 @@ train:
     return kTables * (4 * kRows + kRows / 8 + 1 + pinned * (64 + 29));
   }
 
-  absl::StatusOr<TrainSummary> Train(std::vector<std::string> overrides) {
+  absl::StatusOr<TrainSummary> Train(std::vector<std::string> overrides, bool resume = false, FILE* out = nullptr) {
     absl::StatusOr<TrainConfig> c = TrainConfig::Parse(Yaml(), "ssd.yaml", overrides);
     if (!c.ok()) return c.status();
-    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(*c, {.out = nullptr});
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(*c, {.resume = resume, .out = out});
     if (!t.ok()) return t.status();
     return (*t)->Run();
   }
@@ -136,6 +138,48 @@ TEST_F(SsdTrainingTest, ABudgetBelowThePinnedBatchesIsRefusedBeforeTraining) {
   EXPECT_THAT(std::string(s.status().message()), ::testing::HasSubstr(absl::StrCat("(", TightBudget(2, 0) - 1, " bytes)")));
   EXPECT_THAT(std::string(s.status().message()),
               ::testing::HasSubstr(absl::StrCat("it needs at least ", TightBudget(2, 0), " bytes")));
+}
+
+// The model line prints the split; the report and the JSON summary give
+// each ssd table's traffic.
+TEST_F(SsdTrainingTest, ReportsTheSplitAndEachSsdTablesTraffic) {
+  FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  absl::StatusOr<TrainSummary> s =
+      Train({"model.storage.kind=ssd", "model.table_storage={\"0\": {kind: dram}}",
+             absl::StrCat("model.dram_budget=", TightBudget(2, 8)), "train.steps=6",
+             absl::StrCat("train.log_jsonl=", dir_, "/log.jsonl")},
+            /*resume=*/false, out);
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::string text;
+  std::rewind(out);
+  for (int c; (c = std::fgetc(out)) != EOF;) text.push_back(static_cast<char>(c));
+  std::fclose(out);
+  using ::testing::HasSubstr;
+  EXPECT_THAT(text, HasSubstr("on ssd ("));
+  EXPECT_THAT(text, HasSubstr("; prefetch 2 batches)"));
+  const size_t model_at = text.find("model: ");
+  ASSERT_NE(model_at, std::string::npos) << text;
+  const std::string model_line = text.substr(model_at, text.find('\n', model_at) - model_at);
+  EXPECT_THAT(model_line, HasSubstr(", emb1 "));
+  EXPECT_THAT(model_line, HasSubstr(", emb5 "));
+  EXPECT_THAT(model_line, ::testing::Not(HasSubstr("emb0 ")));
+  EXPECT_THAT(text, HasSubstr("\nssd wait "));
+  EXPECT_THAT(text, HasSubstr("hit rate   computed  rows read bytes read  rows wrtn bytes wrtn  ampl.  depth    waited"));
+  EXPECT_THAT(text, HasSubstr("\nemb5 "));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("\nemb0 ")));  // in DRAM: not listed
+  std::ifstream in(dir_ + "/log.jsonl");
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  EXPECT_THAT(last, HasSubstr("\"ssd wait\":"));
+  EXPECT_THAT(last, HasSubstr(",\"ssd\":{\"dram_bytes\":"));
+  for (const char* key : {"\"hit_rate\":", "\"rows_read\":", "\"bytes_read\":", "\"rows_written\":",
+                          "\"bytes_written\":", "\"read_amplification\":", "\"average_queue_depth\":", "\"waited_s\":"}) {
+    EXPECT_THAT(last, HasSubstr(key));
+  }
+  ASSERT_EQ(s->tables.size(), static_cast<size_t>(kTables));
+  EXPECT_FALSE(s->tables[0].ssd);
+  EXPECT_GT(s->tables[1].ssd_stats.prefetch_rows, 0);
 }
 
 }  // namespace
