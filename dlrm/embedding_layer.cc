@@ -87,6 +87,8 @@ class EmbeddingSet final : public EmbeddingLayer {
     for (int t = 0; t < num_tables(); ++t) {
       const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
       CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return SaveRows(table, path); }, *tables_[t]));
+      // An ssd row that failed to come in reads as NaNs: the table says so.
+      CEMB_RETURN_IF_ERROR(SsdStatus(t));
       if (!states_.empty()) {
         CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, t, ".adagrad.npy"),
                                              states_[t].values(), {states_[t].nvectors()}));
@@ -99,6 +101,7 @@ class EmbeddingSet final : public EmbeddingLayer {
     for (int t = 0; t < num_tables(); ++t) {
       const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
       CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return LoadRows(table, path); }, *tables_[t]));
+      CEMB_RETURN_IF_ERROR(SsdStatus(t));
       if (!states_.empty()) {
         const std::string state_path = absl::StrCat(dir, "/", prefix, t, ".adagrad.npy");
         CEMB_ASSIGN_OR_RETURN(NpyArray<float> state, ReadNpy<float>(state_path));
@@ -162,6 +165,13 @@ class EmbeddingSet final : public EmbeddingLayer {
  private:
   explicit EmbeddingSet(const EmbeddingLayerOptions& options)
       : options_(options), ensemble_({.threads = options.threads, .kernels = options.kernels}) {}
+
+  // The first failure of an ssd table's synchronous fetches (rowpointer() of
+  // a row not resident: SaveRows, LoadRows, ReadRow, WriteRow).
+  absl::Status SsdStatus(int t) const {
+    if (const auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get())) return s->status();
+    return absl::OkStatus();
+  }
 
   absl::Status CheckRow(int t, int64_t row, size_t n) const {
     if (t < 0 || t >= num_tables() || row < 0 || row >= rows(t) || static_cast<int64_t>(n) != options_.dim) {

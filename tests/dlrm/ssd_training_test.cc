@@ -182,5 +182,34 @@ TEST_F(SsdTrainingTest, ReportsTheSplitAndEachSsdTablesTraffic) {
   EXPECT_GT(s->tables[1].ssd_stats.prefetch_rows, 0);
 }
 
+// Checkpoints of ssd tables go through SaveRows/LoadRows like every table's:
+// stopping after 10 steps and resuming gives the losses of the uninterrupted
+// run (and of the DRAM run) bit for bit, under the tight budget.
+TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
+  const std::vector<std::string> ssd = {"model.storage.kind=ssd", absl::StrCat("model.dram_budget=", TightBudget(2, 8))};
+  absl::StatusOr<TrainSummary> whole = Train(ssd);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<TrainSummary> dram = Train({});
+  ASSERT_TRUE(dram.ok()) << dram.status();
+  EXPECT_EQ(whole->losses, dram->losses);
+
+  std::vector<std::string> first = ssd;
+  first.push_back(absl::StrCat("train.checkpoint_dir=", dir_, "/ck"));
+  first.push_back("train.steps=10");
+  absl::StatusOr<TrainSummary> a = Train(first);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_FALSE(a->last_checkpoint.empty());
+  std::vector<std::string> second = first;
+  second.back() = absl::StrCat("train.steps=", kSteps);
+  absl::StatusOr<TrainSummary> b = Train(second, /*resume=*/true);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->first_step, 10);
+  std::vector<double> losses = a->losses;
+  losses.insert(losses.end(), b->losses.begin(), b->losses.end());
+  ASSERT_EQ(losses.size(), whole->losses.size());
+  for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i], whole->losses[i]) << "step " << i;
+  EXPECT_EQ(b->final_metrics.log_loss, whole->final_metrics.log_loss);
+}
+
 }  // namespace
 }  // namespace cemb::dlrm
