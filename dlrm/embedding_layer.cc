@@ -1,7 +1,9 @@
 #include "dlrm/embedding_layer.h"
 
+#include <algorithm>
 #include <optional>
 #include <variant>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -13,6 +15,65 @@
 
 namespace cemb::dlrm {
 namespace {
+
+// SaveRows and LoadRows walk a table's rows in order; over an ssd table each
+// row not resident would be one synchronous block read (queue depth 1). This
+// view of an SsdTable prefetches the rows in chunks instead (one batched
+// submission per chunk, each block read once), pinned while they are used.
+// Batch ids from `first_id` on. Single-threaded, like table_io.
+template <StorageType T, int64_t D>
+class SsdSequentialView {
+ public:
+  using value_type = T;
+  static constexpr int64_t kFeatureSize = D;
+
+  SsdSequentialView(SsdTable<T, D>& table, int64_t first_id) : table_(&table), id_(first_id) {}
+  int64_t featuresize() const { return table_->featuresize(); }
+  int64_t nvectors() const { return table_->nvectors(); }
+  const std::string& name() const { return table_->name(); }
+  T* rowpointer(int64_t row, Access kind) const {
+    if (row < begin_ || row >= end_) Advance(row);
+    return table_->rowpointer(row, kind);
+  }
+  // Unpins the last chunk; the first error, if any (rows whose prefetch
+  // failed were still reached, through the synchronous path).
+  absl::Status Finish() {
+    Release();
+    return status_;
+  }
+  int64_t next_id() const { return id_; }
+
+ private:
+  void Release() const {
+    if (!pinned_) return;
+    status_.Update(table_->Unpin(id_));
+    pinned_ = false;
+    ++id_;
+  }
+  void Advance(int64_t row) const {
+    Release();
+    // Half of the slots not pinned by the training's batches, at most 64k rows.
+    const int64_t free = table_->capacity_rows() - table_->pinned_rows();
+    const int64_t chunk = std::clamp<int64_t>(free / 2, 1, 65536);
+    begin_ = row;
+    end_ = std::min(table_->nvectors(), row + chunk);
+    rows_.resize(static_cast<size_t>(end_ - begin_));
+    for (int64_t r = begin_; r < end_; ++r) rows_[static_cast<size_t>(r - begin_)] = r;
+    absl::Status s = table_->Prefetch(id_, rows_);
+    if (s.ok()) {
+      pinned_ = true;
+      s = table_->WaitResident(id_).status();
+    }
+    status_.Update(s);
+  }
+
+  SsdTable<T, D>* table_;
+  mutable int64_t id_;
+  mutable int64_t begin_ = 0, end_ = 0;
+  mutable bool pinned_ = false;
+  mutable std::vector<int64_t> rows_;
+  mutable absl::Status status_;
+};
 
 // The tables of one element type and feature size (D static when it is one
 // of the specialised sizes, so every table gets compile-time kernels).
@@ -86,7 +147,19 @@ class EmbeddingSet final : public EmbeddingLayer {
     CEMB_RETURN_IF_ERROR(Sync());
     for (int t = 0; t < num_tables(); ++t) {
       const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
-      CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return SaveRows(table, path); }, *tables_[t]));
+      CEMB_RETURN_IF_ERROR(std::visit(
+          [&](auto& table) -> absl::Status {
+            if constexpr (std::is_same_v<std::decay_t<decltype(table)>, SsdTable<T, D>>) {
+              SsdSequentialView<T, D> view(table, next_stream_id_);
+              absl::Status saved = SaveRows(view, path);
+              saved.Update(view.Finish());
+              next_stream_id_ = view.next_id();
+              return saved;
+            } else {
+              return SaveRows(table, path);
+            }
+          },
+          *tables_[t]));
       // An ssd row that failed to come in reads as NaNs: the table says so.
       CEMB_RETURN_IF_ERROR(SsdStatus(t));
       if (!states_.empty()) {
@@ -100,7 +173,19 @@ class EmbeddingSet final : public EmbeddingLayer {
   absl::Status Load(const std::string& dir, const std::string& prefix) override {
     for (int t = 0; t < num_tables(); ++t) {
       const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
-      CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return LoadRows(table, path); }, *tables_[t]));
+      CEMB_RETURN_IF_ERROR(std::visit(
+          [&](auto& table) -> absl::Status {
+            if constexpr (std::is_same_v<std::decay_t<decltype(table)>, SsdTable<T, D>>) {
+              SsdSequentialView<T, D> view(table, next_stream_id_);
+              absl::Status loaded = LoadRows(view, path);
+              loaded.Update(view.Finish());
+              next_stream_id_ = view.next_id();
+              return loaded;
+            } else {
+              return LoadRows(table, path);
+            }
+          },
+          *tables_[t]));
       CEMB_RETURN_IF_ERROR(SsdStatus(t));
       if (!states_.empty()) {
         const std::string state_path = absl::StrCat(dir, "/", prefix, t, ".adagrad.npy");
@@ -215,6 +300,7 @@ class EmbeddingSet final : public EmbeddingLayer {
   EmbeddingLayerOptions options_;
   std::vector<std::unique_ptr<StoredTable<T, D>>> tables_;  // stable addresses: the ensemble points at them
   std::vector<SsdTable<T, D>*> ssd_;                        // the ssd tables among them
+  int64_t next_stream_id_ = int64_t{1} << 61;               // batch ids of Save/Load's chunks
   std::vector<CachedTable<T, D>*> cached_;                  // the cached ones
   std::vector<std::optional<typename CachedTable<T, D>::StepScope>> scopes_;  // open between Begin/EndStep
   Ensemble ensemble_;

@@ -182,9 +182,10 @@ TEST_F(SsdTrainingTest, ReportsTheSplitAndEachSsdTablesTraffic) {
   EXPECT_GT(s->tables[1].ssd_stats.prefetch_rows, 0);
 }
 
-// Checkpoints of ssd tables go through SaveRows/LoadRows like every table's:
-// stopping after 10 steps and resuming gives the losses of the uninterrupted
-// run (and of the DRAM run) bit for bit, under the tight budget.
+// Checkpoints of ssd tables go through SaveRows/LoadRows like every table's
+// (their rows prefetched in chunks): stopping after 10 steps and resuming
+// gives the losses of the uninterrupted run (and of the DRAM run) bit for
+// bit, under the tight budget.
 TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
   const std::vector<std::string> ssd = {"model.storage.kind=ssd", absl::StrCat("model.dram_budget=", TightBudget(2, 8))};
   absl::StatusOr<TrainSummary> whole = Train(ssd);
@@ -209,6 +210,11 @@ TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
   ASSERT_EQ(losses.size(), whole->losses.size());
   for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i], whole->losses[i]) << "step " << i;
   EXPECT_EQ(b->final_metrics.log_loss, whole->final_metrics.log_loss);
+  // Save (both runs) and Load (the resumed one) prefetched their rows in
+  // chunks: no row was fetched one at a time.
+  for (const TrainSummary* run : {&*a, &*b}) {
+    for (const TableReport& r : run->tables) EXPECT_EQ(r.ssd_stats.sync_fetches, 0) << r.name;
+  }
 }
 
 }  // namespace
