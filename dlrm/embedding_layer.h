@@ -24,7 +24,10 @@
 // every buffer are made at Create(); Lookup/Update allocate nothing in steady
 // state.
 // Thread safety: one caller at a time (the trainer); the work itself runs on
-// `threads` OpenMP threads.
+// `threads` OpenMP threads. The exception: Prefetch of a batch that the
+// current step does not use may come from another thread (StepCycle's
+// prefetcher) while Lookup/Update run, but not during Save, Load, Sync,
+// ReadRow or WriteRow.
 //
 //   CEMB_ASSIGN_OR_RETURN(auto layer, EmbeddingLayer::Create({.dim = 16, .tables = specs}));
 //   CEMB_RETURN_IF_ERROR(layer->Lookup(bags, emb));                 // emb: [batch x T*16]

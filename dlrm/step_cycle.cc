@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "base/status_macros.h"
 
@@ -13,26 +14,82 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 }  // namespace
 
+StepCycle::StepCycle(EmbeddingLayer* layer, int prefetch_batches)
+    : layer_(layer), prefetch_batches_(prefetch_batches) {
+  if (layer_->has_ssd_tables() && prefetch_batches_ > 0) {
+    jobs_.resize(static_cast<size_t>(prefetch_batches_));
+    thread_ = std::thread([this] { Work(); });
+  }
+}
+
+StepCycle::~StepCycle() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+absl::Status StepCycle::PrefetchBatch(int64_t id, const data::Batch& batch) {
+  for (int t = 0; t < layer_->num_tables(); ++t) {
+    CEMB_RETURN_IF_ERROR(layer_->Prefetch(id, t, batch.indices(static_cast<uint32_t>(t))));
+  }
+  return absl::OkStatus();
+}
+
+void StepCycle::Work() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || busy_; });
+    if (stop_) return;
+    const size_t n = njobs_;
+    const int64_t first = job_first_id_;
+    lock.unlock();
+    absl::Status status;
+    for (size_t i = 0; i < n && status.ok(); ++i) status = PrefetchBatch(first + static_cast<int64_t>(i), *jobs_[i]);
+    lock.lock();
+    job_status_.Update(status);
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+absl::Status StepCycle::Drain() {
+  if (!thread_.joinable()) return absl::OkStatus();
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !busy_; });
+  return std::exchange(job_status_, absl::OkStatus());
+}
+
 absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
                               std::span<const data::Batch* const> ahead, PhaseTimes* times) {
   const Clock::time_point t0 = Clock::now();
-  if (layer_->has_ssd_tables()) {
-    const int tables = layer_->num_tables();
-    if (next_ <= id) {  // not prefetched (the first step, P = 0, or after a jump)
-      for (int t = 0; t < tables; ++t) CEMB_RETURN_IF_ERROR(layer_->Prefetch(id, t, bags[t].indices));
-      next_ = id + 1;
-    }
+  absl::Status status = Drain();
+  if (status.ok() && layer_->has_ssd_tables() && next_ <= id) {
+    // Not prefetched (the first step, P = 0, or after a jump): now, here.
+    for (int t = 0; t < layer_->num_tables() && status.ok(); ++t) status = layer_->Prefetch(id, t, bags[t].indices);
+    next_ = id + 1;
+  }
+  absl::StatusOr<double> waited = status.ok() ? layer_->BeginStep(id) : absl::StatusOr<double>(status);
+  if (waited.ok() && thread_.joinable()) {
+    // The batches after this one not prefetched yet: to the prefetcher thread.
     const size_t n = std::min(ahead.size(), static_cast<size_t>(prefetch_batches_));
+    std::lock_guard<std::mutex> lock(mu_);
+    njobs_ = 0;
     for (size_t i = 0; i < n; ++i) {
       const int64_t ahead_id = id + 1 + static_cast<int64_t>(i);
       if (ahead_id < next_) continue;
-      for (int t = 0; t < tables; ++t) {
-        CEMB_RETURN_IF_ERROR(layer_->Prefetch(ahead_id, t, ahead[i]->indices(static_cast<uint32_t>(t))));
-      }
+      if (njobs_ == 0) job_first_id_ = ahead_id;
+      jobs_[njobs_++] = ahead[i];
       next_ = ahead_id + 1;
     }
+    if (njobs_ > 0) {
+      busy_ = true;
+      cv_.notify_all();
+    }
   }
-  absl::StatusOr<double> waited = layer_->BeginStep(id);
   if (times != nullptr) (*times)[Phase::kSsdWait] += Since(t0);
   return waited.status();
 }

@@ -2,9 +2,13 @@
 // embedding tables (dlrm/embedding_layer.h), for training and evaluation.
 //
 //   Begin(k, batch k, the next batches)
-//     ssd tables: Prefetch every batch among k and the next ones that was not
-//     prefetched yet (their reads overlap this step's compute and the next
-//     steps'), then WaitResident(k): phase "ssd wait"; cached tables: open
+//     ssd tables: wait for the prefetcher thread's work of the previous step;
+//     Prefetch batch k here if it was not (the first step, P = 0);
+//     WaitResident(k); then hand the next batches not prefetched yet (one a
+//     step in steady state) to the prefetcher thread, whose Prefetch — slot
+//     choice, eviction, the write-back of dirty victims, the read submission
+//     — runs while this step computes: all of it phase "ssd wait" when it is
+//     on the trainer's thread, none of it when it is not; cached tables: open
 //     the step scopes
 //   ... Dlrm::TrainStep or Predict (lookups, backward, updates) ...
 //   End(k)
@@ -23,8 +27,14 @@
 // Without ssd tables Begin only opens the scopes and `ahead` is not read
 // (the trainer then does not Peek the loader at all).
 //
-// Thread safety: one caller (the trainer's thread); the ssd reads run on
-// the kernel (io_uring) while the caller computes.
+// Thread safety: one caller (the trainer's thread). With ssd tables and
+// P > 0 the cycle owns one prefetcher thread; its Prefetch calls run
+// concurrently with the step's kernels, which only touch rows pinned by the
+// step's batch (SsdTable allows it: its stress test runs this pattern under
+// ThreadSanitizer). Drain() waits for it: call it before anything that
+// needs the tables quiet (evaluation, a checkpoint, the end of the run).
+// The values the tables hold never depend on its timing (a prefetch changes
+// where rows are, not what they are), so the losses stay exact.
 //
 //   StepCycle cycle(&model->embeddings(), /*prefetch_batches=*/2);
 //   const data::Batch* b = loader->Next();
@@ -34,9 +44,13 @@
 #ifndef CEMB_DLRM_STEP_CYCLE_H_
 #define CEMB_DLRM_STEP_CYCLE_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 #include <span>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "data/loader.h"
@@ -48,7 +62,10 @@ namespace cemb::dlrm {
 class StepCycle {
  public:
   // REQUIRES: layer outlives the cycle; prefetch_batches >= 0.
-  StepCycle(EmbeddingLayer* layer, int prefetch_batches) : layer_(layer), prefetch_batches_(prefetch_batches) {}
+  StepCycle(EmbeddingLayer* layer, int prefetch_batches);
+  ~StepCycle();  // drains and joins the prefetcher thread
+  StepCycle(const StepCycle&) = delete;
+  StepCycle& operator=(const StepCycle&) = delete;
 
   int prefetch_batches() const { return prefetch_batches_; }
   bool prefetches() const { return layer_->has_ssd_tables(); }
@@ -61,11 +78,28 @@ class StepCycle {
                                    std::span<const data::Batch* const> ahead, PhaseTimes* times);
   // Ends step `id` (after its update, or its forward when evaluating).
   [[nodiscard]] absl::Status End(int64_t id, PhaseTimes* times);
+  // Waits until the prefetcher thread is idle; its first error, if any.
+  [[nodiscard]] absl::Status Drain();
 
  private:
+  void Work();  // the prefetcher thread
+  absl::Status PrefetchBatch(int64_t id, const data::Batch& batch);
+
   EmbeddingLayer* layer_;
   int prefetch_batches_;
   int64_t next_ = std::numeric_limits<int64_t>::min();  // the first id not prefetched yet
+
+  // The prefetcher thread's job: batches `jobs_[0, njobs_)` of ids
+  // job_first_id_, +1, ... (pointers into the loader's ring, valid until the
+  // trainer has consumed them and called Next() once more: later than Drain).
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<const data::Batch*> jobs_;  // capacity P, allocated once
+  size_t njobs_ = 0;
+  int64_t job_first_id_ = 0;
+  bool busy_ = false, stop_ = false;
+  absl::Status job_status_;
+  std::thread thread_;
 };
 
 }  // namespace cemb::dlrm

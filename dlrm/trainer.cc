@@ -161,6 +161,7 @@ struct Trainer::Impl {
   ProgressBar progress{nullptr, false};
 
   ~Impl() {
+    train_cycle.reset();  // joins the prefetcher thread, which reads the loader's batches
     loader.reset();
     if (jsonl) std::fclose(jsonl);
     if (remove_work_dir && !work_dir.empty()) {
@@ -562,6 +563,7 @@ BatchView Trainer::Impl::View(const data::Batch& b) {
 absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
   BinaryMetrics metrics;
   if (!val_set) return metrics.Compute();
+  CEMB_RETURN_IF_ERROR(train_cycle->Drain());  // the training's prefetches done: the tables are quiet
   data::LoaderOptions lo;
   lo.batch_size = static_cast<uint32_t>(config.train.batch_size);
   lo.shuffle = data::Shuffle::kNone;
@@ -588,6 +590,7 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
 
 absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* path) {
   const auto start = Clock::now();
+  CEMB_RETURN_IF_ERROR(train_cycle->Drain());
   CheckpointState s;
   s.step = step;
   s.loader_position = loader->position().Serialize();
@@ -791,6 +794,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     }
   }
   m.progress.Clear();
+  CEMB_RETURN_IF_ERROR(m.train_cycle->Drain());
   summary.steps = m.step;
   summary.train_seconds = step_wall;
   summary.samples_per_second = step_wall > 0 ? static_cast<double>(samples_done) / step_wall : 0;
