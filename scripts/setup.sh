@@ -12,8 +12,8 @@ library_packages=(
   libpmem2-dev         # PMDK libpmem2: the persistent-memory tier
   libxsimd-dev         # xsimd 8.1: ISA-generic SIMD kernels
   libabsl-dev          # Abseil 2022-06: Status, flat_hash_map
-  liburing-dev         # liburing 2.3: the ssd tier's block I/O (cemb::ssd is one of
-                       # the table libraries; the cache's storage config will offer it)
+  liburing-dev         # liburing 2.3: the ssd tier's block I/O (cemb::ssd, which
+                       # cemb::cache links: storage.h's kind "ssd")
 )
 # The rest: dlrm-train, the tests, the benchmarks and the sanitizer builds.
 packages=(
