@@ -143,23 +143,30 @@ class EmbeddingSet final : public EmbeddingLayer {
     return absl::OkStatus();
   }
 
+  // Runs `io` (SaveRows or LoadRows) over table t's rows: an ssd table
+  // through a view that prefetches its rows in chunks, any other directly.
+  template <typename Io>
+  absl::Status StreamRows(int t, Io&& io) {
+    return std::visit(
+        [&](auto& table) -> absl::Status {
+          if constexpr (std::is_same_v<std::decay_t<decltype(table)>, SsdTable<T, D>>) {
+            SsdSequentialView<T, D> view(table, next_stream_id_);
+            absl::Status s = io(view);
+            s.Update(view.Finish());
+            next_stream_id_ = view.next_id();
+            return s;
+          } else {
+            return io(table);
+          }
+        },
+        *tables_[t]);
+  }
+
   absl::Status Save(const std::string& dir, const std::string& prefix) override {
     CEMB_RETURN_IF_ERROR(Sync());
     for (int t = 0; t < num_tables(); ++t) {
       const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
-      CEMB_RETURN_IF_ERROR(std::visit(
-          [&](auto& table) -> absl::Status {
-            if constexpr (std::is_same_v<std::decay_t<decltype(table)>, SsdTable<T, D>>) {
-              SsdSequentialView<T, D> view(table, next_stream_id_);
-              absl::Status saved = SaveRows(view, path);
-              saved.Update(view.Finish());
-              next_stream_id_ = view.next_id();
-              return saved;
-            } else {
-              return SaveRows(table, path);
-            }
-          },
-          *tables_[t]));
+      CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& rows) { return SaveRows(rows, path); }));
       // An ssd row that failed to come in reads as NaNs: the table says so.
       CEMB_RETURN_IF_ERROR(SsdStatus(t));
       if (!states_.empty()) {
@@ -173,19 +180,7 @@ class EmbeddingSet final : public EmbeddingLayer {
   absl::Status Load(const std::string& dir, const std::string& prefix) override {
     for (int t = 0; t < num_tables(); ++t) {
       const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
-      CEMB_RETURN_IF_ERROR(std::visit(
-          [&](auto& table) -> absl::Status {
-            if constexpr (std::is_same_v<std::decay_t<decltype(table)>, SsdTable<T, D>>) {
-              SsdSequentialView<T, D> view(table, next_stream_id_);
-              absl::Status loaded = LoadRows(view, path);
-              loaded.Update(view.Finish());
-              next_stream_id_ = view.next_id();
-              return loaded;
-            } else {
-              return LoadRows(table, path);
-            }
-          },
-          *tables_[t]));
+      CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& rows) { return LoadRows(rows, path); }));
       CEMB_RETURN_IF_ERROR(SsdStatus(t));
       if (!states_.empty()) {
         const std::string state_path = absl::StrCat(dir, "/", prefix, t, ".adagrad.npy");
