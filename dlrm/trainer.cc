@@ -478,6 +478,12 @@ absl::Status Trainer::Impl::BuildModel() {
 
   CEMB_ASSIGN_OR_RETURN(DlrmOptions mo, config.ToDlrmOptions(table_sizes, train_set->hotness()));
   mo.num_dense = train_set->num_dense();
+  if (options.wrap_ssd_io) {
+    for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
+      mo.embeddings.tables[i].storage.ssd.file.wrap_io = [wrap = options.wrap_ssd_io, t = static_cast<int>(i)](
+                                                             std::unique_ptr<BlockIo> io) { return wrap(t, std::move(io)); };
+    }
+  }
   std::vector<int64_t> extra;
   auto plan = [&](uint64_t samples) {
     const int64_t partial = static_cast<int64_t>(samples % static_cast<uint64_t>(t.batch_size));

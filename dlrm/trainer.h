@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@
 #include "dlrm/embedding_layer.h"
 #include "dlrm/metrics.h"
 #include "dlrm/model.h"
+#include "ssd/block_io.h"
 
 namespace cemb::dlrm {
 
@@ -49,6 +51,10 @@ struct TrainerOptions {
   bool resume = false;
   FILE* out = stdout;  // the report; nullptr: quiet
   FILE* progress_stream = stderr;  // the progress bar (drawn only when a terminal)
+  // Tests (not a config key): wraps the I/O backend of ssd table `table`
+  // (emb<table>), e.g. in a FaultInjectingBlockIo (ssd/block_io.h), so that
+  // an I/O error during training is tested without breaking a disk.
+  std::function<std::unique_ptr<BlockIo>(int table, std::unique_ptr<BlockIo>)> wrap_ssd_io;
 };
 
 struct EvalRecord {

@@ -1,16 +1,23 @@
 // Training with every table on the ssd tier (storage.kind: ssd) gives the
 // same losses, bit for bit, as with every table in DRAM, under a DRAM budget
-// so small that every step evicts, for prefetch_batches 0, 2 and 3.
+// so small that every step evicts, for prefetch_batches 0, 2 and 3. An I/O
+// error of an ssd table (injected: FaultInjectingBlockIo) stops training
+// with a message naming it, and the last checkpoint resumes.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "dlrm/checkpoint.h"
 #include "dlrm/trainer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -81,13 +88,21 @@ train:
     return kTables * (4 * kRows + kRows / 8 + 1 + pinned * (64 + 29));
   }
 
-  absl::StatusOr<TrainSummary> Train(std::vector<std::string> overrides, bool resume = false, FILE* out = nullptr) {
+  using WrapIo = std::function<std::unique_ptr<BlockIo>(int, std::unique_ptr<BlockIo>)>;
+
+  absl::StatusOr<TrainSummary> Train(std::vector<std::string> overrides, bool resume = false, FILE* out = nullptr,
+                                     WrapIo wrap_ssd_io = nullptr) {
     absl::StatusOr<TrainConfig> c = TrainConfig::Parse(Yaml(), "ssd.yaml", overrides);
     if (!c.ok()) return c.status();
-    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(*c, {.resume = resume, .out = out});
+    absl::StatusOr<std::unique_ptr<Trainer>> t =
+        Trainer::Create(*c, {.resume = resume, .out = out, .wrap_ssd_io = std::move(wrap_ssd_io)});
     if (!t.ok()) return t.status();
     return (*t)->Run();
   }
+
+  // Defined below the tests that need them.
+  static WrapIo FaultOnEmb3(IoOp op, int64_t nth, int error);
+  void ExpectFailsNamingTheTableAndResumes(IoOp op, int error, absl::StatusCode code);
 
   std::string dir_;
 };
@@ -215,6 +230,82 @@ TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
   for (const TrainSummary* run : {&*a, &*b}) {
     for (const TableReport& r : run->tables) EXPECT_EQ(r.ssd_stats.sync_fetches, 0) << r.name;
   }
+}
+
+// emb3's backend fails its `nth` request of kind `op` with `error`; the
+// other tables' are left alone.
+SsdTrainingTest::WrapIo SsdTrainingTest::FaultOnEmb3(IoOp op, int64_t nth, int error) {
+  return [=](int table, std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
+    if (table != 3) return io;
+    return std::make_unique<FaultInjectingBlockIo>(std::move(io),
+                                                   std::vector<IoFault>{{.op = op, .nth = nth, .error = error}});
+  };
+}
+
+// A run of kSteps under the tight budget, checkpointing every 5 steps, whose
+// emb3 fails a request of kind `op` between the checkpoints of steps 5 and
+// 10 (the request counts of fault-free runs of 5 and 10 steps place it),
+// stops with a Status of `code` naming the table, the file and the
+// operation; the newest checkpoint still verifies, and a resumed run without
+// faults gives the uninterrupted run's losses bit for bit.
+void SsdTrainingTest::ExpectFailsNamingTheTableAndResumes(IoOp op, int error, absl::StatusCode code) {
+  const std::string& dir = dir_;
+  const std::vector<std::string> ssd = {"model.storage.kind=ssd",
+                                        absl::StrCat("model.dram_budget=", TightBudget(2, 8))};
+  absl::StatusOr<TrainSummary> whole = Train(ssd);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+
+  auto requests = [&](int64_t steps) -> int64_t {
+    std::vector<std::string> o = ssd;
+    o.push_back(absl::StrCat("train.checkpoint_dir=", dir, "/count", steps));
+    o.push_back("train.checkpoint_every=5");
+    o.push_back(absl::StrCat("train.steps=", steps));
+    absl::StatusOr<TrainSummary> s = Train(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok() || s->tables.size() != static_cast<size_t>(kTables)) return -1;
+    const IoCounters& io = s->tables[3].ssd_stats.io;
+    return op == IoOp::kRead ? io.reads : io.writes;
+  };
+  const int64_t at5 = requests(5), at10 = requests(10);
+  ASSERT_GT(at10, at5 + 8) << "emb3 does too little " << IoOpName(op) << " I/O between steps 5 and 10";
+  const int64_t nth = (at5 + at10) / 2;
+  SCOPED_TRACE(absl::StrCat(IoOpName(op), " ", nth, " of emb3 fails (", at5, " by step 5, ", at10, " by step 10)"));
+
+  std::vector<std::string> run = ssd;
+  run.push_back(absl::StrCat("train.checkpoint_dir=", dir, "/ck"));
+  run.push_back("train.checkpoint_every=5");
+  absl::StatusOr<TrainSummary> failed = Train(run, /*resume=*/false, nullptr, FaultOnEmb3(op, nth, error));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), code) << failed.status();
+  const std::string msg(failed.status().message());
+  using ::testing::HasSubstr;
+  EXPECT_THAT(msg, HasSubstr("emb3: "));
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat(dir, "/(unnamed temporary file): ")));
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat(IoOpName(op), " of 4096 bytes at offset ")));
+  EXPECT_THAT(msg, HasSubstr(std::strerror(error)));
+
+  absl::StatusOr<std::string> latest = LatestCheckpoint(dir + "/ck");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->step, 5);  // the fault came after it, in a step before the next one
+
+  absl::StatusOr<TrainSummary> resumed = Train(run, /*resume=*/true);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->first_step, state->step);
+  ASSERT_EQ(resumed->losses.size(), static_cast<size_t>(kSteps - state->step));
+  for (size_t i = 0; i < resumed->losses.size(); ++i) {
+    EXPECT_EQ(resumed->losses[i], whole->losses[static_cast<size_t>(state->step) + i]) << "step " << state->step + i;
+  }
+  EXPECT_EQ(resumed->final_metrics.log_loss, whole->final_metrics.log_loss);
+}
+
+TEST_F(SsdTrainingTest, EioOnAReadStopsTrainingNamingTableFileAndReadAndTheLastCheckpointResumes) {
+  ExpectFailsNamingTheTableAndResumes(IoOp::kRead, EIO, absl::StatusCode::kDataLoss);
+}
+
+TEST_F(SsdTrainingTest, EnospcOnAWriteBackStopsTrainingNamingTableFileAndWriteAndTheLastCheckpointResumes) {
+  ExpectFailsNamingTheTableAndResumes(IoOp::kWrite, ENOSPC, absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace
