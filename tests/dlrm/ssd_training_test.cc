@@ -3,14 +3,12 @@
 // so small that every step evicts, for prefetch_batches 0, 2 and 3. An I/O
 // error of an ssd table (injected: FaultInjectingBlockIo) stops training
 // with a message naming it, and the last checkpoint resumes.
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <fstream>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,27 +19,16 @@
 #include "dlrm/trainer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/data/test_util.h"
 
 namespace cemb::dlrm {
 namespace {
 
-namespace fs = std::filesystem;
 
 constexpr int64_t kTables = 6, kRows = 20000, kBatch = 256, kHotness = 2, kSteps = 20;
 
 class SsdTrainingTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base ? base : "/tmp") + "/cemb_ssd_training_test_XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   // configs/default.yaml's shape, smaller: uniform indices (about 500
   // distinct rows per table per batch, so once the pool of (p + 1) batches is
   // full every batch evicts about as many rows as it reads; a fifth of the
@@ -104,7 +91,8 @@ train:
   static WrapIo FaultOnEmb3(IoOp op, int64_t nth, int error);
   void ExpectFailsNamingTheTableAndResumes(IoOp op, int error, absl::StatusCode code);
 
-  std::string dir_;
+  data::testing::TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(SsdTrainingTest, LossesEqualDramBitForBitWhileEveryStepEvicts) {
