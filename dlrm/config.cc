@@ -356,6 +356,7 @@ absl::Status ParseStorage(MapReader& r, TableStorageConfig& s) {
                                {"static", StorageKind::kStatic},
                                {"dynamic", StorageKind::kDynamic},
                                {"ssd", StorageKind::kSsd}}));
+  s.cache_size_given |= r.Child("cache_lower").IsDefined() || r.Child("cache_slack").IsDefined();
   CEMB_RETURN_IF_ERROR(r.CacheSizeValue("cache_lower", &s.cache_lower));
   CEMB_RETURN_IF_ERROR(r.CacheSizeValue("cache_slack", &s.cache_slack));
   CEMB_RETURN_IF_ERROR(r.Integer("admit_after", &s.admit_after, 0, 1000000));
@@ -592,81 +593,42 @@ int64_t PhysicalMemoryBytes() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
-// Sets emb.tables[t].storage.ssd.capacity_bytes of every ssd table from
-// model.dram_budget (see TrainConfig::ToDlrmOptions).
-static absl::Status SplitDramBudget(const TrainConfig& config, uint32_t hotness, EmbeddingLayerOptions& emb) {
-  // Per slot: pins (4), the batch that last pinned it (8), its row (8), its
-  // read (4), flags (1), the free list (4): docs/ssd.md.
-  constexpr int64_t kSlotMetadataBytes = 29;
-  const ModelConfig& model = config.model;
-  const TrainSettings& train = config.train;
-  std::vector<size_t> ssd;
+absl::Status TrainConfig::ApplyDramBudget(uint32_t hotness, const TableTraffic* traffic, EmbeddingLayerOptions& emb,
+                                          DramSplit* split) const {
+  bool any_ssd = false, any_open_cache = false;
+  std::vector<bool> given(emb.tables.size());
   for (size_t t = 0; t < emb.tables.size(); ++t) {
-    if (emb.tables[t].storage.kind == StorageKind::kSsd) ssd.push_back(t);
+    const TableStorageConfig& ts = model.StorageOf(static_cast<int>(t));
+    given[t] = ts.cache_size_given;
+    any_ssd |= ts.kind == StorageKind::kSsd;
+    any_open_cache |= (ts.kind == StorageKind::kStatic || ts.kind == StorageKind::kDynamic) && !ts.cache_size_given;
   }
-  if (ssd.empty()) return absl::OkStatus();
-  const std::string where = absl::StrCat(config.source_name, ": model.dram_budget: ");
+  const std::string where = absl::StrCat(source_name, ": model.dram_budget: ");
   if (!model.dram_budget) {
+    if (!any_ssd) return absl::OkStatus();  // cached tables keep their configured (or default) sizes
     return absl::InvalidArgumentError(absl::StrCat(
         where, "required when a table's storage is ssd (bytes, e.g. 6GiB, or a fraction of memory, e.g. 25%)"));
   }
+  if (!any_ssd && !any_open_cache) return absl::OkStatus();  // the trainer warns
   const int64_t memory = PhysicalMemoryBytes();
-  const int64_t budget = model.dram_budget->Resolve(memory);
-  const auto human = [](int64_t b) {
-    return b >= (int64_t{1} << 30)   ? absl::StrFormat("%.2f GiB", static_cast<double>(b) / (1 << 30))
-           : b >= (int64_t{1} << 20) ? absl::StrFormat("%.1f MiB", static_cast<double>(b) / (1 << 20))
-                                     : absl::StrFormat("%.1f KiB", static_cast<double>(b) / 1024);
-  };
-  // Per table: the slot (row bytes rounded up to 8) and its metadata; the
-  // fixed part (residency map, block bits); the slots the pinned batches
-  // need; the slots that hold every row.
-  const int64_t row_bytes = emb.dim * (emb.bf16_rows ? 2 : 4);
-  const int64_t slot = (row_bytes + 7) / 8 * 8;
-  const int64_t slot_cost = slot + kSlotMetadataBytes;
-  const int64_t pinned_batches = train.prefetch_batches + 1;
-  const int64_t per_batch = train.batch_size * static_cast<int64_t>(std::max<uint32_t>(1, hotness));
-  std::vector<int64_t> slots(ssd.size()), full(ssd.size());
-  int64_t need = 0;
-  for (size_t i = 0; i < ssd.size(); ++i) {
-    const int64_t rows = emb.tables[ssd[i]].rows;
-    slots[i] = std::min(rows, pinned_batches * per_batch);
-    full[i] = rows;
-    need += 4 * rows + rows / 8 + 1 + slots[i] * slot_cost;
-  }
-  if (budget < need) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, human(budget), " (", budget, " bytes", model.dram_budget->bytes < 0 ? absl::StrCat(" of ", human(memory), " of memory") : "",
-        ") cannot hold the rows that ", ssd.size(), " ssd table(s) pin at once: train.prefetch_batches + 1 = ",
-        pinned_batches, " batches of up to ", per_batch, " distinct rows (batch_size x hotness) per table, plus "
-        "their residency maps: it needs at least ", need, " bytes (", human(need), ")"));
-  }
-  // Water-filling: the rest in proportion to the tables' bytes, capped at
-  // the slots of every row.
-  int64_t left = (budget - need) / slot_cost;  // whole slots to share
-  for (int round = 0; round < 64 && left > 0; ++round) {
-    double weight = 0;
-    for (size_t i = 0; i < ssd.size(); ++i) {
-      if (slots[i] < full[i]) weight += static_cast<double>(full[i]);
-    }
-    if (weight == 0) break;
-    int64_t given = 0;
-    for (size_t i = 0; i < ssd.size(); ++i) {
-      if (slots[i] >= full[i]) continue;
-      const int64_t share = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(left) *
-                                                                        static_cast<double>(full[i]) / weight));
-      const int64_t add = std::min({share, full[i] - slots[i], left - given});
-      slots[i] += add;
-      given += add;
-    }
-    left -= given;
-    if (given == 0) break;
-  }
-  for (size_t i = 0; i < ssd.size(); ++i) emb.tables[ssd[i]].storage.ssd.capacity_bytes = slots[i] * slot;
+  DramBudgetRequest request{
+      .budget = model.dram_budget->Resolve(memory),
+      .where = where,
+      .budget_text = model.dram_budget->bytes < 0
+                         ? absl::StrFormat(" = %g%% of %.2f GiB of memory", 100 * model.dram_budget->fraction,
+                                           static_cast<double>(memory) / (1 << 30))
+                         : "",
+      .batch_size = train.batch_size,
+      .hotness = hotness,
+      .prefetch_batches = train.prefetch_batches,
+      .cache_size_given = given};
+  CEMB_ASSIGN_OR_RETURN(DramSplit s, SplitDramBudget(request, traffic, emb));
+  if (split != nullptr) *split = std::move(s);
   return absl::OkStatus();
 }
 
-absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes,
-                                                       uint32_t hotness) const {
+absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes, uint32_t hotness,
+                                                       const TableTraffic* traffic, DramSplit* split) const {
   const std::string where = source_name;
   if (table_sizes.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": model.tables: no tables"));
   for (const auto& [t, s] : model.table_storage) {
@@ -695,7 +657,7 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
     spec.storage = model.StorageOf(static_cast<int>(t)).ToStorageConfig();
     o.embeddings.tables.push_back(spec);
   }
-  CEMB_RETURN_IF_ERROR(SplitDramBudget(*this, hotness == 0 ? data.hotness : hotness, o.embeddings));
+  CEMB_RETURN_IF_ERROR(ApplyDramBudget(hotness == 0 ? data.hotness : hotness, traffic, o.embeddings, split));
   o.batch_size = train.batch_size;
   o.threads = train.threads;
   o.seed = train.seed;

@@ -41,6 +41,7 @@
 #include "cache/storage.h"
 #include "data/generator.h"
 #include "data/preprocess.h"
+#include "dlrm/dram_budget.h"
 #include "dlrm/model.h"
 
 namespace cemb::dlrm {
@@ -93,6 +94,9 @@ struct TableStorageConfig {
   // rows file of an "ssd" table (an unnamed temporary file in it). Empty =
   // $TMPDIR (or /tmp).
   std::string slow_tier;
+  // cache_lower or cache_slack was in the config (otherwise a model.dram_budget
+  // sizes a cached table's cache: dlrm/dram_budget.h).
+  bool cache_size_given = false;
 
   StorageConfig ToStorageConfig() const;
 };
@@ -118,10 +122,11 @@ struct ModelConfig {
   TableStorageConfig storage;                    // every table's default
   std::map<int, TableStorageConfig> table_storage;  // per-table overrides
 
-  // DRAM for the rows of the ssd tables (their slot pools, slot metadata and
-  // residency maps), in bytes ("6GiB") or as a fraction of this machine's
-  // physical memory ("25%", "0.25"). Required when a table is "ssd".
-  // ToDlrmOptions splits it among the ssd tables (see there).
+  // DRAM for the rows of the tables on a slower tier: the ssd tables' slot
+  // pools, slot metadata and residency maps, and the caches of cached tables
+  // whose size is not given; in bytes ("6GiB") or as a fraction of this
+  // machine's physical memory ("25%", "0.25"). Required when a table is
+  // "ssd". ToDlrmOptions splits it (dlrm/dram_budget.h).
   std::optional<CacheSize> dram_budget;
 
   // The storage of table t.
@@ -184,17 +189,18 @@ struct TrainConfig {
   // sizes: see ModelConfig). Errors name the key (e.g. a per-table storage
   // override for a table that does not exist).
   //
-  // ssd tables: model.dram_budget is split among them. Each gets first what
-  // the rows pinned at once need, (prefetch_batches + 1) x min(batch_size x
-  // hotness, rows) slots (the worst case: every index of a batch distinct),
-  // plus its fixed metadata (4 bytes per row of residency map, a bit per
-  // block); the rest is shared in proportion to the tables' bytes, never more
-  // than a table's whole rows (water-filling). A budget smaller than the
-  // first part is InvalidArgument naming model.dram_budget and the bytes it
-  // needs. `hotness` = indices per bag (0: data.hotness). NOTE: the split is
-  // by size only; the "and observed traffic" is not built.
+  // model.dram_budget is split among the ssd tables and the cached tables
+  // without a given cache size (dlrm/dram_budget.h: first what each needs,
+  // then by `traffic`, a sample of the training data, when given, then by
+  // size); a budget too small is InvalidArgument naming model.dram_budget
+  // and the bytes it needs. `hotness` = indices per bag (0: data.hotness).
+  // `split`, when not null, gets what each table was given.
   [[nodiscard]] absl::StatusOr<DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes,
-                                                          uint32_t hotness = 0) const;
+                                                          uint32_t hotness = 0, const TableTraffic* traffic = nullptr,
+                                                          DramSplit* split = nullptr) const;
+  // The model.dram_budget part of ToDlrmOptions.
+  [[nodiscard]] absl::Status ApplyDramBudget(uint32_t hotness, const TableTraffic* traffic,
+                                             EmbeddingLayerOptions& emb, DramSplit* split) const;
 
   // A canonical one-key-per-line rendering of the settings that fix the
   // model and the order of its training (data, model, optimizer, batch size,

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/file.h"
+#include "base/human.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "data/criteo.h"
@@ -45,12 +46,8 @@ std::string HumanCount(double v) {
   return absl::StrFormat("%.0f", v);
 }
 
-std::string HumanBytes(double v) {
-  if (v >= 1073741824.0) return absl::StrFormat("%.2f GiB", v / 1073741824.0);
-  if (v >= 1048576.0) return absl::StrFormat("%.1f MiB", v / 1048576.0);
-  if (v >= 1024.0) return absl::StrFormat("%.1f KiB", v / 1024.0);
-  return absl::StrFormat("%.0f B", v);
-}
+// model.dram_budget is split by the traffic of this many first batches.
+constexpr uint64_t kTrafficSampleBatches = 64;
 
 std::string HumanTime(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
@@ -142,6 +139,7 @@ struct Trainer::Impl {
   std::shared_ptr<const data::Dataset> train_set, val_set;
   std::vector<uint64_t> table_sizes;
   std::unique_ptr<Dlrm> model;
+  DramSplit dram_split;  // model.dram_budget's split (empty without one)
   std::unique_ptr<data::Loader> loader;
   // The owner of every step's beginning and end (prefetch, ssd wait, unpin,
   // flushes): one for training (ids = step numbers), one for evaluation
@@ -476,7 +474,21 @@ absl::Status Trainer::Impl::BuildModel() {
   CEMB_ASSIGN_OR_RETURN(loader, data::Loader::Create(train_set, lo));
   total_steps = t.steps > 0 ? t.steps : t.epochs * static_cast<int64_t>(loader->batches_per_epoch());
 
-  CEMB_ASSIGN_OR_RETURN(DlrmOptions mo, config.ToDlrmOptions(table_sizes, train_set->hotness()));
+  // model.dram_budget is split by the traffic of the first batches (the
+  // tables on a slower tier only).
+  std::vector<bool> slow(table_sizes.size());
+  bool any_slow = false;
+  for (size_t i = 0; i < slow.size(); ++i) {
+    const StorageKind kind = config.model.StorageOf(static_cast<int>(i)).kind;
+    slow[i] = kind == StorageKind::kSsd || kind == StorageKind::kStatic || kind == StorageKind::kDynamic;
+    any_slow |= slow[i];
+  }
+  TableTraffic traffic;
+  if (config.model.dram_budget && any_slow) {
+    traffic = SampleTraffic(*train_set, kTrafficSampleBatches * static_cast<uint64_t>(t.batch_size), slow);
+  }
+  CEMB_ASSIGN_OR_RETURN(DlrmOptions mo,
+                        config.ToDlrmOptions(table_sizes, train_set->hotness(), &traffic, &dram_split));
   mo.num_dense = train_set->num_dense();
   if (options.wrap_ssd_io) {
     for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
@@ -655,26 +667,47 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
 
   // The plan, before the (possibly long) resume.
   const DlrmOptions& mo = impl->model->options();
-  double dram_bytes = 0, slow_bytes = 0, ssd_bytes = 0, ssd_dram = 0;
-  std::vector<std::string> split;  // "emb2 1.2 MiB"
+  double dram_bytes = 0, slow_bytes = 0, ssd_bytes = 0;
   const double row_bytes = static_cast<double>(mo.embeddings.dim) * (config.model.bf16_tables ? 2 : 4);
   for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
     const EmbeddingTableSpec& spec = mo.embeddings.tables[i];
     const double bytes = static_cast<double>(spec.rows) * row_bytes;
-    if (spec.storage.kind == StorageKind::kSsd) {
-      ssd_bytes += bytes;
-      ssd_dram += static_cast<double>(spec.storage.ssd.capacity_bytes);
-      split.push_back(absl::StrCat("emb", i, " ", HumanBytes(static_cast<double>(spec.storage.ssd.capacity_bytes))));
-    } else {
-      (spec.storage.kind == StorageKind::kDram ? dram_bytes : slow_bytes) += bytes;
-    }
+    (spec.storage.kind == StorageKind::kSsd    ? ssd_bytes
+     : spec.storage.kind == StorageKind::kDram ? dram_bytes
+                                               : slow_bytes) += bytes;
   }
   std::string ssd_line;
-  if (!split.empty()) {
+  if (ssd_bytes > 0) {
+    ssd_line = absl::StrCat(", ", HumanBytes(ssd_bytes), " on ssd (",
+                            config.model.storage.slow_tier.empty() ? "$TMPDIR" : config.model.storage.slow_tier,
+                            "; prefetch ", t.prefetch_batches, " batches)");
+  }
+  std::string budget_line;  // model.dram_budget's split, its own line
+  if (config.model.dram_budget) {
+    const DramSplit& split = impl->dram_split;
     const int64_t budget = config.model.dram_budget->Resolve(PhysicalMemoryBytes());
-    ssd_line = absl::StrCat(", ", HumanBytes(ssd_bytes), " on ssd (", config.model.storage.slow_tier.empty() ? "$TMPDIR" : config.model.storage.slow_tier,
-                            "; dram_budget ", HumanBytes(static_cast<double>(budget)), ": ", HumanBytes(ssd_dram),
-                            " of slots, ", absl::StrJoin(split, ", "), "; prefetch ", t.prefetch_batches, " batches)");
+    if (split.shares.empty()) {
+      budget_line = absl::StrCat("warning: model.dram_budget (", HumanBytes(static_cast<double>(budget)),
+                                 ") has no effect: no table is ssd, or static/dynamic without a cache size\n");
+    } else {
+      std::vector<std::string> shares;  // "emb2 1.2 MiB (ideal hit rate 0.91)"
+      double rows_dram = 0;
+      for (const DramShare& d : split.shares) {
+        rows_dram += static_cast<double>(d.bytes);
+        shares.push_back(absl::StrCat("emb", d.table, " ", HumanBytes(static_cast<double>(d.bytes)),
+                                      std::isnan(d.sampled_hit_rate)
+                                          ? ""
+                                          : absl::StrFormat(" (%.2f)", d.sampled_hit_rate)));
+      }
+      budget_line = absl::StrCat(
+          "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ", HumanBytes(static_cast<double>(split.used)),
+          " used, ", HumanBytes(rows_dram), " of it for rows: ", absl::StrJoin(shares, ", "),
+          split.sampled > 0
+              ? absl::StrCat("; split by the lookups of the first ", split.sampled,
+                             " samples (in parentheses: the share of them the rows in DRAM would serve), then by size")
+              : "; split by size",
+          "\n");
+    }
   }
   const uint64_t train_n = impl->train_set->num_samples();
   impl->Print("data: %s, %d train / %d validation samples, %d tables, hotness %d\n",
@@ -687,6 +720,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
               mo.self_interaction ? " (with self)" : "", PrecisionName(mo.mlp_precision),
               precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
               config.model.bf16_tables ? "bf16" : "fp32", HumanBytes(dram_bytes), HumanBytes(slow_bytes), ssd_line);
+  if (!budget_line.empty()) impl->Print("%s", budget_line);
   if (!precision.warning.empty()) impl->Print("warning: %s\n", precision.warning);
   impl->Print("train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings), %s threads\n", impl->total_steps,
               t.batch_size,
