@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/checksum.h"
 #include "base/file.h"
 #include "base/human.h"
 #include "base/random.h"
@@ -943,6 +944,10 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     absl::StrAppend(&tables, "}");
   }
   const MetricsResult& f = summary.final_metrics;
+  // Two runs trained the same model step for step when their digests of
+  // every step's loss (the bits of the doubles) are equal.
+  Checksum64 losses_digest;
+  losses_digest.Update(summary.losses.data(), summary.losses.size() * sizeof(double));
   m.WriteJson(absl::StrCat(
       "{\"type\":\"summary\",\"config\":", JsonString(m.config.source_name), ",\"first_step\":", summary.first_step,
       ",\"steps\":", summary.steps, ",\"batch_size\":", t.batch_size,
@@ -950,6 +955,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       ",\"mlp_precision_requested\":", JsonString(PrecisionName(m.model->mlp_precision_choice().requested)),
       ",\"train_seconds\":", JsonNumber(summary.train_seconds),
       ",\"samples_per_s\":", JsonNumber(summary.samples_per_second),
+      ",\"losses_digest\":\"", absl::StrFormat("%016x", losses_digest.Digest()), "\"",
       ",\"eval_seconds\":", JsonNumber(summary.eval_seconds),
       ",\"checkpoint_seconds\":", JsonNumber(summary.checkpoint_seconds), ",\"val_log_loss\":",
       JsonNumber(m.val_set ? f.log_loss : NAN), ",\"val_auc\":", JsonNumber(m.val_set ? f.auc : NAN),
