@@ -445,11 +445,16 @@ absl::Status SsdCore::WriteBack(std::vector<std::pair<int64_t, uint32_t>>& rows,
     size_t begin, end;  // its rows in `rows`
     uint32_t op;        // the write; its buffer is the block's image
     int64_t rmw = -1;   // the read of the old block, if any
+    size_t also_begin = 0, also_end = 0;  // its other dirty rows the image holds, in `also`
   };
   std::vector<BlockWrite> chunk;
+  // Dirty rows that are not targets but go out with their block (they are
+  // clean once it is written, so their own eviction writes nothing).
+  std::vector<uint32_t> also;
   size_t i = 0;
   while (i < rows.size()) {
     chunk.clear();
+    also.clear();
     while (i < rows.size() && chunk.size() < kChunkBlocks) {
       const int64_t block = layout.block_of(rows[i].first);
       size_t j = i;
@@ -519,10 +524,14 @@ absl::Status SsdCore::WriteBack(std::vector<std::pair<int64_t, uint32_t>>& rows,
           for (int64_t r = first; r < first + layout.rows_in(bw.block); ++r) InitRow(r, image + layout.offset_in_block(r));
         }
       }
+      bw.also_begin = also.size();
       for (int64_t r = first; r < first + layout.rows_in(bw.block); ++r) {
         const int64_t s = from_slot(r);
-        if (s >= 0) std::memcpy(image + layout.offset_in_block(r), Slot(static_cast<uint32_t>(s)), row_bytes_);
+        if (s < 0) continue;
+        std::memcpy(image + layout.offset_in_block(r), Slot(static_cast<uint32_t>(s)), row_bytes_);
+        if (flags[s].load(std::memory_order_relaxed) & kDirty) also.push_back(static_cast<uint32_t>(s));
       }
+      bw.also_end = also.size();
       for (size_t k = bw.begin; k < bw.end; ++k) {  // the targets, pinned or not
         std::memcpy(image + layout.offset_in_block(rows[k].first), Slot(rows[k].second), row_bytes_);
       }
@@ -543,9 +552,14 @@ absl::Status SsdCore::WriteBack(std::vector<std::pair<int64_t, uint32_t>>& rows,
         continue;
       }
       written_[bw.block >> 6] |= uint64_t{1} << (bw.block & 63);
-      for (size_t k = bw.begin; k < bw.end; ++k) {
-        flags[rows[k].second].fetch_and(static_cast<uint8_t>(~kDirty), std::memory_order_relaxed);
+      auto clean = [&](uint32_t slot) {
+        flags[slot].fetch_and(static_cast<uint8_t>(~kDirty), std::memory_order_relaxed);
         ++stats_.rows_written;
+      };
+      for (size_t k = bw.begin; k < bw.end; ++k) clean(rows[k].second);
+      // A target is in `also` too when it was resident and ready: once is enough.
+      for (size_t k = bw.also_begin; k < bw.also_end; ++k) {
+        if (flags[also[k]].load(std::memory_order_relaxed) & kDirty) clean(also[k]);
       }
     }
   }
