@@ -1,5 +1,8 @@
 #include "dlrm/step_cycle.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -40,6 +43,15 @@ absl::Status StepCycle::PrefetchBatch(int64_t id, const data::Batch& batch) {
 }
 
 void StepCycle::Work() {
+  // SCHED_IDLE: the prefetcher runs on cores the step leaves idle (its
+  // OpenMP threads waiting, the trainer thread waiting in Drain) and never
+  // preempts a step's thread. Under the default policy it did, and on a
+  // machine whose cores all run the step (train.threads = all) the other
+  // OpenMP threads then spun at the next barrier for the preempted one's
+  // time slice: measured 10x slower MLP phases with 2 threads on 2 cores
+  // (bench/RESULTS.md). If the policy cannot be set, the default stays.
+  sched_param param{};
+  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || busy_; });
