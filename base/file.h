@@ -100,6 +100,9 @@ class AtomicFile {
 
   const std::string& path() const { return path_; }
   const std::string& tmp_path() const { return tmp_path_; }
+  // The .tmp's descriptor, for calls these helpers do not offer
+  // (copy_file_range); -1 after Commit().
+  int fd() const { return file_.fd(); }
 
   // WriteAll / WriteAllAt on the .tmp; errors name the .tmp.
   [[nodiscard]] absl::Status Append(const void* data, size_t n);
