@@ -266,6 +266,7 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (!broken_.ok()) return broken_;
   if (FindBatch(batch_id) != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(name_, ": batch ", batch_id, " is already pinned"));
   }
@@ -569,6 +570,10 @@ absl::Status SsdCore::WriteBack(std::vector<std::pair<int64_t, uint32_t>>& rows,
 
 absl::Status SsdCore::FlushDirty() {
   std::lock_guard<std::mutex> lock(mu_);
+  return FlushDirtyLocked();
+}
+
+absl::Status SsdCore::FlushDirtyLocked() {
   std::vector<std::pair<int64_t, uint32_t>> dirty;
   for (int64_t s = 0; s < capacity; ++s) {
     const int64_t row = slot_row_[s];
@@ -576,6 +581,13 @@ absl::Status SsdCore::FlushDirty() {
   }
   std::vector<int64_t> failed;
   return WriteBack(dirty, /*include_pinned=*/true, &failed);
+}
+
+absl::Status SsdCore::DrainIo() {
+  while (file_.io().in_flight() > 0) {
+    if (absl::Status s = ReapSome(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SsdCore::EvictUnpinned() {
@@ -614,6 +626,7 @@ std::optional<uint32_t> SsdCore::TakeSlot(absl::Status* error) {
 std::byte* SsdCore::Fetch(int64_t row, bool for_update) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint8_t touch = for_update ? kReferenced | kDirty : kReferenced;
+  if (!broken_.ok()) return poison_.get();  // status() says why
   uint32_t w = map[row].load(std::memory_order_acquire);
   if (w == 0) {
     absl::Status error;
@@ -667,7 +680,7 @@ SsdStats SsdCore::stats() const {
 
 absl::Status SsdCore::status() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return status_;
+  return broken_.ok() ? status_ : broken_;
 }
 
 int64_t SsdCore::pinned_rows() const {

@@ -44,6 +44,13 @@
 // failed: Input/output error"); the rows concerned stay where they were (in
 // the file, or resident and dirty), so the table stays consistent.
 //
+// Checkpoints: SaveSnapshot(path) writes back the dirty rows and copies the
+// blocks ever written (with copy_file_range: in the kernel, a reflink where the
+// file system shares extents) into one file after a small header and the
+// written-block bitmap; blocks never written are not copied (the seed makes
+// them again). A checkpoint costs the bytes training has written, not the
+// table. LoadSnapshot(path) puts them back into a table of the same shape.
+//
 // Thread safety: rowpointer() from any number of threads (a hit is one
 // acquire load and, the first time after the CLOCK hand passed, one relaxed
 // fetch_or); as for every table, an update of a row must not overlap another
@@ -148,10 +155,33 @@ class SsdTable {
   // REQUIRES: no kernel running on unpinned rows.
   [[nodiscard]] absl::Status EvictUnpinned();
 
+  // --- snapshots (checkpoints) ------------------------------------------------
+
+  // Writes back every dirty row, then writes `path` (through "<path>.tmp",
+  // fsync'd, renamed): a header (nvectors, row and block bytes, seed), the
+  // written-block bitmap, and the written blocks in block order. Pinned
+  // batches may stay pinned. Errors name the table, the file and the
+  // operation; on an error `path` is not created and the table is as before.
+  // REQUIRES: no kernel running on the table. NOTE: reads the written blocks
+  // once (none with a reflink); the rows stay resident.
+  [[nodiscard]] absl::StatusOr<SnapshotInfo> SaveSnapshot(const std::string& path,
+                                                          const SnapshotOptions& options = {});
+  // Replaces every row by the snapshot's: resident rows are dropped without
+  // write-back, the written blocks are copied into the rows file, the others
+  // become lazy. A snapshot of another shape or seed is InvalidArgument
+  // naming the field, a short or corrupt one DataLoss naming the offset;
+  // both leave the table as it was (the whole file is checked first). A
+  // failure while copying leaves the table refusing use (status(),
+  // Prefetch, SaveSnapshot return the error) until a LoadSnapshot succeeds.
+  // REQUIRES: no row pinned (FailedPrecondition), no kernel running.
+  [[nodiscard]] absl::StatusOr<SnapshotInfo> LoadSnapshot(const std::string& path,
+                                                          const SnapshotOptions& options = {});
+
   // --- inspection ----------------------------------------------------------
 
   SsdStats stats() const { return core_->stats(); }
-  // The first failure of rowpointer()'s synchronous fetch, if any.
+  // A failed LoadSnapshot's error (the rows are undefined), else the first
+  // failure of rowpointer()'s synchronous fetch, if any.
   absl::Status status() const { return core_->status(); }
   int64_t capacity_rows() const { return core_->capacity; }
   size_t slot_bytes() const { return stride_; }
@@ -231,6 +261,14 @@ absl::Status SsdTable<T, D>::FlushDirty() {
 template <StorageType T, int64_t D>
 absl::Status SsdTable<T, D>::EvictUnpinned() {
   return core_->EvictUnpinned();
+}
+template <StorageType T, int64_t D>
+absl::StatusOr<SnapshotInfo> SsdTable<T, D>::SaveSnapshot(const std::string& path, const SnapshotOptions& options) {
+  return core_->SaveSnapshot(path, options);
+}
+template <StorageType T, int64_t D>
+absl::StatusOr<SnapshotInfo> SsdTable<T, D>::LoadSnapshot(const std::string& path, const SnapshotOptions& options) {
+  return core_->LoadSnapshot(path, options);
 }
 template <StorageType T, int64_t D>
 T* SsdTable<T, D>::Miss(int64_t row, bool for_update) const {

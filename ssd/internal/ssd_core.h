@@ -7,11 +7,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -67,6 +69,25 @@ struct SsdStats {
   std::string ToString(int64_t row_bytes) const;
 };
 
+// SaveSnapshot / LoadSnapshot (ssd/ssd_table.h; the format is in docs/ssd.md).
+struct SnapshotOptions {
+  // Gets a line ("emb0: snapshot 12.3 of 40.0 GiB") at most every
+  // `progress_every` while blocks are copied; never called when empty.
+  std::function<void(std::string_view line)> progress;
+  absl::Duration progress_every = absl::Seconds(5);
+  // Tests: copy through the table's BlockIo (pread/pwrite or io_uring), as
+  // where the kernel refuses copy_file_range, without asking the kernel.
+  bool force_block_io = false;
+};
+
+// What a snapshot held and how it was copied.
+struct SnapshotInfo {
+  int64_t written_blocks = 0;   // blocks copied (the rest are lazy: the seed makes them)
+  uint64_t file_bytes = 0;      // the snapshot's size: header and bitmap (4 KiB-aligned) + the blocks
+  bool copy_file_range = false; // false: through the BlockIo (forced, or the kernel refused)
+  absl::Duration took;
+};
+
 namespace ssd_internal {
 
 // Residency map word of a row: 0 = not resident, slot + 1 = resident,
@@ -93,6 +114,8 @@ class SsdCore {
   absl::Status Unpin(int64_t batch_id);
   absl::Status FlushDirty();
   absl::Status EvictUnpinned();
+  absl::StatusOr<SnapshotInfo> SaveSnapshot(const std::string& path, const SnapshotOptions& options);
+  absl::StatusOr<SnapshotInfo> LoadSnapshot(const std::string& path, const SnapshotOptions& options);
   // The miss path of rowpointer(): a DRAM address for `row`, whatever it takes.
   std::byte* Fetch(int64_t row, bool for_update);
 
@@ -144,6 +167,21 @@ class SsdCore {
   absl::Status ReapSome();
   void Complete(const BlockCompletion& c);
   absl::Status IoError(IoOp op, int64_t block, int64_t result) const;
+  absl::Status FlushDirtyLocked();
+  // Reaps every request in flight (reads of batches unpinned before their
+  // WaitResident), so the snapshot's own requests have the BlockIo alone.
+  absl::Status DrainIo();
+
+  // ssd_snapshot.cc: copies the blocks set in `bitmap`, in block order, between
+  // the rows file and the snapshot's descriptor (whose blocks start at
+  // data_offset): with copy_file_range, else through the BlockIo.
+  enum class CopyTo { kSnapshot, kRows };
+  absl::Status CopyBlocks(CopyTo to, int snapshot_fd, const std::string& snapshot_name,
+                          const std::vector<uint64_t>& bitmap, uint64_t data_offset, const SnapshotOptions& options,
+                          SnapshotInfo* info);
+  // `count` blocks from `first` on, read into or written from `buffer` (contiguous) with one
+  // batch of BlockIo requests; the first failure names the table, file, operation and offset.
+  absl::Status BlockIoBatch(IoOp op, int64_t first, int64_t count, std::byte* buffer);
 
   std::string name_;
   int64_t nvectors_ = 0, featuresize_ = 0;
@@ -174,6 +212,7 @@ class SsdCore {
   std::vector<int64_t> missing_;              // scratch
   std::unique_ptr<std::byte[]> poison_;       // NaN row returned after a failed fetch
   absl::Status status_;                       // first failure of a fetch in rowpointer()
+  absl::Status broken_;                       // a LoadSnapshot failed part way: rows undefined, refuses use
   absl::Status last_read_error_;
   SsdStats stats_;
 };

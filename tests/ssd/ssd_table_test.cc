@@ -4,12 +4,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <set>
 #include <vector>
 
 #include "base/random.h"
 #include "embedding/kernels.h"
 #include "embedding/reindex.h"
 #include "embedding/table_io.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/embedding/test_util.h"
 #include "tests/ssd/test_util.h"
@@ -292,6 +296,270 @@ TEST(SsdTable, FailedSyncFetchReturnsNaNsAndSetsStatus) {
   EXPECT_NE(t->status().message().find("read of 4096 bytes at offset 0 transferred only 2048 bytes"), std::string::npos)
       << t->status();
   EXPECT_EQ(t->rowpointer(3, Access::kForward)[0], 3.0f);  // a second try reads it
+}
+
+// --- snapshots ---------------------------------------------------------------
+
+// Sets rows [begin, end) of `ssd`, and of `ref` when given, to values made
+// from (salt, row, column).
+template <typename Ssd, typename Ref = Ssd>
+void WriteRows(Ssd& ssd, int64_t begin, int64_t end, float salt, Ref* ref = nullptr) {
+  using T = typename Ssd::value_type;
+  for (int64_t r = begin; r < end; ++r) {
+    T* p = ssd.rowpointer(r, Access::kUpdate);
+    for (int64_t j = 0; j < ssd.featuresize(); ++j) {
+      p[j] = FromFloat<T>(salt + static_cast<float>(r) * 0.001f + static_cast<float>(j) * 0.25f);
+      if (ref != nullptr) ref->rowpointer(r)[j] = p[j];
+    }
+  }
+}
+
+template <typename A, typename B>
+void ExpectSameRows(const A& expected, const B& actual) {
+  ASSERT_EQ(expected.nvectors(), actual.nvectors());
+  const size_t bytes = static_cast<size_t>(actual.featuresize()) * sizeof(typename B::value_type);
+  for (int64_t r = 0; r < actual.nvectors(); ++r) {
+    ASSERT_EQ(std::memcmp(expected.rowpointer(r, Access::kRead), actual.rowpointer(r, Access::kRead), bytes), 0)
+        << "row " << r;
+  }
+}
+
+std::string SnapshotPath(const std::string& name) { return testing::DiskDir() + "/" + name + ".ssd"; }
+
+// A table with blocks written (rows evicted), rows dirty in DRAM at the time
+// of the save, and most blocks never written, saved and loaded into a table
+// that holds other written blocks and dirty rows of its own: the loaded
+// table equals a SimpleTable that got the same writes, bit for bit, through
+// copy_file_range and through the BlockIo.
+template <typename T, int64_t D>
+void ExpectSnapshotRoundTrip(bool force_block_io, int64_t expected_blocks) {
+  SCOPED_TRACE(::testing::Message() << "row bytes " << D * sizeof(T) << ", force_block_io " << force_block_io);
+  constexpr int64_t kN = 20000;
+  constexpr uint64_t kSeed = 5;
+  auto ref = SimpleTable<T, D>::Create({.name = "ref", .nvectors = kN});
+  ASSERT_TRUE(ref.ok());
+  InitUniform(*ref, kSeed);
+  const int64_t slot = static_cast<int64_t>((D * sizeof(T) + 7) / 8 * 8);
+  auto a = SsdTable<T, D>::Create({.name = "snap_a", .nvectors = kN}, Options(200 * slot, kSeed));
+  ASSERT_TRUE(a.ok()) << a.status();
+  WriteRows(*a, 0, 300, 1.0f, &*ref);  // more rows than slots: evicted, written
+  ASSERT_TRUE(a->EvictUnpinned().ok());
+  WriteRows(*a, 5000, 5050, 2.0f, &*ref);  // dirty in DRAM at the save
+  ASSERT_TRUE(a->is_dirty(5000));
+  ASSERT_TRUE(a->is_dirty(5049));
+
+  const std::string path = SnapshotPath(absl::StrCat("round_trip_", sizeof(T), "_", force_block_io));
+  SnapshotOptions o{.force_block_io = force_block_io};
+  absl::StatusOr<SnapshotInfo> saved = a->SaveSnapshot(path, o);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->written_blocks, expected_blocks);
+  EXPECT_EQ(saved->copy_file_range, !force_block_io);  // ext4 and tmpfs copy in the kernel
+  EXPECT_EQ(saved->file_bytes, 4096 + static_cast<uint64_t>(expected_blocks) * 4096);
+  EXPECT_EQ(std::filesystem::file_size(path), saved->file_bytes);
+  EXPECT_FALSE(a->is_dirty(5000));  // flushed
+  EXPECT_TRUE(a->is_resident(5000));
+
+  auto b = SsdTable<T, D>::Create({.name = "snap_b", .nvectors = kN}, Options(200 * slot, kSeed));
+  ASSERT_TRUE(b.ok()) << b.status();
+  WriteRows(*b, 10000, 10300, 3.0f);  // blocks the snapshot lacks
+  ASSERT_TRUE(b->EvictUnpinned().ok());
+  WriteRows(*b, 5010, 5020, 4.0f);  // dirty: dropped by the load
+  ASSERT_TRUE(b->is_dirty(5010));
+  absl::StatusOr<SnapshotInfo> loaded = b->LoadSnapshot(path, o);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->written_blocks, expected_blocks);
+  EXPECT_EQ(loaded->copy_file_range, !force_block_io);
+  EXPECT_FALSE(b->is_resident(5010));
+  const int64_t lazy_before = b->stats().lazy_rows;
+  ExpectSameRows(*ref, *b);
+  EXPECT_EQ(b->stats().lazy_rows - lazy_before, kN - expected_blocks * b->layout().rows_per_block);
+  ExpectSameRows(*ref, *a);  // the save changed nothing
+  // The loaded table trains on: its written blocks are read back after eviction.
+  WriteRows(*b, 100, 400, 5.0f, &*ref);
+  ASSERT_TRUE(b->EvictUnpinned().ok());
+  ExpectSameRows(*ref, *b);
+  EXPECT_TRUE(b->status().ok()) << b->status();
+  std::remove(path.c_str());
+}
+
+TEST(SsdTable, SnapshotRoundTripIsBitForBitThroughCopyFileRangeAndThroughBlockIo) {
+  for (bool force : {false, true}) {
+    // Rows 0-299 and 5000-5049: 19 + 4 blocks of 16 rows; 5 + 1 blocks of 64 rows.
+    ExpectSnapshotRoundTrip<float, 64>(force, 23);
+    ExpectSnapshotRoundTrip<bfloat16, 32>(force, 6);
+  }
+}
+
+TEST(SsdTable, SnapshotHoldsTheHeaderTheBitmapAndTheWrittenBlocksOnly) {
+  // 2^20 rows of 256 bytes: a 256 MiB table of 65,536 blocks (a bitmap of 8 KiB).
+  auto t = SsdTable<float, 64>::Create({.name = "big", .nvectors = 1 << 20}, Options(1 << 20));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string path = SnapshotPath("sizes");
+  absl::StatusOr<SnapshotInfo> empty = t->SaveSnapshot(path);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->written_blocks, 0);
+  EXPECT_EQ(std::filesystem::file_size(path), 12288u);  // 80 + 8192 bytes, rounded up to 4 KiB
+  for (int64_t r : {3, 17, 500000}) t->rowpointer(r, Access::kUpdate)[0] = 1.5f;  // blocks 0, 1, 31250
+  absl::StatusOr<SnapshotInfo> three = t->SaveSnapshot(path);
+  ASSERT_TRUE(three.ok()) << three.status();
+  EXPECT_EQ(three->written_blocks, 3);
+  EXPECT_EQ(std::filesystem::file_size(path), 12288u + 3 * 4096);
+  EXPECT_EQ(three->file_bytes, 12288u + 3 * 4096);
+  std::remove(path.c_str());
+}
+
+TEST(SsdTable, SnapshotReportsProgressLines) {
+  auto t = SsdTable<float, 16>::Create({.name = "p", .nvectors = 64 * 1000}, Options(1 << 20));
+  ASSERT_TRUE(t.ok()) << t.status();
+  WriteRows(*t, 0, 64 * 128, 1.0f);  // 128 blocks: 0.5 MiB
+  const std::string path = SnapshotPath("progress");
+  for (bool force : {false, true}) {
+    std::vector<std::string> lines;
+    SnapshotOptions o{.progress = [&](std::string_view l) { lines.emplace_back(l); },
+                      .progress_every = absl::ZeroDuration(),
+                      .force_block_io = force};
+    ASSERT_TRUE(t->SaveSnapshot(path, o).ok());
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back(), "p: snapshot 0.5 of 0.5 MiB");
+    lines.clear();
+    ASSERT_TRUE(t->LoadSnapshot(path, o).ok());
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back(), "p: loading snapshot 0.5 of 0.5 MiB");
+    lines.clear();
+    o.progress_every = absl::Hours(1);  // no line before an hour has passed
+    ASSERT_TRUE(t->SaveSnapshot(path, o).ok());
+    EXPECT_TRUE(lines.empty());
+  }
+  std::remove(path.c_str());
+}
+
+TEST(SsdTable, SnapshotOfAnotherShapeOrSeedIsRefusedNamingTheFieldAndTheTableIsUnchanged) {
+  auto src = SsdTable<float, 16>::Create({.name = "src", .nvectors = 1000}, Options(1 << 12, 7));
+  ASSERT_TRUE(src.ok());
+  src->rowpointer(1, Access::kUpdate)[0] = 9.0f;
+  const std::string path = SnapshotPath("shape");
+  ASSERT_TRUE(src->SaveSnapshot(path).ok());
+  auto expect_refused = [&](auto&& table, const std::string& what) {
+    ASSERT_TRUE(table.ok()) << table.status();
+    using T = std::decay_t<decltype(*table->rowpointer(0))>;
+    table->rowpointer(1, Access::kUpdate)[0] = FromFloat<T>(-3.0f);
+    absl::StatusOr<SnapshotInfo> r = table->LoadSnapshot(path);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_EQ(r.status().message(), absl::StrCat("dst: ", path, ": ", what)) << r.status();
+    EXPECT_EQ(ToFloat(table->rowpointer(1, Access::kRead)[0]), -3.0f);
+    EXPECT_TRUE(table->is_dirty(1));
+    EXPECT_TRUE(table->status().ok());
+  };
+  {
+    auto t = SsdTable<float, 16>::Create({.name = "dst", .nvectors = 2000}, Options(1 << 12, 7));
+    expect_refused(t, "the snapshot's nvectors is 1000, the table's is 2000");
+  }
+  {
+    auto t = SsdTable<float, 16>::Create({.name = "dst", .nvectors = 1000}, Options(1 << 12, 8));
+    expect_refused(t, "the snapshot's init_seed is 7, the table's is 8");
+  }
+  {
+    auto t = SsdTable<float, 16>::Create({.name = "dst", .nvectors = 1000}, Options(1 << 12, std::nullopt));
+    expect_refused(t, "the snapshot's init_seed is 7, the table's is none");
+  }
+  {
+    auto t = SsdTable<bfloat16, 16>::Create({.name = "dst", .nvectors = 1000}, Options(1 << 12, 7));
+    expect_refused(t, "the snapshot's row_bytes is 64, the table's is 32");
+  }
+  {
+    auto t = SsdTable<float, 16>::Create({.name = "dst", .nvectors = 1000}, Options(1 << 12, 7));
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(t->LoadSnapshot(path).ok());
+    EXPECT_EQ(t->rowpointer(1, Access::kRead)[0], 9.0f);
+  }
+  std::remove(path.c_str());
+}
+
+TEST(SsdTable, TruncatedSnapshotIsDataLossNamingTheFileAndTheOffset) {
+  auto t = SsdTable<float, 16>::Create({.name = "tr", .nvectors = 1000}, Options(1 << 12, 7));
+  ASSERT_TRUE(t.ok());
+  for (int64_t r : {0, 100, 900}) t->rowpointer(r, Access::kUpdate)[0] = static_cast<float>(r);  // 3 blocks
+  const std::string path = SnapshotPath("truncated");
+  ASSERT_TRUE(t->SaveSnapshot(path).ok());
+  ASSERT_EQ(std::filesystem::file_size(path), 4096u + 3 * 4096);
+  t->rowpointer(5, Access::kUpdate)[0] = 55.0f;  // dirty: a refused load must keep it
+  std::filesystem::resize_file(path, 4096 + 3 * 4096 - 100);
+  absl::StatusOr<SnapshotInfo> r = t->LoadSnapshot(path);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_EQ(r.status().message(), absl::StrCat("tr: ", path, ": truncated ssd snapshot: it ends at offset 16284, ",
+                                               "before the end of its 3 blocks at offset 16384"));
+  std::filesystem::resize_file(path, 50);
+  r = t->LoadSnapshot(path);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_EQ(r.status().message(),
+            absl::StrCat("tr: ", path, ": truncated ssd snapshot: it ends at offset 50, before the end of its "
+                         "header at offset 80"));
+  EXPECT_EQ(t->rowpointer(5, Access::kRead)[0], 55.0f);
+  EXPECT_EQ(t->rowpointer(100, Access::kRead)[0], 100.0f);
+  EXPECT_TRUE(t->status().ok());
+  std::remove(path.c_str());
+}
+
+TEST(SsdTable, LoadSnapshotWithRowsPinnedIsRefused) {
+  auto t = SsdTable<float, 16>::Create({.name = "pin", .nvectors = 1000}, Options(1 << 12, 7));
+  ASSERT_TRUE(t.ok());
+  const std::string path = SnapshotPath("pinned");
+  std::vector<int64_t> rows = {1, 2};
+  ASSERT_TRUE(t->Prefetch(0, rows).ok());
+  ASSERT_TRUE(t->SaveSnapshot(path).ok());  // a save may leave batches pinned
+  absl::StatusOr<SnapshotInfo> r = t->LoadSnapshot(path);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  ASSERT_TRUE(t->Unpin(0).ok());
+  EXPECT_TRUE(t->LoadSnapshot(path).ok());
+  std::remove(path.c_str());
+}
+
+// With the copy through the BlockIo, faults planted in the table's backend
+// reach the snapshot: EIO on a read during the save, EIO on a write during
+// the load.
+TEST(SsdTable, EioDuringSaveSnapshotIsAnErrorAndTheTableStaysUsable) {
+  auto t = SsdTable<float, 16>::Create({.name = "t_snap", .nvectors = 256},
+                                       WithFaults(256 * 64, {{.op = IoOp::kRead, .nth = 2, .error = EIO}}));
+  ASSERT_TRUE(t.ok()) << t.status();
+  WriteAndEvictAll(*t, 256);  // 4 blocks written, no read yet
+  const std::string path = SnapshotPath("eio_save");
+  absl::StatusOr<SnapshotInfo> r = t->SaveSnapshot(path, {.force_block_io = true});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("t_snap: " + testing::DiskDir() +
+                                   "/(unnamed temporary file): read of 4096 bytes at offset 4096 failed: "
+                                   "Input/output error"));
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_TRUE(t->status().ok());
+  for (int64_t r2 = 0; r2 < 256; ++r2) ASSERT_EQ(t->rowpointer(r2, Access::kRead)[0], static_cast<float>(r2)) << r2;
+  ASSERT_TRUE(t->SaveSnapshot(path, {.force_block_io = true}).ok());
+
+  // A directory that does not exist: the error names the file.
+  r = t->SaveSnapshot(testing::DiskDir() + "/no/such/dir/x.ssd");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("t_snap: " + testing::DiskDir() + "/no/such/dir/x.ssd.tmp: cannot create"));
+
+  auto u = SsdTable<float, 16>::Create({.name = "t_load", .nvectors = 256},
+                                       WithFaults(256 * 64, {{.op = IoOp::kWrite, .nth = 3, .error = EIO}}));
+  ASSERT_TRUE(u.ok()) << u.status();
+  r = u->LoadSnapshot(path, {.force_block_io = true});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("t_load: " + testing::DiskDir() +
+                                   "/(unnamed temporary file): write of 4096 bytes at offset 8192 failed"));
+  // Half loaded: the table says so and refuses use until a load succeeds.
+  EXPECT_THAT(std::string(u->status().message()), ::testing::HasSubstr("rows are undefined"));
+  std::vector<int64_t> rows = {1};
+  EXPECT_EQ(u->Prefetch(0, rows).code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(std::isnan(u->rowpointer(1, Access::kRead)[0]));
+  EXPECT_FALSE(u->SaveSnapshot(path + ".2").ok());
+  ASSERT_TRUE(u->LoadSnapshot(path, {.force_block_io = true}).ok());
+  EXPECT_TRUE(u->status().ok()) << u->status();
+  for (int64_t r2 = 0; r2 < 256; ++r2) ASSERT_EQ(u->rowpointer(r2, Access::kRead)[0], static_cast<float>(r2)) << r2;
+  std::remove(path.c_str());
 }
 
 // Hit rates of CLOCK and FIFO on a Zipf(1.05) stream of batches, the pool
