@@ -1,6 +1,7 @@
 #include "dlrm/embedding_layer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <variant>
 #include <vector>
@@ -16,7 +17,8 @@
 namespace cemb::dlrm {
 namespace {
 
-// SaveRows and LoadRows walk a table's rows in order; over an ssd table each
+// LoadRows walks a table's rows in order (an ssd table's, when the checkpoint
+// has a .rows file for it: written with other storage); over an ssd table each
 // row not resident would be one synchronous block read (queue depth 1). This
 // view of an SsdTable prefetches the rows in chunks instead (one batched
 // submission per chunk, each block read once), pinned while they are used.
@@ -143,8 +145,8 @@ class EmbeddingSet final : public EmbeddingLayer {
     return absl::OkStatus();
   }
 
-  // Runs `io` (SaveRows or LoadRows) over table t's rows: an ssd table
-  // through a view that prefetches its rows in chunks, any other directly.
+  // Runs `io` (LoadRows) over table t's rows: an ssd table through a view
+  // that prefetches its rows in chunks, any other directly.
   template <typename Io>
   absl::Status StreamRows(int t, Io&& io) {
     return std::visit(
@@ -165,10 +167,12 @@ class EmbeddingSet final : public EmbeddingLayer {
   absl::Status Save(const std::string& dir, const std::string& prefix) override {
     CEMB_RETURN_IF_ERROR(Sync());
     for (int t = 0; t < num_tables(); ++t) {
-      const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
-      CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& rows) { return SaveRows(rows, path); }));
-      // An ssd row that failed to come in reads as NaNs: the table says so.
-      CEMB_RETURN_IF_ERROR(SsdStatus(t));
+      if (auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get())) {
+        CEMB_RETURN_IF_ERROR(s->SaveSnapshot(SnapshotPath(dir, prefix, t), SnapshotOpts()).status());
+      } else {
+        const std::string path = RowsPath(dir, prefix, t);
+        CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return SaveRows(table, path); }, *tables_[t]));
+      }
       if (!states_.empty()) {
         CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, t, ".adagrad.npy"),
                                              states_[t].values(), {states_[t].nvectors()}));
@@ -179,9 +183,20 @@ class EmbeddingSet final : public EmbeddingLayer {
 
   absl::Status Load(const std::string& dir, const std::string& prefix) override {
     for (int t = 0; t < num_tables(); ++t) {
-      const std::string path = absl::StrCat(dir, "/", prefix, t, ".rows");
-      CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& rows) { return LoadRows(rows, path); }));
-      CEMB_RETURN_IF_ERROR(SsdStatus(t));
+      const std::string rows = RowsPath(dir, prefix, t), snapshot = SnapshotPath(dir, prefix, t);
+      std::error_code ec;
+      auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get());
+      if (s != nullptr && std::filesystem::exists(snapshot, ec)) {
+        CEMB_RETURN_IF_ERROR(s->LoadSnapshot(snapshot, SnapshotOpts()).status());
+      } else if (s == nullptr && !std::filesystem::exists(rows, ec) && std::filesystem::exists(snapshot, ec)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(snapshot, ": table ", t, " was checkpointed as an ssd table (a snapshot of its file); it is ",
+                         StorageKindName(options_.tables[t].storage.kind), " here: resume it with storage kind ssd"));
+      } else {
+        CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& table) { return LoadRows(table, rows); }));
+        // An ssd row that failed to come in reads as NaNs: the table says so.
+        CEMB_RETURN_IF_ERROR(SsdStatus(t));
+      }
       if (!states_.empty()) {
         const std::string state_path = absl::StrCat(dir, "/", prefix, t, ".adagrad.npy");
         CEMB_ASSIGN_OR_RETURN(NpyArray<float> state, ReadNpy<float>(state_path));
@@ -246,8 +261,16 @@ class EmbeddingSet final : public EmbeddingLayer {
   explicit EmbeddingSet(const EmbeddingLayerOptions& options)
       : options_(options), ensemble_({.threads = options.threads, .kernels = options.kernels}) {}
 
+  static std::string RowsPath(const std::string& dir, const std::string& prefix, int t) {
+    return absl::StrCat(dir, "/", prefix, t, ".rows");
+  }
+  static std::string SnapshotPath(const std::string& dir, const std::string& prefix, int t) {
+    return absl::StrCat(dir, "/", prefix, t, ".ssd");
+  }
+  SnapshotOptions SnapshotOpts() const { return {.progress = options_.progress}; }
+
   // The first failure of an ssd table's synchronous fetches (rowpointer() of
-  // a row not resident: SaveRows, LoadRows, ReadRow, WriteRow).
+  // a row not resident: LoadRows, ReadRow, WriteRow).
   absl::Status SsdStatus(int t) const {
     if (const auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get())) return s->status();
     return absl::OkStatus();
@@ -295,7 +318,7 @@ class EmbeddingSet final : public EmbeddingLayer {
   EmbeddingLayerOptions options_;
   std::vector<std::unique_ptr<StoredTable<T, D>>> tables_;  // stable addresses: the ensemble points at them
   std::vector<SsdTable<T, D>*> ssd_;                        // the ssd tables among them
-  int64_t next_stream_id_ = int64_t{1} << 61;               // batch ids of Save/Load's chunks
+  int64_t next_stream_id_ = int64_t{1} << 61;               // batch ids of LoadRows's chunks
   std::vector<CachedTable<T, D>*> cached_;                  // the cached ones
   std::vector<std::optional<typename CachedTable<T, D>::StepScope>> scopes_;  // open between Begin/EndStep
   Ensemble ensemble_;

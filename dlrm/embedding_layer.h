@@ -38,9 +38,11 @@
 #define CEMB_DLRM_EMBEDDING_LAYER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -70,6 +72,9 @@ struct EmbeddingLayerOptions {
   int threads = 0;  // 0: all
   uint64_t seed = 1;  // InitUniform seed of table t: seed + t
   KernelOptions kernels;
+  // Lines about long copies (an ssd table's snapshot in Save and Load,
+  // "emb0: snapshot 12.3 of 40.0 GiB", every few seconds); none when empty.
+  std::function<void(std::string_view line)> progress;
 };
 
 // What a table is and how its cache did, for the end-of-run report.
@@ -119,7 +124,10 @@ class EmbeddingLayer {
   [[nodiscard]] virtual absl::Status Sync() = 0;
 
   // Rows and optimizer state of every table: "<dir>/<prefix><t>.rows"
-  // (embedding/table_io.h format) and "<dir>/<prefix><t>.adagrad.npy".
+  // (embedding/table_io.h format; an ssd table: "<prefix><t>.ssd", a snapshot
+  // of its written blocks, ssd/ssd_table.h) and "<dir>/<prefix><t>.adagrad.npy".
+  // Load reads an ssd table from a .rows file too (a checkpoint of other
+  // storage); a .ssd file loads into an ssd table only (FailedPrecondition).
   [[nodiscard]] virtual absl::Status Save(const std::string& dir, const std::string& prefix) = 0;
   [[nodiscard]] virtual absl::Status Load(const std::string& dir, const std::string& prefix) = 0;
 

@@ -491,6 +491,7 @@ absl::Status Trainer::Impl::BuildModel() {
   CEMB_ASSIGN_OR_RETURN(DlrmOptions mo,
                         config.ToDlrmOptions(table_sizes, train_set->hotness(), &traffic, &dram_split));
   mo.num_dense = train_set->num_dense();
+  mo.embeddings.progress = [this](std::string_view line) { Print("%s\n", line); };  // ssd snapshots
   if (options.wrap_ssd_io) {
     for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
       mo.embeddings.tables[i].storage.ssd.file.wrap_io = [wrap = options.wrap_ssd_io, t = static_cast<int>(i)](

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -190,8 +191,8 @@ TEST_F(SsdTrainingTest, ReportsTheSplitAndEachSsdTablesTraffic) {
   EXPECT_GT(s->tables[1].ssd_stats.prefetch_rows, 0);
 }
 
-// Checkpoints of ssd tables go through SaveRows/LoadRows like every table's
-// (their rows prefetched in chunks): stopping after 10 steps and resuming
+// A checkpoint holds a snapshot of each ssd table's written blocks
+// (model/emb_l.<t>.ssd, no .rows): stopping after 10 steps and resuming
 // gives the losses of the uninterrupted run (and of the DRAM run) bit for
 // bit, under the tight budget.
 TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
@@ -208,6 +209,10 @@ TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
   absl::StatusOr<TrainSummary> a = Train(first);
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_FALSE(a->last_checkpoint.empty());
+  for (int t = 0; t < kTables; ++t) {
+    EXPECT_TRUE(std::filesystem::exists(absl::StrCat(a->last_checkpoint, "/model/emb_l.", t, ".ssd"))) << t;
+    EXPECT_FALSE(std::filesystem::exists(absl::StrCat(a->last_checkpoint, "/model/emb_l.", t, ".rows"))) << t;
+  }
   std::vector<std::string> second = first;
   second.back() = absl::StrCat("train.steps=", kSteps);
   absl::StatusOr<TrainSummary> b = Train(second, /*resume=*/true);
@@ -218,11 +223,40 @@ TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
   ASSERT_EQ(losses.size(), whole->losses.size());
   for (size_t i = 0; i < losses.size(); ++i) EXPECT_EQ(losses[i], whole->losses[i]) << "step " << i;
   EXPECT_EQ(b->final_metrics.log_loss, whole->final_metrics.log_loss);
-  // Save (both runs) and Load (the resumed one) prefetched their rows in
-  // chunks: no row was fetched one at a time.
+  // Neither the snapshot's save nor its load fetched a row.
   for (const TrainSummary* run : {&*a, &*b}) {
     for (const TableReport& r : run->tables) EXPECT_EQ(r.ssd_stats.sync_fetches, 0) << r.name;
   }
+}
+
+// The storage is not part of a checkpoint's settings: a checkpoint of DRAM
+// tables (.rows files) resumes into ssd tables, bit for bit (their rows
+// loaded through LoadRows, prefetched in chunks); a snapshot of an ssd table
+// does not load into a DRAM table, and the error says so.
+TEST_F(SsdTrainingTest, ADramCheckpointResumesIntoSsdTablesAndAnSsdCheckpointIsRefusedByDram) {
+  absl::StatusOr<TrainSummary> whole = Train({});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const std::string ck = absl::StrCat("train.checkpoint_dir=", dir_, "/ck_dram");
+  absl::StatusOr<TrainSummary> a = Train({ck, "train.steps=10"});
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<TrainSummary> b = Train(
+      {ck, "model.storage.kind=ssd", absl::StrCat("model.dram_budget=", TightBudget(2, 8))}, /*resume=*/true);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->first_step, 10);
+  ASSERT_EQ(b->losses.size(), static_cast<size_t>(kSteps - 10));
+  for (size_t i = 0; i < b->losses.size(); ++i) EXPECT_EQ(b->losses[i], whole->losses[10 + i]) << "step " << 10 + i;
+  for (const TableReport& r : b->tables) EXPECT_EQ(r.ssd_stats.sync_fetches, 0) << r.name;
+
+  const std::string ck_ssd = absl::StrCat("train.checkpoint_dir=", dir_, "/ck_ssd");
+  absl::StatusOr<TrainSummary> c =
+      Train({ck_ssd, "train.steps=10", "model.storage.kind=ssd", absl::StrCat("model.dram_budget=", TightBudget(2, 8))});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<TrainSummary> d = Train({ck_ssd}, /*resume=*/true);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kFailedPrecondition) << d.status();
+  EXPECT_THAT(std::string(d.status().message()),
+              ::testing::HasSubstr(absl::StrCat(c->last_checkpoint, "/model/emb_l.0.ssd: table 0 was checkpointed as an "
+                                                "ssd table (a snapshot of its file); it is dram here")));
 }
 
 // emb3's backend fails its `nth` request of kind `op` with `error`; the
