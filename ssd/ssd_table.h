@@ -161,7 +161,8 @@ class SsdTable {
   // fsync'd, renamed): a header (nvectors, row and block bytes, seed), the
   // written-block bitmap, and the written blocks in block order. Pinned
   // batches may stay pinned. Errors name the table, the file and the
-  // operation; on an error `path` is not created and the table is as before.
+  // operation; on an error `path` is left as it was (the .tmp is removed)
+  // and the table holds the same values.
   // REQUIRES: no kernel running on the table. NOTE: reads the written blocks
   // once (none with a reflink); the rows stay resident.
   [[nodiscard]] absl::StatusOr<SnapshotInfo> SaveSnapshot(const std::string& path,
