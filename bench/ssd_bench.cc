@@ -16,7 +16,9 @@
 // Run it under ../shared/tools/memlimit to make the table larger than memory:
 //   memlimit 2G ./build/bench/ssd_bench --dir /work/tmp --rows 33554432 --pool_mib 512
 // Flags: --dir DIR (required), --rows N, --pool_mib M, --batch B (rows per
-// batch, uniform), --steps S, --queue_depth Q.
+// batch, uniform), --steps S, --queue_depth Q, --limit_only 1 (only the
+// disk's limit: the file is written with sequential 1 MiB writes, then read
+// at random; bench/run_ssd_dlrm.sh takes its I/O floor from it).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -27,6 +29,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "base/random.h"
 #include "ssd/ssd_table.h"
 
@@ -43,6 +46,7 @@ struct Flags {
   int64_t batch = 16384;
   int64_t steps = 50;
   int queue_depth = 64;
+  bool limit_only = false;
 };
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
@@ -57,9 +61,17 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     else if (k == "--batch") f->batch = std::atoll(v);
     else if (k == "--steps") f->steps = std::atoll(v);
     else if (k == "--queue_depth") f->queue_depth = std::atoi(v);
+    else if (k == "--limit_only") f->limit_only = std::atoi(v) != 0;
     else return false;
   }
   return !f->dir.empty() && f->rows > 0 && f->pool_mib > 0 && f->batch > 0 && f->steps > 0;
+}
+
+void Check(const absl::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "ssd_bench: %s\n", s.ToString().c_str());
+    std::exit(1);
+  }
 }
 
 // Random 4 KiB reads over the file for about `seconds`, queue_depth in
@@ -102,15 +114,50 @@ double RawReadLimit(const BlockFile& file, int queue_depth, double seconds) {
   return rate;
 }
 
-void Check(const absl::Status& s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "ssd_bench: %s\n", s.ToString().c_str());
-    std::exit(1);
+// Writes the whole file with sequential 1 MiB writes, `depth` in flight (a
+// block never written reads as zeros without reaching the device).
+void WriteWholeFile(const BlockFile& file, int depth) {
+  constexpr uint32_t kChunk = uint32_t{1} << 20;
+  auto* buffer = static_cast<unsigned char*>(std::aligned_alloc(kIoAlignment, kChunk));
+  std::memset(buffer, 0x5a, kChunk);
+  BlockIo& io = file.io();
+  std::vector<BlockRequest> requests;
+  std::vector<BlockCompletion> done;
+  for (uint64_t offset = 0; offset < file.size();) {
+    requests.clear();
+    for (int i = 0; i < depth && offset < file.size(); ++i, offset += kChunk) {
+      requests.push_back({.op = IoOp::kWrite, .offset = offset, .buffer = buffer,
+                          .bytes = static_cast<uint32_t>(std::min<uint64_t>(kChunk, file.size() - offset)), .tag = 0});
+    }
+    Check(io.Submit(requests));
+    done.clear();
+    Check(io.Reap(io.in_flight(), &done));
+    for (const BlockCompletion& c : done) {
+      if (c.result < 0) Check(absl::InternalError(absl::StrCat("write failed: ", std::strerror(static_cast<int>(-c.result)))));
+    }
   }
+  std::free(buffer);
+}
+
+// --limit_only: the disk's random 4 KiB read rate over a written file of
+// `rows` x 256 bytes, nothing else.
+int LimitOnly(const Flags& f) {
+  absl::StatusOr<BlockFile> file = BlockFile::Create(
+      {.directory = f.dir, .bytes = static_cast<uint64_t>(f.rows) * 256, .queue_depth = f.queue_depth});
+  Check(file.status());
+  const Clock::time_point t0 = Clock::now();
+  WriteWholeFile(*file, 8);
+  std::printf("file:  %.2f GiB in %s (%s), written in %.1f s\n", static_cast<double>(file->size()) / (1 << 30),
+              f.dir.c_str(), file->direct() ? "O_DIRECT" : "buffered", Seconds(t0));
+  const double limit = RawReadLimit(*file, f.queue_depth, 5.0);
+  std::printf("limit: %.0f random 4 KiB reads/s at queue depth %d (%.0f MiB/s)\n", limit, f.queue_depth,
+              limit * 4096 / (1 << 20));
+  return 0;
 }
 
 int Main(const Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (f.limit_only) return LimitOnly(f);
   SsdOptions options;
   options.capacity_bytes = f.pool_mib << 20;
   options.file.directory = f.dir;
@@ -216,7 +263,7 @@ int main(int argc, char** argv) {
   cemb::Flags flags;
   if (!cemb::ParseFlags(argc, argv, &flags)) {
     std::fprintf(stderr,
-                 "usage: ssd_bench --dir DIR [--rows N] [--pool_mib M] [--batch B] [--steps S] [--queue_depth Q]\n");
+                 "usage: ssd_bench --dir DIR [--rows N] [--pool_mib M] [--batch B] [--steps S] [--queue_depth Q] [--limit_only 1]\n");
     return 2;
   }
   return cemb::Main(flags);

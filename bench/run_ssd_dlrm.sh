@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Issue 10, item 10(a): dlrm-train with tables larger than memory on the ssd
+# tier against the same model all in DRAM, in one sitting, with the disk's
+# own limit measured in the same run.
+#
+#   1. the disk: random 4 KiB O_DIRECT reads at queue depth 64 over a written
+#      4 GiB file in SSD_DIR (bench/ssd_bench --limit_only 1);
+#   2. for each index distribution (DISTS, default "zipf uniform"):
+#      a. configs/bench-ssd.yaml with every table in DRAM, no memory cap;
+#      b. the same with every table on ssd in SSD_DIR, model.dram_budget =
+#         BUDGET, under ../shared/tools/memlimit CAP (page cache included);
+#      and prints samples/s of both and their ratio, whether the two runs'
+#      step losses are bit-identical (the summary's losses_digest), the ssd
+#      run's block reads per step and its I/O floor: those reads at the
+#      disk's measured rate, the least a step can take when it is I/O bound.
+#
+#   sudo bash bench/run_ssd_dlrm.sh                    # as root (memlimit needs it)
+#   SSD_DIR=/nvme STEPS=200 DISTS=zipf bash bench/run_ssd_dlrm.sh
+#
+# Environment: BUILD_DIR (build), SSD_DIR (/work/tmp: must be on the drive
+# under test, not tmpfs), CAP (3G), BUDGET (2GiB), STEPS (300), THREADS (0 =
+# all cores), OUT (a new temporary directory for the logs), EXTRA (more
+# --set arguments for both runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+SSD_DIR=${SSD_DIR:-/work/tmp}
+CAP=${CAP:-3G}
+BUDGET=${BUDGET:-2GiB}
+STEPS=${STEPS:-300}
+THREADS=${THREADS:-0}
+DISTS=${DISTS:-zipf uniform}
+OUT=${OUT:-$(mktemp -d)}
+EXTRA=${EXTRA:-}
+MEMLIMIT=${MEMLIMIT:-../shared/tools/memlimit}
+
+mkdir -p "$SSD_DIR" "$OUT"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" --target dlrm-train ssd_bench >/dev/null
+train=$BUILD_DIR/apps/dlrm-train
+
+echo "== $(date -u '+%Y-%m-%d %H:%M') UTC, $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
+     "$(grep -q amx_tile /proc/cpuinfo && echo AMX || echo 'no AMX'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== SSD_DIR $SSD_DIR ($(stat -f -c %T "$SSD_DIR")), CAP $CAP, BUDGET $BUDGET, STEPS $STEPS, logs in $OUT"
+
+"$BUILD_DIR/bench/ssd_bench" --limit_only 1 --dir "$SSD_DIR" --rows 16777216 | tee "$OUT/limit.txt"
+limit=$(sed -n 's/^limit: \([0-9]*\) random.*/\1/p' "$OUT/limit.txt")
+
+# One epoch of STEPS batches (no row of the data repeats) plus 10 validation
+# batches; the generated dataset is shared by the runs.
+samples=$(( (STEPS + 10) * 2048 ))
+common=(--config configs/bench-ssd.yaml --set "data.samples=$samples"
+        --set "data.validation_fraction=$(python3 -c "print(10 / ($STEPS + 10))")"
+        --set "train.steps=$STEPS" --set "train.threads=$THREADS"
+        --set "train.eval_every=$(( STEPS / 2 ))" --set train.eval_batches=1)
+for e in $EXTRA; do common+=(--set "$e"); done
+
+for dist in $DISTS; do
+  echo "== $dist indices: all in DRAM, no cap"
+  "$train" "${common[@]}" --set "data.distribution=$dist" --set "train.log_jsonl=$OUT/dram-$dist.jsonl" \
+    >"$OUT/dram-$dist.txt" 2>&1 || { tail -20 "$OUT/dram-$dist.txt"; exit 1; }
+  echo "== $dist indices: every table on ssd, memlimit $CAP, dram_budget $BUDGET"
+  "$MEMLIMIT" "$CAP" "$train" "${common[@]}" --set "data.distribution=$dist" \
+    --set model.storage.kind=ssd --set "model.storage.slow_tier=$SSD_DIR" --set "model.dram_budget=$BUDGET" \
+    --set "train.log_jsonl=$OUT/ssd-$dist.jsonl" >"$OUT/ssd-$dist.txt" 2>&1 || { tail -20 "$OUT/ssd-$dist.txt"; exit 1; }
+  grep -h '^memlimit:\|^model\|dram_budget' "$OUT/ssd-$dist.txt" | head -3 || true
+  python3 - "$OUT/dram-$dist.jsonl" "$OUT/ssd-$dist.jsonl" "$limit" <<'EOF'
+import json, sys
+def summary(path):
+    return [json.loads(l) for l in open(path) if '"summary"' in l][-1]
+dram, ssd, limit = summary(sys.argv[1]), summary(sys.argv[2]), float(sys.argv[3])
+steps = ssd["steps"]
+reads = sum(t["ssd"]["bytes_read"] for t in ssd["tables"] if "ssd" in t) / 4096
+writes = sum(t["ssd"]["bytes_written"] for t in ssd["tables"] if "ssd" in t) / 4096
+asked = sum(t["ssd"]["rows_asked"] for t in ssd["tables"] if "ssd" in t)
+hits = sum(t["ssd"]["hit_rate"] * t["ssd"]["rows_asked"] for t in ssd["tables"] if "ssd" in t)
+step_ms = lambda s: 1e3 * s["train_seconds"] / s["steps"]
+def second_half(path):
+    # samples/s over the second half of the run (the evaluation records at
+    # STEPS/2 and STEPS carry the cumulative samples/s of the training steps)
+    e = [json.loads(l) for l in open(path) if '"eval"' in l]
+    (s1, r1), (s2, r2) = (e[0]["samples"], e[0]["samples_per_s"]), (e[-1]["samples"], e[-1]["samples_per_s"])
+    return (s2 - s1) / (s2 / r2 - s1 / r1)
+floor_ms = 1e3 * (reads + writes) / steps / limit
+print(f"  DRAM {dram['samples_per_s']:9.0f} samples/s ({step_ms(dram):6.1f} ms/step)")
+print(f"  ssd  {ssd['samples_per_s']:9.0f} samples/s ({step_ms(ssd):6.1f} ms/step, ssd wait "
+      f"{1e3 * ssd['phases']['ssd wait'] / steps:.1f} ms/step) = {ssd['samples_per_s'] / dram['samples_per_s']:.2f}x DRAM")
+h_dram, h_ssd = second_half(sys.argv[1]), second_half(sys.argv[2])
+print(f"  second half: DRAM {h_dram:.0f}, ssd {h_ssd:.0f} samples/s = {h_ssd / h_dram:.2f}x DRAM")
+print(f"  ssd hit rate {hits / asked:.3f}; per step {reads / steps:.0f} block reads + {writes / steps:.0f} block writes;"
+      f" I/O floor {floor_ms:.1f} ms/step at the disk's {limit:.0f} requests/s")
+same = dram["losses_digest"] == ssd["losses_digest"] and dram["steps"] == ssd["steps"]
+print(f"  step losses bit-identical: {'yes' if same else 'NO'} ({dram['losses_digest']} vs {ssd['losses_digest']},"
+      f" {dram['steps']} steps)")
+EOF
+done
