@@ -21,31 +21,25 @@ StepCycle::StepCycle(EmbeddingLayer* layer, int prefetch_batches)
     : layer_(layer), prefetch_batches_(prefetch_batches) {
   if (layer_->has_ssd_tables() && prefetch_batches_ > 0) {
     jobs_.resize(static_cast<size_t>(prefetch_batches_));
-    thread_ = std::thread([this] { Work(); });
+    const int workers = std::min(layer_->num_tables(), kMaxPrefetchThreads);
+    for (int w = 0; w < workers; ++w) threads_.emplace_back([this, w, workers] { Work(w, workers); });
   }
 }
 
 StepCycle::~StepCycle() {
-  if (!thread_.joinable()) return;
+  if (threads_.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  for (std::thread& t : threads_) t.join();
 }
 
-absl::Status StepCycle::PrefetchBatch(int64_t id, const data::Batch& batch) {
-  for (int t = 0; t < layer_->num_tables(); ++t) {
-    CEMB_RETURN_IF_ERROR(layer_->Prefetch(id, t, batch.indices(static_cast<uint32_t>(t))));
-  }
-  return absl::OkStatus();
-}
-
-void StepCycle::Work() {
-  // SCHED_IDLE: the prefetcher runs on cores the step leaves idle (its
+void StepCycle::Work(int worker, int workers) {
+  // SCHED_IDLE: the prefetchers run on cores the step leaves idle (its
   // OpenMP threads waiting, the trainer thread waiting in Drain) and never
-  // preempts a step's thread. Under the default policy it did, and on a
+  // preempt a step's thread. Under the default policy they did, and on a
   // machine whose cores all run the step (train.threads = all) the other
   // OpenMP threads then spun at the next barrier for the preempted one's
   // time slice: measured 10x slower MLP phases with 2 threads on 2 cores
@@ -53,25 +47,32 @@ void StepCycle::Work() {
   sched_param param{};
   (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
   std::unique_lock<std::mutex> lock(mu_);
+  uint64_t done = 0;  // the last job generation this worker ran
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || busy_; });
+    cv_.wait(lock, [&] { return stop_ || generation_ != done; });
     if (stop_) return;
+    done = generation_;
     const size_t n = njobs_;
     const int64_t first = job_first_id_;
     lock.unlock();
+    // This worker's tables, each batch in order (a table's batches must be
+    // prefetched in id order); other workers take the other tables.
     absl::Status status;
-    for (size_t i = 0; i < n && status.ok(); ++i) status = PrefetchBatch(first + static_cast<int64_t>(i), *jobs_[i]);
+    for (size_t i = 0; i < n && status.ok(); ++i) {
+      for (int t = worker; t < layer_->num_tables() && status.ok(); t += workers) {
+        status = layer_->Prefetch(first + static_cast<int64_t>(i), t, jobs_[i]->indices(static_cast<uint32_t>(t)));
+      }
+    }
     lock.lock();
     job_status_.Update(status);
-    busy_ = false;
-    cv_.notify_all();
+    if (--busy_ == 0) cv_.notify_all();
   }
 }
 
 absl::Status StepCycle::Drain() {
-  if (!thread_.joinable()) return absl::OkStatus();
+  if (threads_.empty()) return absl::OkStatus();
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return !busy_; });
+  cv_.wait(lock, [&] { return busy_ == 0; });
   return std::exchange(job_status_, absl::OkStatus());
 }
 
@@ -85,7 +86,7 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
     next_ = id + 1;
   }
   absl::StatusOr<double> waited = status.ok() ? layer_->BeginStep(id) : absl::StatusOr<double>(status);
-  if (waited.ok() && thread_.joinable()) {
+  if (waited.ok() && !threads_.empty()) {
     // The batches after this one not prefetched yet: to the prefetcher thread.
     const size_t n = std::min(ahead.size(), static_cast<size_t>(prefetch_batches_));
     std::lock_guard<std::mutex> lock(mu_);
@@ -98,7 +99,8 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
       next_ = ahead_id + 1;
     }
     if (njobs_ > 0) {
-      busy_ = true;
+      busy_ = static_cast<int>(threads_.size());
+      ++generation_;
       cv_.notify_all();
     }
   }

@@ -2,10 +2,10 @@
 // embedding tables (dlrm/embedding_layer.h), for training and evaluation.
 //
 //   Begin(k, batch k, the next batches)
-//     ssd tables: wait for the prefetcher thread's work of the previous step;
+//     ssd tables: wait for the prefetcher threads' work of the previous step;
 //     Prefetch batch k here if it was not (the first step, P = 0);
 //     WaitResident(k); then hand the next batches not prefetched yet (one a
-//     step in steady state) to the prefetcher thread, whose Prefetch — slot
+//     step in steady state) to the prefetcher threads, whose Prefetch — slot
 //     choice, eviction, the write-back of dirty victims, the read submission
 //     — runs while this step computes: all of it phase "ssd wait" when it is
 //     on the trainer's thread, none of it when it is not; cached tables: open
@@ -28,10 +28,13 @@
 // (the trainer then does not Peek the loader at all).
 //
 // Thread safety: one caller (the trainer's thread). With ssd tables and
-// P > 0 the cycle owns one prefetcher thread; its Prefetch calls run
-// concurrently with the step's kernels, which only touch rows pinned by the
-// step's batch (SsdTable allows it: its stress test runs this pattern under
-// ThreadSanitizer). Drain() waits for it: call it before anything that
+// P > 0 the cycle owns prefetcher threads, one per table up to
+// kMaxPrefetchThreads (table t to thread t mod n: the tables' reads and
+// write-backs overlap, so the drive sees every table's queue at once), under
+// SCHED_IDLE; their Prefetch calls run concurrently with the step's kernels,
+// which only touch rows pinned by the step's batch (SsdTable allows it: its
+// stress test, and tests/dlrm/step_cycle_test.cc, run this pattern under
+// ThreadSanitizer). Drain() waits for them: call it before anything that
 // needs the tables quiet (evaluation, a checkpoint, the end of the run).
 // The values the tables hold never depend on its timing (a prefetch changes
 // where rows are, not what they are), so the losses stay exact.
@@ -63,7 +66,7 @@ class StepCycle {
  public:
   // REQUIRES: layer outlives the cycle; prefetch_batches >= 0.
   StepCycle(EmbeddingLayer* layer, int prefetch_batches);
-  ~StepCycle();  // drains and joins the prefetcher thread
+  ~StepCycle();  // drains and joins the prefetcher threads
   StepCycle(const StepCycle&) = delete;
   StepCycle& operator=(const StepCycle&) = delete;
 
@@ -78,28 +81,32 @@ class StepCycle {
                                    std::span<const data::Batch* const> ahead, PhaseTimes* times);
   // Ends step `id` (after its update, or its forward when evaluating).
   [[nodiscard]] absl::Status End(int64_t id, PhaseTimes* times);
-  // Waits until the prefetcher thread is idle; its first error, if any.
+  // Waits until the prefetcher threads are idle; their first error, if any.
   [[nodiscard]] absl::Status Drain();
 
  private:
-  void Work();  // the prefetcher thread
-  absl::Status PrefetchBatch(int64_t id, const data::Batch& batch);
+  // At most this many prefetcher threads (they wait on I/O, mostly).
+  static constexpr int kMaxPrefetchThreads = 8;
+  void Work(int worker, int workers);  // a prefetcher thread: tables worker, worker + workers, ...
 
   EmbeddingLayer* layer_;
   int prefetch_batches_;
   int64_t next_ = std::numeric_limits<int64_t>::min();  // the first id not prefetched yet
 
-  // The prefetcher thread's job: batches `jobs_[0, njobs_)` of ids
+  // The prefetcher threads' job: batches `jobs_[0, njobs_)` of ids
   // job_first_id_, +1, ... (pointers into the loader's ring, valid until the
   // trainer has consumed them and called Next() once more: later than Drain).
+  // Each new job bumps generation_; busy_ counts the threads still on it.
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<const data::Batch*> jobs_;  // capacity P, allocated once
   size_t njobs_ = 0;
   int64_t job_first_id_ = 0;
-  bool busy_ = false, stop_ = false;
+  uint64_t generation_ = 0;
+  int busy_ = 0;
+  bool stop_ = false;
   absl::Status job_status_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace cemb::dlrm

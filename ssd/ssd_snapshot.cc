@@ -185,7 +185,7 @@ absl::Status SsdCore::CopyBlocks(CopyTo to, int snapshot_fd, const std::string& 
 
 absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, const SnapshotOptions& options) {
   const absl::Time start = absl::Now();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Lock();
   if (!broken_.ok()) return broken_;
   CEMB_RETURN_IF_ERROR(FlushDirtyLocked());
   CEMB_RETURN_IF_ERROR(DrainIo());
@@ -275,7 +275,7 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
                                             " bytes after its last block (offset ", end, ")"));
   }
 
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Lock();
   if (pinned_slots_ > 0) {
     return absl::FailedPreconditionError(absl::StrCat(name_, ": LoadSnapshot of ", path, " while ", pinned_slots_,
                                                       " rows are pinned (Unpin every batch first)"));

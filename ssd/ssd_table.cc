@@ -265,7 +265,7 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
                                                      ": row ", rows[i], rows[i] < 0 ? " < 0" : " >= ", nvectors_));
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Lock();
   if (!broken_.ok()) return broken_;
   if (FindBatch(batch_id) != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(name_, ": batch ", batch_id, " is already pinned"));
@@ -363,7 +363,7 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
 }
 
 absl::StatusOr<absl::Duration> SsdCore::WaitResident(int64_t batch_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Lock();
   if (FindBatch(batch_id) == nullptr) {
     return absl::NotFoundError(absl::StrCat(name_, ": WaitResident of batch ", batch_id, ", which is not pinned"));
   }
@@ -378,8 +378,36 @@ absl::StatusOr<absl::Duration> SsdCore::WaitResident(int64_t batch_id) {
   return waited;
 }
 
+std::unique_lock<std::mutex> SsdCore::Lock() {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::vector<int64_t> pending;
+  {
+    std::lock_guard<std::mutex> g(unpin_mu_);
+    pending.swap(pending_unpins_);
+  }
+  for (int64_t id : pending) {
+    Batch* b = FindBatch(id);
+    if (b == nullptr) {
+      // A caller's error that Unpin could not report: status() keeps it.
+      if (status_.ok()) status_ = absl::NotFoundError(absl::StrCat(name_, ": Unpin of batch ", id, ", which is not pinned"));
+      continue;
+    }
+    UnpinSlots(*b);
+    RemoveBatch(id);
+  }
+  return lock;
+}
+
 absl::Status SsdCore::Unpin(int64_t batch_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  {
+    std::unique_lock<std::mutex> busy(mu_, std::try_to_lock);
+    if (!busy.owns_lock()) {
+      std::lock_guard<std::mutex> g(unpin_mu_);
+      pending_unpins_.push_back(batch_id);
+      return absl::OkStatus();
+    }
+  }
+  std::unique_lock<std::mutex> lock = Lock();
   Batch* b = FindBatch(batch_id);
   if (b == nullptr) return absl::NotFoundError(absl::StrCat(name_, ": Unpin of batch ", batch_id, ", which is not pinned"));
   UnpinSlots(*b);
@@ -569,7 +597,7 @@ absl::Status SsdCore::WriteBack(std::vector<std::pair<int64_t, uint32_t>>& rows,
 }
 
 absl::Status SsdCore::FlushDirty() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Lock();
   return FlushDirtyLocked();
 }
 
@@ -591,7 +619,7 @@ absl::Status SsdCore::DrainIo() {
 }
 
 absl::Status SsdCore::EvictUnpinned() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Lock();
   victims_.clear();
   for (int64_t s = 0; s < capacity; ++s) {
     const int64_t row = slot_row_[s];
@@ -624,7 +652,7 @@ std::optional<uint32_t> SsdCore::TakeSlot(absl::Status* error) {
 }
 
 std::byte* SsdCore::Fetch(int64_t row, bool for_update) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock = Lock();
   const uint8_t touch = for_update ? kReferenced | kDirty : kReferenced;
   if (!broken_.ok()) return poison_.get();  // status() says why
   uint32_t w = map[row].load(std::memory_order_acquire);

@@ -190,6 +190,16 @@ class SsdCore {
   Eviction eviction_ = Eviction::kClock;
   InitRowFn init_row_ = nullptr;
 
+  // Takes mu_ (every non-const member does it this way) and applies the
+  // Unpins that came while another thread held it.
+  std::unique_lock<std::mutex> Lock();
+
+  // Unpin of a batch while mu_ is held (the prefetcher in a long Prefetch
+  // waits for its write-back under it): the batch id waits here and is
+  // unpinned by the next Lock(), so a step's end never waits for the disk.
+  std::mutex unpin_mu_;
+  std::vector<int64_t> pending_unpins_;  // guarded by unpin_mu_
+
   mutable std::mutex mu_;  // everything below, and every I/O
   Region map_region_, pool_region_;
   std::unique_ptr<std::atomic<uint8_t>[]> flags_storage_;
