@@ -210,9 +210,8 @@ struct TrainConfig {
   // the rows live (model.storage, table_storage, dram_budget,
   // train.prefetch_batches): they change no bit of the results (tested:
   // tests/dlrm/ssd_training_test.cc), so a run may resume with its tables
-  // moved: a checkpoint's .rows files load into any kind of table; only an
-  // ssd table's snapshot (.ssd) loads into an ssd table alone, and resuming
-  // it with that table elsewhere is refused when the model loads it.
+  // moved: a checkpoint's .rows files and an ssd table's snapshot (.ssd)
+  // load into a table of any kind.
   // model.mlp_precision is rendered as it stands (0 fp32, 1 bf16, 2 auto):
   // the trainer sets it to the resolved precision before fingerprinting, so
   // a checkpoint records what the model ran in.

@@ -1,6 +1,8 @@
 #include "dlrm/embedding_layer.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <variant>
@@ -189,9 +191,7 @@ class EmbeddingSet final : public EmbeddingLayer {
       if (s != nullptr && std::filesystem::exists(snapshot, ec)) {
         CEMB_RETURN_IF_ERROR(s->LoadSnapshot(snapshot, SnapshotOpts()).status());
       } else if (s == nullptr && !std::filesystem::exists(rows, ec) && std::filesystem::exists(snapshot, ec)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(snapshot, ": table ", t, " was checkpointed as an ssd table (a snapshot of its file); it is ",
-                         StorageKindName(options_.tables[t].storage.kind), " here: resume it with storage kind ssd"));
+        CEMB_RETURN_IF_ERROR(LoadSnapshotElsewhere(t, snapshot));
       } else {
         CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& table) { return LoadRows(table, rows); }));
         // An ssd row that failed to come in reads as NaNs: the table says so.
@@ -268,6 +268,37 @@ class EmbeddingSet final : public EmbeddingLayer {
     return absl::StrCat(dir, "/", prefix, t, ".ssd");
   }
   SnapshotOptions SnapshotOpts() const { return {.progress = options_.progress}; }
+
+  // The snapshot of an ssd table into table t of another kind (a run resumed
+  // with the table moved to DRAM or a cache): through a temporary ssd table
+  // of the same shape and seed in the table's slow-tier directory (the
+  // snapshot's written blocks copied in, its other rows computed), row by
+  // row in prefetched chunks.
+  absl::Status LoadSnapshotElsewhere(int t, const std::string& snapshot) {
+    SsdOptions o;
+    o.file.directory = options_.tables[t].storage.ssd.file.directory;
+    if (o.file.directory.empty()) {
+      const char* tmp = std::getenv("TMPDIR");
+      o.file.directory = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    }
+    o.init_seed = options_.seed + static_cast<uint64_t>(t);
+    const int64_t rows = this->rows(t);
+    o.capacity_bytes = std::min<int64_t>(rows, 2 * 65536) * ((options_.dim * static_cast<int64_t>(sizeof(T)) + 7) / 8 * 8);
+    const TableOptions shape{.name = absl::StrCat("emb", t), .nvectors = rows, .featuresize = options_.dim};
+    using Ssd = SsdTable<T, D>;
+    CEMB_ASSIGN_OR_RETURN(Ssd from, Ssd::Create(shape, o));
+    CEMB_RETURN_IF_ERROR(from.LoadSnapshot(snapshot, SnapshotOpts()).status());
+    SsdSequentialView<T, D> view(from, 0);
+    std::visit(
+        [&](auto& to) {
+          for (int64_t r = 0; r < rows; ++r) {
+            std::memcpy(to.rowpointer(r, Access::kWrite), view.rowpointer(r, Access::kRead), to.row_bytes());
+          }
+        },
+        *tables_[t]);
+    CEMB_RETURN_IF_ERROR(view.Finish());
+    return from.status();
+  }
 
   // The first failure of an ssd table's synchronous fetches (rowpointer() of
   // a row not resident: LoadRows, ReadRow, WriteRow).
