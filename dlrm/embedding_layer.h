@@ -126,8 +126,9 @@ class EmbeddingLayer {
   // Rows and optimizer state of every table: "<dir>/<prefix><t>.rows"
   // (embedding/table_io.h format; an ssd table: "<prefix><t>.ssd", a snapshot
   // of its written blocks, ssd/ssd_table.h) and "<dir>/<prefix><t>.adagrad.npy".
-  // Load reads an ssd table from a .rows file too (a checkpoint of other
-  // storage); a .ssd file loads into an ssd table only (FailedPrecondition).
+  // Load reads an ssd table from a .rows file too, and a .ssd file into a
+  // table of another kind (through a temporary ssd table in its slow-tier
+  // directory): a checkpoint resumes with its tables moved.
   [[nodiscard]] virtual absl::Status Save(const std::string& dir, const std::string& prefix) = 0;
   [[nodiscard]] virtual absl::Status Load(const std::string& dir, const std::string& prefix) = 0;
 
