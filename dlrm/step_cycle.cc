@@ -87,7 +87,7 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
   }
   absl::StatusOr<double> waited = status.ok() ? layer_->BeginStep(id) : absl::StatusOr<double>(status);
   if (waited.ok() && !threads_.empty()) {
-    // The batches after this one not prefetched yet: to the prefetcher thread.
+    // The batches after this one not prefetched yet: to the prefetcher threads.
     const size_t n = std::min(ahead.size(), static_cast<size_t>(prefetch_batches_));
     std::lock_guard<std::mutex> lock(mu_);
     njobs_ = 0;

@@ -692,7 +692,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
       budget_line = absl::StrCat("warning: model.dram_budget (", HumanBytes(static_cast<double>(budget)),
                                  ") has no effect: no table is ssd, or static/dynamic without a cache size\n");
     } else {
-      std::vector<std::string> shares;  // "emb2 1.2 MiB (ideal hit rate 0.91)"
+      std::vector<std::string> shares;  // "emb2 1.2 MiB (0.91)": the sampled lookups its rows would serve
       double rows_dram = 0;
       for (const DramShare& d : split.shares) {
         rows_dram += static_cast<double>(d.bytes);
