@@ -595,13 +595,13 @@ int64_t PhysicalMemoryBytes() {
 
 absl::Status TrainConfig::ApplyDramBudget(uint32_t hotness, const TableTraffic* traffic, EmbeddingLayerOptions& emb,
                                           DramSplit* split) const {
-  bool any_ssd = false, any_open_cache = false;
+  bool any_ssd = false, any_share = false;
   std::vector<bool> given(emb.tables.size());
   for (size_t t = 0; t < emb.tables.size(); ++t) {
     const TableStorageConfig& ts = model.StorageOf(static_cast<int>(t));
     given[t] = ts.cache_size_given;
     any_ssd |= ts.kind == StorageKind::kSsd;
-    any_open_cache |= (ts.kind == StorageKind::kStatic || ts.kind == StorageKind::kDynamic) && !ts.cache_size_given;
+    any_share |= ts.SharesDramBudget();
   }
   const std::string where = absl::StrCat(source_name, ": model.dram_budget: ");
   if (!model.dram_budget) {
@@ -609,7 +609,7 @@ absl::Status TrainConfig::ApplyDramBudget(uint32_t hotness, const TableTraffic* 
     return absl::InvalidArgumentError(absl::StrCat(
         where, "required when a table's storage is ssd (bytes, e.g. 6GiB, or a fraction of memory, e.g. 25%)"));
   }
-  if (!any_ssd && !any_open_cache) return absl::OkStatus();  // the trainer warns
+  if (!any_share) return absl::OkStatus();  // the trainer warns
   const int64_t memory = PhysicalMemoryBytes();
   DramBudgetRequest request{
       .budget = model.dram_budget->Resolve(memory),

@@ -99,6 +99,12 @@ struct TableStorageConfig {
   bool cache_size_given = false;
 
   StorageConfig ToStorageConfig() const;
+  // Its DRAM comes from model.dram_budget's split: an ssd table, or a cached
+  // one without a given cache size.
+  bool SharesDramBudget() const {
+    return kind == StorageKind::kSsd ||
+           ((kind == StorageKind::kStatic || kind == StorageKind::kDynamic) && !cache_size_given);
+  }
 };
 
 struct ModelConfig {

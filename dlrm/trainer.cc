@@ -475,18 +475,17 @@ absl::Status Trainer::Impl::BuildModel() {
   CEMB_ASSIGN_OR_RETURN(loader, data::Loader::Create(train_set, lo));
   total_steps = t.steps > 0 ? t.steps : t.epochs * static_cast<int64_t>(loader->batches_per_epoch());
 
-  // model.dram_budget is split by the traffic of the first batches (the
-  // tables on a slower tier only).
-  std::vector<bool> slow(table_sizes.size());
-  bool any_slow = false;
-  for (size_t i = 0; i < slow.size(); ++i) {
-    const StorageKind kind = config.model.StorageOf(static_cast<int>(i)).kind;
-    slow[i] = kind == StorageKind::kSsd || kind == StorageKind::kStatic || kind == StorageKind::kDynamic;
-    any_slow |= slow[i];
+  // model.dram_budget is split by the traffic of the first batches (of the
+  // tables that share it only).
+  std::vector<bool> shares(table_sizes.size());
+  bool any_share = false;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    shares[i] = config.model.StorageOf(static_cast<int>(i)).SharesDramBudget();
+    any_share |= shares[i];
   }
   TableTraffic traffic;
-  if (config.model.dram_budget && any_slow) {
-    traffic = SampleTraffic(*train_set, kTrafficSampleBatches * static_cast<uint64_t>(t.batch_size), slow);
+  if (config.model.dram_budget && any_share) {
+    traffic = SampleTraffic(*train_set, kTrafficSampleBatches * static_cast<uint64_t>(t.batch_size), shares);
   }
   CEMB_ASSIGN_OR_RETURN(DlrmOptions mo,
                         config.ToDlrmOptions(table_sizes, train_set->hotness(), &traffic, &dram_split));

@@ -380,39 +380,39 @@ absl::StatusOr<absl::Duration> SsdCore::WaitResident(int64_t batch_id) {
 
 std::unique_lock<std::mutex> SsdCore::Lock() {
   std::unique_lock<std::mutex> lock(mu_);
+  ApplyPendingUnpins();
+  return lock;
+}
+
+void SsdCore::ApplyPendingUnpins() {
   std::vector<int64_t> pending;
   {
     std::lock_guard<std::mutex> g(unpin_mu_);
     pending.swap(pending_unpins_);
   }
   for (int64_t id : pending) {
-    Batch* b = FindBatch(id);
-    if (b == nullptr) {
-      // A caller's error that Unpin could not report: status() keeps it.
-      if (status_.ok()) status_ = absl::NotFoundError(absl::StrCat(name_, ": Unpin of batch ", id, ", which is not pinned"));
-      continue;
-    }
-    UnpinSlots(*b);
-    RemoveBatch(id);
+    // A caller's error that Unpin could not report: status() keeps it.
+    if (absl::Status s = UnpinBatch(id); !s.ok() && status_.ok()) status_ = s;
   }
-  return lock;
 }
 
-absl::Status SsdCore::Unpin(int64_t batch_id) {
-  {
-    std::unique_lock<std::mutex> busy(mu_, std::try_to_lock);
-    if (!busy.owns_lock()) {
-      std::lock_guard<std::mutex> g(unpin_mu_);
-      pending_unpins_.push_back(batch_id);
-      return absl::OkStatus();
-    }
-  }
-  std::unique_lock<std::mutex> lock = Lock();
+absl::Status SsdCore::UnpinBatch(int64_t batch_id) {
   Batch* b = FindBatch(batch_id);
   if (b == nullptr) return absl::NotFoundError(absl::StrCat(name_, ": Unpin of batch ", batch_id, ", which is not pinned"));
   UnpinSlots(*b);
   RemoveBatch(batch_id);
   return absl::OkStatus();
+}
+
+absl::Status SsdCore::Unpin(int64_t batch_id) {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    std::lock_guard<std::mutex> g(unpin_mu_);
+    pending_unpins_.push_back(batch_id);
+    return absl::OkStatus();
+  }
+  ApplyPendingUnpins();
+  return UnpinBatch(batch_id);
 }
 
 // --- eviction and write-back ----------------------------------------------------

@@ -193,6 +193,8 @@ class SsdCore {
   // Takes mu_ (every non-const member does it this way) and applies the
   // Unpins that came while another thread held it.
   std::unique_lock<std::mutex> Lock();
+  void ApplyPendingUnpins();                 // REQUIRES: mu_ held
+  absl::Status UnpinBatch(int64_t batch_id);  // REQUIRES: mu_ held
 
   // Unpin of a batch while mu_ is held (the prefetcher in a long Prefetch
   // waits for its write-back under it): the batch id waits here and is
