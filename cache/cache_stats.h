@@ -1,9 +1,11 @@
 // CacheStats: what a CachedTable did, for users to read, print and plot.
 //
 // Hot-path events (lookups, misses, migrations, ...) are counted in relaxed
-// atomics sharded by thread: each thread increments its own 64-byte-aligned
-// shard, so two threads never contend for a counter's cache line (up to
-// kStatShards threads; more threads share shards, still exactly). Flush-time
+// atomics sharded by thread: each live thread owns a 64-byte shard of its own
+// (claimed on its first count, released when it exits) and increments it
+// with a plain load and store, no locked instruction, so a lookup costs no
+// shared cache line and no fence. Beyond kStatShards - 1 live threads the
+// rest share the last shard with atomic increments (still exact). Flush-time
 // events are plain counters under the table's mutex. stats() sums the shards.
 //
 // Bytes moved to and from the slow tier are derived from the events:
@@ -49,6 +51,7 @@ struct ColdCounters {
   uint64_t clean_rows_skipped = 0;    // not written back thanks to the dirty bits
   uint64_t dirty_rows_discarded = 0;  // flush_clean of a dirty row
   uint64_t rows_filled = 0;           // static policy fill()
+  uint64_t eviction_rounds = 0;       // kClock: rounds of the evictor thread
 };
 
 }  // namespace cache_internal
@@ -72,6 +75,7 @@ struct CacheStats {
   uint64_t pages_opened() const { return cold.pages_opened; }
   uint64_t pages_flushed() const { return cold.pages_flushed; }
   uint64_t flushes() const { return cold.flushes; }
+  uint64_t eviction_rounds() const { return cold.eviction_rounds; }
   uint64_t rows_evicted() const { return cold.rows_evicted; }
   uint64_t rows_written_back() const { return cold.rows_written_back; }
   uint64_t clean_rows_skipped() const { return cold.clean_rows_skipped; }
@@ -89,11 +93,14 @@ struct CacheStats {
 
 namespace cache_internal {
 
-inline constexpr int kStatShards = 16;
+inline constexpr int kStatShards = 64;
+inline constexpr uint32_t kSharedStatShard = kStatShards - 1;
 
-// This thread's shard index, assigned round-robin on first use.
-uint32_t AssignStatShard();
+// This thread's shard: UINT32_MAX until its first count, then its own
+// shard's index, or kSharedStatShard when every other shard is taken.
 inline thread_local uint32_t tls_stat_shard = UINT32_MAX;
+// Claims a free shard for this thread (released when it exits).
+uint32_t AssignStatShard();
 [[gnu::always_inline]] inline uint32_t ThisThreadStatShard() {
   uint32_t s = tls_stat_shard;
   if (s == UINT32_MAX) [[unlikely]] s = tls_stat_shard = AssignStatShard();
@@ -103,7 +110,13 @@ inline thread_local uint32_t tls_stat_shard = UINT32_MAX;
 class StatShards {
  public:
   [[gnu::always_inline]] void add(HotCounter c, uint64_t n) {
-    shards_[ThisThreadStatShard()].v[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
+    const uint32_t shard = ThisThreadStatShard();
+    std::atomic<uint64_t>& v = shards_[shard].v[static_cast<int>(c)];
+    if (shard != kSharedStatShard) [[likely]] {
+      v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // only this thread writes it
+    } else {
+      v.fetch_add(n, std::memory_order_relaxed);
+    }
   }
   void sum_into(CacheStats& st) const {
     for (const Shard& s : shards_) {

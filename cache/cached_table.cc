@@ -22,6 +22,22 @@ const char* CachePolicyName(CachePolicy policy) {
   return "?";
 }
 
+const char* CacheEvictionName(CacheEviction eviction) {
+  switch (eviction) {
+    case CacheEviction::kFlush: return "flush";
+    case CacheEviction::kClock: return "clock";
+  }
+  return "?";
+}
+
+absl::StatusOr<CacheEviction> ParseCacheEviction(std::string_view name) {
+  for (CacheEviction e : {CacheEviction::kFlush, CacheEviction::kClock}) {
+    if (name == CacheEvictionName(e)) return e;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown cache eviction '", std::string(name), "' (expected flush or clock)"));
+}
+
 absl::StatusOr<CachePolicy> ParseCachePolicy(std::string_view name) {
   for (CachePolicy p : {CachePolicy::kSimple, CachePolicy::kStatic, CachePolicy::kDynamic}) {
     if (name == CachePolicyName(p)) return p;
@@ -42,6 +58,7 @@ CacheStats CacheStats::operator-(const CacheStats& b) const {
   d.cold.clean_rows_skipped -= b.cold.clean_rows_skipped;
   d.cold.dirty_rows_discarded -= b.cold.dirty_rows_discarded;
   d.cold.rows_filled -= b.cold.rows_filled;
+  d.cold.eviction_rounds -= b.cold.eviction_rounds;
   return d;
 }
 
@@ -49,11 +66,13 @@ std::string CacheStats::ToString() const {
   return absl::StrFormat(
       "lookups=%d hits=%d (%.1f%%) misses=%d migrations=%d cas_failures=%d admission_rejects=%d "
       "capacity_rejects=%d update_hits=%d base_updates=%d pages_opened=%d pages_flushed=%d flushes=%d "
+      "eviction_rounds=%d "
       "rows_evicted=%d rows_written_back=%d clean_rows_skipped=%d dirty_rows_discarded=%d rows_filled=%d "
       "slow_read=%d slow_written=%d saved_by_dirty_bits=%d cached_rows=%d used_bytes=%d cachelower=%d "
       "cacheslack=%d",
       lookups(), hits(), 100.0 * hit_rate(), misses(), migrations(), cas_failures(), admission_rejects(),
       capacity_rejects(), update_hits(), base_updates(), cold.pages_opened, cold.pages_flushed, cold.flushes,
+      cold.eviction_rounds,
       cold.rows_evicted, cold.rows_written_back, cold.clean_rows_skipped, cold.dirty_rows_discarded,
       cold.rows_filled, slow_bytes_read(), slow_bytes_written(), bytes_saved_by_dirty_bits(), cached_rows,
       used_bytes, cachelower, cacheslack);
@@ -61,9 +80,31 @@ std::string CacheStats::ToString() const {
 
 namespace cache_internal {
 
+namespace {
+std::atomic<bool> g_stat_shard_taken[kSharedStatShard];
+
+// Gives the thread's shard back when the thread exits; the next owner's
+// claim (acquire) sees this thread's last counts.
+struct StatShardReleaser {
+  uint32_t shard = kSharedStatShard;
+  ~StatShardReleaser() {
+    if (shard == kSharedStatShard) return;
+    tls_stat_shard = kSharedStatShard;  // counts from later thread-exit code go to the shared shard
+    g_stat_shard_taken[shard].store(false, std::memory_order_release);
+  }
+};
+}  // namespace
+
 uint32_t AssignStatShard() {
-  static std::atomic<uint32_t> next{0};
-  return next.fetch_add(1, std::memory_order_relaxed) % kStatShards;
+  for (uint32_t i = 0; i < kSharedStatShard; ++i) {
+    bool expected = false;
+    if (g_stat_shard_taken[i].compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+      static thread_local StatShardReleaser releaser;
+      releaser.shard = i;
+      return i;
+    }
+  }
+  return kSharedStatShard;
 }
 
 absl::StatusOr<std::unique_ptr<Page>> NewPage(int64_t rows, size_t stride) {
@@ -73,9 +114,15 @@ absl::StatusOr<std::unique_ptr<Page>> NewPage(int64_t rows, size_t stride) {
   auto page = std::make_unique<Page>();
   page->memory = *std::move(memory);
   page->rows = page->memory.data();
-  page->backedge = std::make_unique<int64_t[]>(static_cast<size_t>(rows));
-  std::fill_n(page->backedge.get(), rows, int64_t{-1});
+  page->backedge = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) page->backedge[i].store(-1, std::memory_order_relaxed);
   return page;
+}
+
+void FreeSlots::Reset(int64_t capacity) {
+  next_ = std::make_unique<std::atomic<int32_t>[]>(static_cast<size_t>(std::max<int64_t>(1, capacity)));
+  head_.store(Pack(-1, 0), std::memory_order_relaxed);
+  size_.store(0, std::memory_order_relaxed);
 }
 
 void StreamCopy(void* dst, const void* src, size_t bytes) {

@@ -4,23 +4,36 @@
 // pointer table says, per row, where its current copy is.
 //
 // Pointer word (one std::atomic<uint64_t> per row): the address of the row's
-// current copy, with three low tag bits (row addresses are 4-byte aligned,
-// cache slots 8-byte aligned; Create() checks):
-//   bit 0 kCached  the address is a cache slot in DRAM
-//   bit 1 kLocked  a thread owns the row and is copying it into the cache
-//   bit 2 kDirty   (cached only) the cached copy was handed out for update
+// current copy, with two low tag bits (row addresses are 4-byte aligned) and
+// two high ones (no user-space address reaches bit 57):
+//   bit 0  kCached      the address is a cache slot in DRAM
+//   bit 1  kLocked      a thread owns the row: migrating it into the cache
+//                       (base address) or evicting it (slot address)
+//   bit 62 kDirty       (cached only) the cached copy was handed out for update
+//   bit 61 kReferenced  (cached only) looked up since the CLOCK hand passed
 // States and the only transitions:
-//   BASE    = base address              (not cached)
-//   LOCKED  = base address | kLocked    (being migrated by the owning thread)
-//   CACHED  = slot address | kCached
-//   DIRTY   = slot address | kCached | kDirty
+//   BASE     = base address              (not cached)
+//   LOCKED   = base address | kLocked    (being migrated by the owning thread)
+//   CACHED   = slot address | kCached [| kReferenced]
+//   DIRTY    = CACHED | kDirty
+//   EVICTING = slot address | kLocked    (kClock: unpublished, grace period running)
+//   COPYING  = EVICTING | kDirty         (kClock: being written back)
 //   BASE   -> LOCKED   CAS by access_and_cache (a miss the policy admits); a
 //                      failed CAS (another thread owns it) returns the base
 //                      row and never waits
 //   LOCKED -> CACHED   release store by the owner after the copy and backedge
 //   LOCKED -> BASE     release store by the owner when no slot can be had
-//   CACHED -> DIRTY    fetch_or by access_for_update (rowpointer kUpdate)
+//   CACHED -> DIRTY    CAS by access_for_update (rowpointer kUpdate)
+//   CACHED -> CACHED|kReferenced   CAS by a hit that finds the bit clear
 //   CACHED/DIRTY -> BASE   flush (DIRTY: the slot is written back first)
+//   CACHED -> BASE     kClock evictor: a clean row the hand found unreferenced
+//   DIRTY  -> EVICTING kClock evictor: a dirty one; after a grace period
+//                      (no update of the slot is still running)
+//   EVICTING -> COPYING  CAS by the evictor, which writes the slot back, then
+//   COPYING  -> BASE   store by the evictor; or
+//   EVICTING -> DIRTY  CAS by an updater (the eviction is cancelled). An
+//                      updater that finds COPYING spins until BASE: the copy
+//                      of one row, during which the evictor waits for nothing.
 //   BASE   -> CACHED   fill() of the static policy (between steps)
 //
 // Cache pages: DRAM regions of rows_per_page slots, an atomic bump pointer
@@ -30,7 +43,9 @@
 // cacheslack. Flushed pages are recycled, so a steady state allocates nothing.
 //
 // Policies (CachePolicy): kDynamic caches on lookup (optionally only rows the
-// admission filter has seen `admit_after` times) and is flushed when full;
+// admission filter has seen `admit_after` times) and makes room by its
+// CacheEviction: kFlush (training) flushes the oldest pages between steps when
+// the cache is full; kClock (serving) evicts concurrently (below);
 // kStatic is filled once by fill() / fill_random() (rows chosen at random or
 // from a RowProfiler) and never caches on lookup. kSimple (no cache, no
 // indirection) is a plain SimpleTable on the slow tier: see cache/storage.h.
@@ -40,15 +55,31 @@
 // makes featuresize() a constant. A table of a static size the kernels are
 // not specialised for runs on its kDynamic base's kernels.
 //
-// Lifetime rule: a pointer returned by rowpointer() is valid until the next
-// flush of this table; flushes happen between steps. With
+// CacheEviction::kClock, for serving: every thread may read (and update) while
+// rows are admitted and evicted; nobody flushes and no thread waits for
+// another. Once every page is open, misses take slots from a lock-free free
+// list; when it runs low, a background thread per table runs a CLOCK hand
+// over the slots (a hit sets the row's kReferenced bit when it finds it
+// clear, so a hot row costs one CAS per revolution of the hand; an
+// unreferenced row is unpublished), waits until no reader can still hold the
+// victims (epoch-based reclamation, cache/epoch.h), writes dirty ones back,
+// and only then frees the slots. A reader pays nothing per lookup for this;
+// per kernel call (or per request, with the caller's own ReadSection) one
+// store to announce itself and one to leave. Why CLOCK: bench/RESULTS.md
+// "Eviction for serving".
+//
+// Lifetime rule: kFlush: a pointer returned by rowpointer() is valid until
+// the next flush of this table; flushes happen between steps. kClock: until
+// the ReadSection the pointer was obtained in closes (the kernels open one
+// per call; code that calls rowpointer() itself opens its own). With
 // CacheOptions::check_lifetime (the default in debug builds) a flush while a
 // StepScope is open aborts, every flush moves flush_epoch(), and flushed slots
 // are poisoned (0xFF bytes: NaN) so a stale pointer reads garbage loudly.
 //
 // Thread safety: rowpointer() (all Access kinds) may be called from any number
-// of threads; as for every table, an update of a row must not overlap another
-// access to the same row (the kernels and the ensemble guarantee it). The
+// of threads (kClock: inside a ReadSection); as for every table, an update of
+// a row must not overlap another access to the same row (the kernels and the
+// ensemble guarantee it), but kClock's evictor may run beside both. The
 // flushes, fill*, the setters and reset_stats() need exclusive access (no
 // kernel running on this table): call them between steps. stats() may be read
 // at any time (the counts of a running step may be partial).
@@ -74,14 +105,28 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#include <sanitizer/asan_interface.h>
+#endif
+#endif
+#ifndef ASAN_POISON_MEMORY_REGION
+#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#endif
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "cache/admission.h"
 #include "cache/cache_stats.h"
+#include "cache/epoch.h"
 #include "cache/internal/table_types.h"
 #include "embedding/memory.h"
 #include "embedding/simple_table.h"
@@ -92,6 +137,15 @@ enum class CachePolicy { kSimple, kStatic, kDynamic };
 
 const char* CachePolicyName(CachePolicy policy);  // "simple", "static", "dynamic"
 absl::StatusOr<CachePolicy> ParseCachePolicy(std::string_view name);
+
+// How a dynamic cache makes room (header comment). (The ssd tier has its own
+// ssd::Eviction: which unpinned row its slot pool gives up.)
+enum class CacheEviction {
+  kFlush,  // page FIFO, flushed between steps by the owner (training)
+  kClock,  // CLOCK by a background thread while any thread reads (serving)
+};
+const char* CacheEvictionName(CacheEviction eviction);  // "flush", "clock"
+absl::StatusOr<CacheEviction> ParseCacheEviction(std::string_view name);
 
 // A cache size: bytes, or a fraction of the table's bytes. What a table's
 // cache may hold is CacheOptions::lower + CacheOptions::slack: a "10% cache"
@@ -128,6 +182,8 @@ inline constexpr bool kCacheDebugChecks = true;
 
 struct CacheOptions {
   CachePolicy policy = CachePolicy::kDynamic;
+  // kDynamic only.
+  CacheEviction eviction = CacheEviction::kFlush;
   // Flushes bring the cache down to at most `lower`; it may grow to
   // `lower + slack` (whole pages) before isfull().
   CacheSize lower = CacheSize::Fraction(0.25);
@@ -148,15 +204,59 @@ namespace cache_internal {
 
 inline constexpr uint64_t kCached = 1;
 inline constexpr uint64_t kLocked = 2;
-inline constexpr uint64_t kDirty = 4;
-inline constexpr uint64_t kTagMask = 7;
+inline constexpr uint64_t kReferenced = uint64_t{1} << 61;
+inline constexpr uint64_t kDirty = uint64_t{1} << 62;
+inline constexpr uint64_t kTagMask = kCached | kLocked | kReferenced | kDirty;
 
 // One DRAM cache page.
 struct Page {
   Region memory;
-  std::byte* rows = nullptr;                // rows_per_page slots of `stride` bytes
-  std::unique_ptr<int64_t[]> backedge;      // slot -> row, -1 = empty
-  alignas(64) std::atomic<int64_t> next{0};  // bump pointer (may run past the end)
+  std::byte* rows = nullptr;                           // rows_per_page slots of `stride` bytes
+  std::unique_ptr<std::atomic<int64_t>[]> backedge;    // slot -> row, -1 = empty
+  int64_t ordinal = 0;                                 // kClock: its slots' ids start at ordinal * rows_per_page
+  alignas(64) std::atomic<int64_t> next{0};            // bump pointer (may run past the end)
+};
+
+// kClock's lock-free stack of free slot ids (a Treiber stack whose head
+// carries a tag against ABA). Slot ids are < 2^31.
+class FreeSlots {
+ public:
+  void Reset(int64_t capacity);  // empty, for ids [0, capacity); exclusive access
+  void Push(int32_t id) {
+    uint64_t head = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      next_[id].store(static_cast<int32_t>(head & 0xFFFFFFFFu), std::memory_order_relaxed);
+      if (head_.compare_exchange_weak(head, Pack(id, Tag(head) + 1), std::memory_order_release,
+                                      std::memory_order_relaxed)) {
+        break;
+      }
+    }
+    size_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // A free id, or -1; `left` is set to the ids left after this pop.
+  int32_t Pop(int64_t* left) {
+    uint64_t head = head_.load(std::memory_order_acquire);
+    for (;;) {
+      const auto id = static_cast<int32_t>(head & 0xFFFFFFFFu);
+      if (id < 0) return -1;
+      const int32_t next = next_[id].load(std::memory_order_relaxed);
+      if (head_.compare_exchange_weak(head, Pack(next, Tag(head) + 1), std::memory_order_acquire,
+                                      std::memory_order_acquire)) {
+        *left = size_.fetch_sub(1, std::memory_order_relaxed) - 1;
+        return id;
+      }
+    }
+  }
+  int64_t size() const { return size_.load(std::memory_order_relaxed); }
+
+ private:
+  static uint64_t Pack(int32_t id, uint32_t tag) {
+    return (uint64_t{tag} << 32) | static_cast<uint32_t>(id);
+  }
+  static uint32_t Tag(uint64_t head) { return static_cast<uint32_t>(head >> 32); }
+  alignas(64) std::atomic<uint64_t> head_{Pack(-1, 0)};
+  std::atomic<int64_t> size_{0};
+  std::unique_ptr<std::atomic<int32_t>[]> next_;
 };
 
 // A page of `rows` slots of `stride` bytes, 64-byte aligned, backedges empty.
@@ -165,6 +265,12 @@ absl::StatusOr<std::unique_ptr<Page>> NewPage(int64_t rows, size_t stride);
 // fences with StoreFence() after a batch.
 void StreamCopy(void* dst, const void* src, size_t bytes);
 void StoreFence();
+// A spin-wait hint (PAUSE on x86).
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 [[noreturn]] void LifetimeViolation(const std::string& table, const char* what, int64_t scopes);
 // `count` distinct rows of [0, nvectors) in random order (all rows when count >= nvectors).
 std::vector<int64_t> RandomDistinctRows(int64_t nvectors, int64_t count, uint64_t seed);
@@ -185,6 +291,18 @@ struct CacheState {
   std::atomic<uint64_t> epoch{0};
   ColdCounters cold;                            // under mu
   std::vector<int64_t> written;                 // flush scratch
+
+  // kClock only.
+  std::unique_ptr<std::atomic<Page*>[]> page_table;  // ordinal -> page, max_pages entries
+  FreeSlots free_slots;
+  std::atomic<int64_t> low_water{0}, high_water{0};  // free slots: evict below low, up to high
+  std::atomic<bool> wake_pending{false};              // a wake-up is on its way to the evictor
+  std::atomic<uint32_t> wake{0};                      // the evictor waits on it (C++20 atomic wait)
+  std::atomic<bool> stop{false};
+  std::mutex evict_mu;                                // one eviction round, or a flush, at a time
+  int64_t hand = 0;                                   // the CLOCK hand (slot id), under evict_mu
+  uint64_t misses_at_aging = 0;                       // under evict_mu
+  std::thread evictor;
 };
 
 }  // namespace cache_internal
@@ -208,8 +326,40 @@ class CachedTable<T, kDynamic> {
     return CreateOver<SimpleTable<T, kDynamic>>(table, cache);
   }
 
-  CachedTable(CachedTable&&) noexcept = default;
-  CachedTable& operator=(CachedTable&&) noexcept = default;
+  // A move stops the source's evictor thread and starts the destination's.
+  CachedTable(CachedTable&& o) noexcept
+      : base_((o.StopEvictor(), std::move(o.base_))),
+        policy_(o.policy_),
+        eviction_(o.eviction_),
+        check_lifetime_(o.check_lifetime_),
+        stride_(o.stride_),
+        rows_per_page_(o.rows_per_page_),
+        words_storage_(std::move(o.words_storage_)),
+        words_(o.words_),
+        state_(std::move(o.state_)),
+        shards_(std::move(o.shards_)),
+        filter_(std::move(o.filter_)) {
+    StartEvictor();
+  }
+  CachedTable& operator=(CachedTable&& o) noexcept {
+    if (this == &o) return *this;
+    StopEvictor();
+    o.StopEvictor();
+    base_ = std::move(o.base_);
+    policy_ = o.policy_;
+    eviction_ = o.eviction_;
+    check_lifetime_ = o.check_lifetime_;
+    stride_ = o.stride_;
+    rows_per_page_ = o.rows_per_page_;
+    words_storage_ = std::move(o.words_storage_);
+    words_ = o.words_;
+    state_ = std::move(o.state_);
+    shards_ = std::move(o.shards_);
+    filter_ = std::move(o.filter_);
+    StartEvictor();
+    return *this;
+  }
+  ~CachedTable() { StopEvictor(); }
 
   // --- the rowpointer interface ------------------------------------------
 
@@ -225,27 +375,34 @@ class CachedTable<T, kDynamic> {
   }
 
   // The current copy of `row`, caching it first when the policy admits it.
-  // Hit: one acquire load, one bit test, one relaxed counter increment.
+  // Hit: one load, two bit tests, one increment of this thread's own counter
+  // (a plain store); a CAS when the CLOCK hand cleared kReferenced.
+  // The loads of a pointer word are seq_cst (a plain load on x86): a
+  // ReadSection's announcement is ordered before them (cache/epoch.h).
   [[gnu::always_inline]] T* access_and_cache(int64_t row) const {
-    DebugCheckNotFlushing();
-    const uint64_t w = words_[row].load(std::memory_order_acquire);
+    DebugCheckAccess();
+    uint64_t w = words_[row].load(std::memory_order_seq_cst);
     Count(cache_internal::HotCounter::kLookups);
-    if (w & cache_internal::kCached) [[likely]] return Address(w);
+    if (w & cache_internal::kCached) [[likely]] {
+      if (!(w & cache_internal::kReferenced)) [[unlikely]] {
+        words_[row].compare_exchange_strong(w, w | cache_internal::kReferenced, std::memory_order_relaxed);
+      }
+      return Address(w);
+    }
     return Miss(row, w);
   }
 
   // The current copy of `row`, marked dirty when it is cached; counted as a
   // write to the slow tier when it is not.
   [[gnu::always_inline]] T* access_for_update(int64_t row) const {
-    DebugCheckNotFlushing();
-    const uint64_t w = words_[row].load(std::memory_order_acquire);
-    if (w & cache_internal::kCached) [[likely]] {
-      if (!(w & cache_internal::kDirty)) words_[row].fetch_or(cache_internal::kDirty, std::memory_order_relaxed);
+    DebugCheckAccess();
+    const uint64_t w = words_[row].load(std::memory_order_seq_cst);
+    if ((w & (cache_internal::kCached | cache_internal::kDirty)) ==
+        (cache_internal::kCached | cache_internal::kDirty)) [[likely]] {
       Count(cache_internal::HotCounter::kUpdateHits);
-    } else {
-      Count(cache_internal::HotCounter::kBaseUpdates);
+      return Address(w);
     }
-    return Address(w);
+    return MarkDirty(row, w, /*count=*/true);
   }
 
   // The current copy of `row` for a write outside training (InitUniform,
@@ -253,22 +410,32 @@ class CachedTable<T, kDynamic> {
   // so a flush writes it back; counted nowhere, so the statistics describe
   // training only.
   T* access_for_write(int64_t row) const {
-    const uint64_t w = words_[row].load(std::memory_order_acquire);
-    if ((w & cache_internal::kCached) && !(w & cache_internal::kDirty)) {
-      words_[row].fetch_or(cache_internal::kDirty, std::memory_order_relaxed);
+    DebugCheckAccess();
+    const uint64_t w = words_[row].load(std::memory_order_seq_cst);
+    if ((w & (cache_internal::kCached | cache_internal::kDirty)) ==
+        (cache_internal::kCached | cache_internal::kDirty)) {
+      return Address(w);
     }
-    return Address(w);
+    return MarkDirty(row, w, /*count=*/false);
   }
 
   // The current address of `row`: no side effect, no counting (prefetch hints,
-  // reads outside the kernels).
+  // reads outside the kernels; kClock: inside a ReadSection, except for hints).
   [[gnu::always_inline]] T* access(int64_t row) const {
-    return Address(words_[row].load(std::memory_order_acquire));
+    return Address(words_[row].load(std::memory_order_seq_cst));
   }
+
+  // The address of row's pointer word (the kernels prefetch it ahead of the row).
+  [[gnu::always_inline]] const void* indirection_address(int64_t row) const { return &words_[row]; }
+
+  // What the kernels hold while they run on this table: a ReadSection for
+  // kClock (pointers stay valid until it closes), nothing for kFlush.
+  ReadSection read_scope() const { return ReadSection(eviction_ == CacheEviction::kClock); }
 
   // --- cache control (between steps) ---------------------------------------
 
   CachePolicy policy() const { return policy_; }
+  CacheEviction eviction() const { return eviction_; }
   int64_t cachelower() const { return state_->lower_bytes; }
   int64_t cacheslack() const { return state_->slack_bytes; }
   // Errors: a size that fails CacheSize::Validate() (the bounds are unchanged).
@@ -288,10 +455,12 @@ class CachedTable<T, kDynamic> {
   int64_t used_bytes() const { return state_->npages.load(std::memory_order_relaxed) * page_bytes(); }
   // Rows the cache can hold at cachelower + cacheslack.
   int64_t capacity_rows() const { return state_->max_pages * rows_per_page_; }
-  // kDynamic: no further page can be opened (the cache reached cachelower +
-  // cacheslack): time to flush. Always false for kStatic.
+  // kDynamic with kFlush: no further page can be opened (the cache reached
+  // cachelower + cacheslack): time to flush. Always false for kStatic and for
+  // kClock (which is never flushed to make room).
   bool isfull() const {
-    return policy_ == CachePolicy::kDynamic && state_->npages.load(std::memory_order_relaxed) >= state_->max_pages;
+    return policy_ == CachePolicy::kDynamic && eviction_ == CacheEviction::kFlush &&
+           state_->npages.load(std::memory_order_relaxed) >= state_->max_pages;
   }
 
   // Drops the oldest pages until used_bytes() <= cachelower(), restoring each
@@ -367,6 +536,10 @@ class CachedTable<T, kDynamic> {
     }
     if (absl::Status s = cache.lower.Validate(absl::StrCat(table.name, ": cache lower")); !s.ok()) return s;
     if (absl::Status s = cache.slack.Validate(absl::StrCat(table.name, ": cache slack")); !s.ok()) return s;
+    if (cache.eviction == CacheEviction::kClock && cache.policy != CachePolicy::kDynamic) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(table.name, ": clock eviction needs the dynamic policy, not ", CachePolicyName(cache.policy)));
+    }
     absl::StatusOr<Base> base = Base::Create(table);
     if (!base.ok()) return base.status();
     if (base->row_bytes() % 4 != 0) {
@@ -382,6 +555,7 @@ class CachedTable<T, kDynamic> {
   CachedTable(SimpleTable<T, kDynamic> base, const CacheOptions& o)
       : base_(std::move(base)),
         policy_(o.policy),
+        eviction_(o.eviction),
         check_lifetime_(o.check_lifetime),
         stride_((base_.row_bytes() + 7) / 8 * 8),
         words_storage_(new std::atomic<uint64_t>[static_cast<size_t>(base_.nvectors())]),
@@ -401,33 +575,65 @@ class CachedTable<T, kDynamic> {
                                             : std::clamp<int64_t>(base_.nvectors() / 4, 4096, int64_t{4} << 20);
     filter_ = std::make_unique<AdmissionFilter>(o.policy == CachePolicy::kDynamic ? o.admit_after : 0, counters);
     SetBounds(lower, slack);
+    StartEvictor();
   }
 
   int64_t table_bytes() const { return base_.nvectors() * static_cast<int64_t>(base_.row_bytes()); }
   [[gnu::always_inline]] static T* Address(uint64_t w) { return reinterpret_cast<T*>(w & ~cache_internal::kTagMask); }
   [[gnu::always_inline]] void Count(HotCounter c, uint64_t n = 1) const { shards_->add(c, n); }
-  [[gnu::always_inline]] void DebugCheckNotFlushing() const {
+  [[gnu::always_inline]] void DebugCheckAccess() const {
     if constexpr (kCacheDebugChecks) {
       if (state_->flushing.load(std::memory_order_relaxed)) {
         cache_internal::LifetimeViolation(name(), "rowpointer() during a flush", 0);
       }
+      if (check_lifetime_ && eviction_ == CacheEviction::kClock && !InReadSection()) {
+        cache_internal::LifetimeViolation(name(), "rowpointer() of a clock-evicted table outside a ReadSection", 0);
+      }
     }
   }
+  uint64_t BaseWord(int64_t row) const { return reinterpret_cast<uint64_t>(base_.rowpointer(row)); }
 
   // The miss path of access_and_cache: admission, ownership, copy, publish.
   [[gnu::noinline]] T* Miss(int64_t row, uint64_t w) const;
+  // access_for_update/_for_write of a row that is not cached and dirty:
+  // marks a cached row dirty, cancels an eviction in flight (header comment);
+  // counts an update hit or base update when `count`.
+  [[gnu::noinline]] T* MarkDirty(int64_t row, uint64_t w, bool count) const;
   // A free slot for `row` (its backedge written), or nullptr when the cache
-  // is at cachelower + cacheslack.
+  // is at cachelower + cacheslack (kClock: and no slot is free).
   std::byte* AllocateSlot(int64_t row) const;
+  bool CacheHasRoom() const {
+    return !state_->full.load(std::memory_order_relaxed) ||
+           (eviction_ == CacheEviction::kClock && state_->free_slots.size() > 0);
+  }
+  void WakeEvictor() const;
   void SetBounds(int64_t lower, int64_t slack);
   void Flush(int64_t target_bytes, bool writeback);
+  // Flush() without taking evict_mu (the caller holds it, or kFlush).
+  void FlushPages(int64_t target_bytes, bool writeback);
   void Writeback();
   // Evicts or writes back every slot of `page`.
   void DrainPage(cache_internal::Page& page, bool evict, bool writeback);
-  void PersistWritten();
+  void PersistWritten(std::vector<int64_t>& rows);
+
+  // kClock: the evictor thread, its rounds, and the free list's rebuild after
+  // a flush or new bounds (under evict_mu and mu, exclusive access).
+  void StartEvictor();
+  void StopEvictor();
+  void EvictorLoop();
+  // Returns the slots it freed.
+  int64_t EvictRound();
+  void RebuildClockState();
+  cache_internal::Page* SlotPage(int64_t id) const {
+    return state_->page_table[id / rows_per_page_].load(std::memory_order_acquire);
+  }
+  std::byte* SlotAddress(int64_t id) const {
+    return SlotPage(id)->rows + static_cast<size_t>(id % rows_per_page_) * stride_;
+  }
 
   SimpleTable<T, kDynamic> base_;
   CachePolicy policy_;
+  CacheEviction eviction_;
   bool check_lifetime_;
   size_t stride_;  // slot size: row bytes rounded up to 8
   int64_t rows_per_page_ = 0;
@@ -471,12 +677,13 @@ T* CachedTable<T, kDynamic>::Miss(int64_t row, uint64_t w) const {
   using namespace cache_internal;
   Count(HotCounter::kMisses);
   if (policy_ != CachePolicy::kDynamic) return Address(w);
-  if (w & kLocked) {  // another thread is copying it: read the base row
+  if (w & kLocked) {  // another thread is migrating or evicting it: its address is the current copy
     Count(HotCounter::kCasFailures);
     return Address(w);
   }
-  if (state_->full.load(std::memory_order_relaxed)) {
+  if (!CacheHasRoom()) {
     Count(HotCounter::kCapacityRejects);
+    if (eviction_ == CacheEviction::kClock) WakeEvictor();
     return Address(w);
   }
   if (!filter_->observe(row)) {
@@ -487,7 +694,7 @@ T* CachedTable<T, kDynamic>::Miss(int64_t row, uint64_t w) const {
   if (!words_[row].compare_exchange_strong(expected, w | kLocked, std::memory_order_acquire,
                                            std::memory_order_acquire)) {
     Count(HotCounter::kCasFailures);
-    // Another thread took the row: its base address stays valid until the next flush.
+    // Another thread took the row: the address it left is the current copy.
     return Address(expected);
   }
   std::byte* slot = AllocateSlot(row);
@@ -497,21 +704,50 @@ T* CachedTable<T, kDynamic>::Miss(int64_t row, uint64_t w) const {
     return Address(w);
   }
   std::memcpy(slot, Address(w), base_.row_bytes());
-  words_[row].store(reinterpret_cast<uint64_t>(slot) | kCached, std::memory_order_release);
+  // kClock publishes unreferenced (the hand may take a row never hit again);
+  // kFlush ignores the bit, so it is set and hits never write the word.
+  const uint64_t published =
+      reinterpret_cast<uint64_t>(slot) | kCached | (eviction_ == CacheEviction::kClock ? 0 : kReferenced);
+  words_[row].store(published, std::memory_order_release);
   Count(HotCounter::kMigrations);
   return reinterpret_cast<T*>(slot);
+}
+
+template <StorageType T>
+T* CachedTable<T, kDynamic>::MarkDirty(int64_t row, uint64_t w, bool count) const {
+  using namespace cache_internal;
+  for (;;) {
+    uint64_t dirty = 0;
+    if (w & kCached) {
+      dirty = w | kDirty;
+    } else if ((w & kLocked) && (w & kDirty)) {  // COPYING: wait for the evictor's copy of this row
+      CpuRelax();
+      w = words_[row].load(std::memory_order_seq_cst);
+      continue;
+    } else if ((w & kLocked) && w != (BaseWord(row) | kLocked)) {
+      dirty = (w & ~kLocked) | kCached | kDirty;  // EVICTING: republished, the eviction is cancelled
+    } else {
+      // BASE (LOCKED, a migration, would be a lookup of the row beside its update).
+      if (count) Count(HotCounter::kBaseUpdates);
+      return Address(w);
+    }
+    if (w == dirty || words_[row].compare_exchange_weak(w, dirty, std::memory_order_seq_cst)) {
+      if (count) Count(HotCounter::kUpdateHits);
+      return Address(dirty);
+    }
+  }
 }
 
 template <StorageType T>
 std::byte* CachedTable<T, kDynamic>::AllocateSlot(int64_t row) const {
   using namespace cache_internal;
   CacheState& s = *state_;
-  for (;;) {
+  while (!s.full.load(std::memory_order_relaxed)) {
     Page* page = s.current.load(std::memory_order_acquire);
     if (page != nullptr) {
       const int64_t i = page->next.fetch_add(1, std::memory_order_relaxed);
       if (i < rows_per_page_) {
-        page->backedge[i] = row;
+        page->backedge[i].store(row, std::memory_order_relaxed);
         return page->rows + static_cast<size_t>(i) * stride_;
       }
     }
@@ -519,7 +755,7 @@ std::byte* CachedTable<T, kDynamic>::AllocateSlot(int64_t row) const {
     if (s.current.load(std::memory_order_relaxed) != page) continue;  // another thread opened one
     if (static_cast<int64_t>(s.pages.size()) >= s.max_pages) {
       s.full.store(true, std::memory_order_relaxed);
-      return nullptr;
+      break;
     }
     std::unique_ptr<Page> fresh;
     if (!s.free_pages.empty()) {
@@ -529,26 +765,58 @@ std::byte* CachedTable<T, kDynamic>::AllocateSlot(int64_t row) const {
       absl::StatusOr<std::unique_ptr<Page>> made = NewPage(rows_per_page_, stride_);
       if (!made.ok()) {  // out of DRAM: behave as a full cache
         s.full.store(true, std::memory_order_relaxed);
-        return nullptr;
+        break;
       }
       fresh = *std::move(made);
     }
     fresh->next.store(0, std::memory_order_relaxed);
+    fresh->ordinal = static_cast<int64_t>(s.pages.size());
+    if (eviction_ == CacheEviction::kClock) s.page_table[fresh->ordinal].store(fresh.get(), std::memory_order_release);
     s.current.store(fresh.get(), std::memory_order_release);
     s.pages.push_back(std::move(fresh));
     s.npages.store(static_cast<int64_t>(s.pages.size()), std::memory_order_relaxed);
     ++s.cold.pages_opened;
   }
+  if (eviction_ != CacheEviction::kClock) return nullptr;
+  int64_t left = 0;
+  const int32_t id = s.free_slots.Pop(&left);
+  if (id < 0) {
+    WakeEvictor();
+    return nullptr;
+  }
+  if (left <= s.low_water.load(std::memory_order_relaxed)) WakeEvictor();
+  std::byte* slot = SlotAddress(id);
+  ASAN_UNPOISON_MEMORY_REGION(slot, stride_);
+  SlotPage(id)->backedge[id % rows_per_page_].store(row, std::memory_order_relaxed);
+  return slot;
+}
+
+template <StorageType T>
+void CachedTable<T, kDynamic>::WakeEvictor() const {
+  cache_internal::CacheState& s = *state_;
+  if (s.wake_pending.load(std::memory_order_relaxed) || s.wake_pending.exchange(true, std::memory_order_acq_rel)) {
+    return;
+  }
+  s.wake.fetch_add(1, std::memory_order_release);
+  s.wake.notify_one();
 }
 
 template <StorageType T>
 void CachedTable<T, kDynamic>::SetBounds(int64_t lower, int64_t slack) {
   cache_internal::CacheState& s = *state_;
+  std::unique_lock<std::mutex> evict_lock(s.evict_mu, std::defer_lock);
+  if (eviction_ == CacheEviction::kClock) {
+    evict_lock.lock();
+    // Fewer pages than are open: drop the oldest first (exclusive access).
+    const int64_t max_pages = (std::max<int64_t>(0, lower) + std::max<int64_t>(0, slack)) / page_bytes();
+    if (static_cast<int64_t>(s.pages.size()) > max_pages) FlushPages(max_pages * page_bytes(), /*writeback=*/true);
+  }
   std::lock_guard<std::mutex> lock(s.mu);
   s.lower_bytes = std::max<int64_t>(0, lower);
   s.slack_bytes = std::max<int64_t>(0, slack);
   s.max_pages = (s.lower_bytes + s.slack_bytes) / page_bytes();
   s.full.store(false, std::memory_order_relaxed);  // the next miss finds out
+  if (eviction_ == CacheEviction::kClock) RebuildClockState();
 }
 
 template <StorageType T>
@@ -557,7 +825,7 @@ void CachedTable<T, kDynamic>::DrainPage(cache_internal::Page& page, bool evict,
   ColdCounters& c = state_->cold;
   const int64_t n = std::min(page.next.load(std::memory_order_relaxed), rows_per_page_);
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t row = page.backedge[i];
+    const int64_t row = page.backedge[i].load(std::memory_order_relaxed);
     if (row < 0) continue;
     std::byte* slot = page.rows + static_cast<size_t>(i) * stride_;
     const uint64_t w = words_[row].load(std::memory_order_relaxed);
@@ -575,7 +843,7 @@ void CachedTable<T, kDynamic>::DrainPage(cache_internal::Page& page, bool evict,
     }
     if (evict) {
       words_[row].store(reinterpret_cast<uint64_t>(base_row), std::memory_order_release);
-      page.backedge[i] = -1;
+      page.backedge[i].store(-1, std::memory_order_relaxed);
       ++c.rows_evicted;
     } else if (w & kDirty) {
       words_[row].store(w & ~kDirty, std::memory_order_release);
@@ -585,8 +853,7 @@ void CachedTable<T, kDynamic>::DrainPage(cache_internal::Page& page, bool evict,
 }
 
 template <StorageType T>
-void CachedTable<T, kDynamic>::PersistWritten() {
-  std::vector<int64_t>& rows = state_->written;
+void CachedTable<T, kDynamic>::PersistWritten(std::vector<int64_t>& rows) {
   if (rows.empty()) return;
   cache_internal::StoreFence();
   if (base_.region().persistent()) {
@@ -606,6 +873,13 @@ void CachedTable<T, kDynamic>::PersistWritten() {
 
 template <StorageType T>
 void CachedTable<T, kDynamic>::Flush(int64_t target_bytes, bool writeback) {
+  std::unique_lock<std::mutex> evict_lock(state_->evict_mu, std::defer_lock);
+  if (eviction_ == CacheEviction::kClock) evict_lock.lock();  // no eviction round beside it
+  FlushPages(target_bytes, writeback);
+}
+
+template <StorageType T>
+void CachedTable<T, kDynamic>::FlushPages(int64_t target_bytes, bool writeback) {
   using namespace cache_internal;
   CacheState& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
@@ -628,18 +902,159 @@ void CachedTable<T, kDynamic>::Flush(int64_t target_bytes, bool writeback) {
   }
   s.npages.store(static_cast<int64_t>(s.pages.size()), std::memory_order_relaxed);
   if (static_cast<int64_t>(s.pages.size()) < s.max_pages) s.full.store(false, std::memory_order_relaxed);
-  PersistWritten();
+  PersistWritten(s.written);
   filter_->age();
+  if (eviction_ == CacheEviction::kClock) RebuildClockState();
   s.flushing.store(false, std::memory_order_relaxed);
 }
 
 template <StorageType T>
 void CachedTable<T, kDynamic>::Writeback() {
   cache_internal::CacheState& s = *state_;
+  std::unique_lock<std::mutex> evict_lock(s.evict_mu, std::defer_lock);
+  if (eviction_ == CacheEviction::kClock) evict_lock.lock();
   std::lock_guard<std::mutex> lock(s.mu);
   ++s.cold.syncs;
   for (auto& page : s.pages) DrainPage(*page, /*evict=*/false, /*writeback=*/true);
-  PersistWritten();
+  PersistWritten(s.written);
+}
+
+// --- kClock ---------------------------------------------------------------------
+
+template <StorageType T>
+void CachedTable<T, kDynamic>::RebuildClockState() {
+  using namespace cache_internal;
+  CacheState& s = *state_;
+  const int64_t table_pages = std::max<int64_t>(s.max_pages, static_cast<int64_t>(s.pages.size()));
+  s.page_table = std::make_unique<std::atomic<Page*>[]>(static_cast<size_t>(std::max<int64_t>(1, table_pages)));
+  s.free_slots.Reset(table_pages * rows_per_page_);
+  int64_t ordinal = 0;
+  for (auto& page : s.pages) {
+    page->ordinal = ordinal++;
+    s.page_table[page->ordinal].store(page.get(), std::memory_order_relaxed);
+    const int64_t n = std::min(page->next.load(std::memory_order_relaxed), rows_per_page_);
+    for (int64_t i = 0; i < n; ++i) {
+      if (page->backedge[i].load(std::memory_order_relaxed) < 0) {
+        s.free_slots.Push(static_cast<int32_t>(page->ordinal * rows_per_page_ + i));
+      }
+    }
+  }
+  const int64_t capacity = s.max_pages * rows_per_page_;
+  s.low_water.store(std::max<int64_t>(std::min<int64_t>(64, capacity / 4), capacity / 64), std::memory_order_relaxed);
+  s.high_water.store(std::max<int64_t>(std::min<int64_t>(128, capacity / 2), capacity / 32),
+                     std::memory_order_relaxed);
+  s.hand = 0;
+}
+
+template <StorageType T>
+void CachedTable<T, kDynamic>::StartEvictor() {
+  if (eviction_ != CacheEviction::kClock || state_ == nullptr) return;
+  state_->stop.store(false, std::memory_order_relaxed);
+  state_->evictor = std::thread([this] { EvictorLoop(); });
+}
+
+template <StorageType T>
+void CachedTable<T, kDynamic>::StopEvictor() {
+  if (state_ == nullptr || !state_->evictor.joinable()) return;
+  state_->stop.store(true, std::memory_order_release);
+  state_->wake.fetch_add(1, std::memory_order_release);
+  state_->wake.notify_all();
+  state_->evictor.join();
+}
+
+template <StorageType T>
+void CachedTable<T, kDynamic>::EvictorLoop() {
+  cache_internal::CacheState& s = *state_;
+  for (;;) {
+    const uint32_t seen = s.wake.load(std::memory_order_acquire);
+    if (s.stop.load(std::memory_order_acquire)) return;
+    s.wake_pending.store(false, std::memory_order_release);
+    if (s.full.load(std::memory_order_relaxed) && s.free_slots.size() <= s.low_water.load(std::memory_order_relaxed) &&
+        EvictRound() > 0) {
+      continue;
+    }
+    s.wake.wait(seen, std::memory_order_acquire);
+  }
+}
+
+// One round: the hand unpublishes unreferenced rows until high_water slots
+// would be free (at most two revolutions: the first may only clear bits),
+// then grace periods, write-back of the dirty ones, and the slots go free.
+template <StorageType T>
+int64_t CachedTable<T, kDynamic>::EvictRound() {
+  using namespace cache_internal;
+  CacheState& s = *state_;
+  std::lock_guard<std::mutex> evict_lock(s.evict_mu);
+  const int64_t nslots = s.npages.load(std::memory_order_acquire) * rows_per_page_;
+  const int64_t want = s.high_water.load(std::memory_order_relaxed) - s.free_slots.size();
+  if (nslots == 0 || want <= 0) return 0;
+  std::vector<int32_t> clean, dirty, freed;
+  for (int64_t step = 0; step < 2 * nslots && static_cast<int64_t>(clean.size() + dirty.size()) < want; ++step) {
+    const int64_t id = s.hand;
+    s.hand = s.hand + 1 == nslots ? 0 : s.hand + 1;
+    Page* page = SlotPage(id);
+    const int64_t i = id % rows_per_page_;
+    const int64_t row = page->backedge[i].load(std::memory_order_relaxed);
+    if (row < 0) continue;
+    std::byte* slot = page->rows + static_cast<size_t>(i) * stride_;
+    uint64_t w = words_[row].load(std::memory_order_seq_cst);
+    if (!(w & kCached) || Address(w) != reinterpret_cast<T*>(slot)) continue;  // being migrated
+    if (w & kReferenced) {
+      words_[row].compare_exchange_strong(w, w & ~kReferenced, std::memory_order_relaxed);
+      continue;
+    }
+    if (!(w & kDirty)) {
+      if (words_[row].compare_exchange_strong(w, BaseWord(row), std::memory_order_seq_cst)) {
+        clean.push_back(static_cast<int32_t>(id));
+      }
+    } else if (words_[row].compare_exchange_strong(w, (w & ~kTagMask) | kLocked, std::memory_order_seq_cst)) {
+      dirty.push_back(static_cast<int32_t>(id));
+    }
+  }
+  if (clean.empty() && dirty.empty()) return 0;
+  WaitForReaders();  // nobody holds a clean victim; every update of a dirty one is done
+  freed = std::move(clean);
+  std::vector<int64_t> written;
+  const size_t nclean = freed.size();
+  for (int32_t id : dirty) {
+    std::byte* slot = SlotAddress(id);
+    const int64_t row = SlotPage(id)->backedge[id % rows_per_page_].load(std::memory_order_relaxed);
+    uint64_t evicting = reinterpret_cast<uint64_t>(slot) | kLocked;
+    if (!words_[row].compare_exchange_strong(evicting, evicting | kDirty, std::memory_order_seq_cst)) {
+      continue;  // an updater took it back (DIRTY again): it stays cached
+    }
+    // COPYING: updates of the row wait for this copy; lookups read the slot.
+    StreamCopy(base_.rowpointer(row), slot, base_.row_bytes());
+    StoreFence();
+    words_[row].store(BaseWord(row), std::memory_order_seq_cst);
+    freed.push_back(id);
+    written.push_back(row);
+  }
+  if (!written.empty()) WaitForReaders();  // nobody still reads the evicting slots
+  PersistWritten(written);
+  for (int32_t id : freed) {
+    Page* page = SlotPage(id);
+    page->backedge[id % rows_per_page_].store(-1, std::memory_order_relaxed);
+    std::byte* slot = SlotAddress(id);
+    if (check_lifetime_) std::memset(slot, 0xFF, stride_);
+    ASAN_POISON_MEMORY_REGION(slot, stride_);
+    s.free_slots.Push(id);
+  }
+  // The admission counts halve every `capacity` misses (bench/RESULTS.md
+  // "Eviction for serving": counting admissions instead would stop the aging
+  // when the filter rejects most rows).
+  CacheStats counts;
+  shards_->sum_into(counts);
+  if (counts.misses() - s.misses_at_aging >= static_cast<uint64_t>(s.max_pages * rows_per_page_)) {
+    filter_->age();
+    s.misses_at_aging = counts.misses();
+  }
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.cold.eviction_rounds;
+  s.cold.rows_evicted += freed.size();
+  s.cold.clean_rows_skipped += nclean;
+  s.cold.rows_written_back += freed.size() - nclean;
+  return static_cast<int64_t>(freed.size());
 }
 
 template <StorageType T>
@@ -658,7 +1073,7 @@ absl::StatusOr<int64_t> CachedTable<T, kDynamic>::fill(std::span<const int64_t> 
     std::byte* slot = AllocateSlot(row);
     if (slot == nullptr) break;
     std::memcpy(slot, Address(w), base_.row_bytes());
-    words_[row].store(reinterpret_cast<uint64_t>(slot) | kCached, std::memory_order_release);
+    words_[row].store(reinterpret_cast<uint64_t>(slot) | kCached | kReferenced, std::memory_order_release);
     ++filled;
   }
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -709,7 +1124,7 @@ int64_t CachedTable<T, kDynamic>::cached_rows() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   int64_t n = 0;
   for (const auto& page : state_->pages) n += std::min(page->next.load(std::memory_order_relaxed), rows_per_page_);
-  return n;
+  return eviction_ == CacheEviction::kClock ? n - state_->free_slots.size() : n;
 }
 
 }  // namespace cemb

@@ -58,6 +58,19 @@ concept RowTable = requires(const Table& t, int64_t row) {
   { t.name() } -> std::convertible_to<std::string>;
 };
 
+// What code that holds row pointers of `t` keeps open meanwhile: the
+// table's read_scope() (a CachedTable that evicts while others read returns
+// a ReadSection, cache/epoch.h), or nothing. The kernels and table_io open
+// one per call or chunk; so must any other code that calls rowpointer().
+template <typename Table>
+[[gnu::always_inline]] inline auto ReadScopeOf(const Table& t) {
+  if constexpr (requires { t.read_scope(); }) {
+    return t.read_scope();
+  } else {
+    return 0;
+  }
+}
+
 struct TableOptions {
   std::string name = "table";
   int64_t nvectors = 0;

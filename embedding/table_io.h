@@ -121,6 +121,7 @@ void InitUniform(const Table& table, uint64_t seed, int threads = 0) {
   parallel_for(chunks, threads, [&](int64_t c) {
     const int64_t begin = c * table_io_internal::kRowsPerChunk;
     const int64_t end = std::min(n, begin + table_io_internal::kRowsPerChunk);
+    [[maybe_unused]] const auto scope = ReadScopeOf(table);
     for (int64_t r = begin; r < end; ++r) InitRowUniform(seed, n, r, std::span<T>(table.rowpointer(r, Access::kWrite), d));
     table_io_internal::PersistRows(table, begin, end);
   });
@@ -137,6 +138,7 @@ template <RowTable Table>
   std::vector<char> buffer(ti::kRowsPerChunk * row_bytes);
   for (int64_t begin = 0; begin < table.nvectors(); begin += ti::kRowsPerChunk) {
     const int64_t end = std::min(table.nvectors(), begin + ti::kRowsPerChunk);
+    [[maybe_unused]] const auto scope = ReadScopeOf(table);
     for (int64_t r = begin; r < end; ++r) {
       std::memcpy(buffer.data() + (r - begin) * row_bytes, table.rowpointer(r, Access::kRead), row_bytes);
     }
@@ -158,6 +160,7 @@ template <RowTable Table>
   for (int64_t begin = 0; begin < table.nvectors(); begin += ti::kRowsPerChunk) {
     const int64_t end = std::min(table.nvectors(), begin + ti::kRowsPerChunk);
     if (absl::Status s = reader->Read(buffer.data(), (end - begin) * d * elem); !s.ok()) return s;
+    [[maybe_unused]] const auto scope = ReadScopeOf(table);
     for (int64_t r = begin; r < end; ++r) {
       T* row = table.rowpointer(r, Access::kWrite);
       const char* src = buffer.data() + (r - begin) * d * elem;

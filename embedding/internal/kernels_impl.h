@@ -46,15 +46,34 @@ template <typename Table>
               t.featuresize() * static_cast<int64_t>(sizeof(typename Table::value_type)));
 }
 
+// A table whose rows are found through a per-row word (CachedTable): the
+// address of row r's word, so it can be prefetched before the row is.
+template <typename Table>
+concept HasRowIndirection = requires(const Table& t, int64_t r) { t.indirection_address(r); };
+
+// Prefetches for position j of `rows` (n of them): the row `distance` ahead
+// and, for a table with an indirection word, that word `2 * distance` ahead,
+// so that resolving the row's address does not stall the row's prefetch.
+template <typename Table, typename Index>
+[[gnu::always_inline]] inline void PrefetchAhead(const Table& t, const Index* rows, int64_t j, int64_t n,
+                                                 int distance) {
+  if (distance <= 0) return;
+  if (j + distance < n) PrefetchTableRow(t, rows[j + distance]);
+  if constexpr (HasRowIndirection<Table>) {
+    if (j + 2 * distance < n) __builtin_prefetch(t.indirection_address(rows[j + 2 * distance]), 0, 3);
+  }
+}
+
 // --- gather (non-reducing lookup) ------------------------------------------
 
 template <typename A, typename Table, int KD, typename Index>
 [[gnu::flatten]] void GatherRange(const Table& t, const GatherArgs<Index>& a, int64_t begin, int64_t end) {
+  [[maybe_unused]] const auto scope = ReadScopeOf(t);
   using S = Simd<A>;
   using T = typename Table::value_type;
   const int64_t d = KD > 0 ? KD : t.featuresize();
   for (int64_t i = begin; i < end; ++i) {
-    if (a.prefetch > 0 && i + a.prefetch < a.nindices) PrefetchTableRow(t, a.indices[i + a.prefetch]);
+    PrefetchAhead(t, a.indices, i, a.nindices, a.prefetch);
     const T* row = t.rowpointer(a.indices[i], Access::kForward);
     float* out = a.out.row(i);
     if constexpr (KD > 0) {
@@ -85,7 +104,7 @@ template <typename A, typename Table, int KD, typename Index>
   for (int v = 0; v < kVecs; ++v) acc[v] = S::zero();
   const int64_t begin = a.offsets[b], end = a.offsets[b + 1];
   for (int64_t j = begin; j < end; ++j) {
-    if (a.prefetch > 0 && j + a.prefetch < a.nindices) PrefetchTableRow(t, a.indices[j + a.prefetch]);
+    PrefetchAhead(t, a.indices, j, a.nindices, a.prefetch);
     const T* row = t.rowpointer(a.indices[j], Access::kForward);
     if (a.weights != nullptr) {
       const typename S::F w = S::broadcast(a.weights[j]);
@@ -121,7 +140,7 @@ template <typename A, typename Table, int KD, typename Index>
     const int n = static_cast<int>(std::min<int64_t>(kChunk, end - c0));
     for (int k = 0; k < n; ++k) {
       const int64_t j = c0 + k;
-      if (a.prefetch > 0 && j + a.prefetch < a.nindices) PrefetchTableRow(t, a.indices[j + a.prefetch]);
+      PrefetchAhead(t, a.indices, j, a.nindices, a.prefetch);
       rows[k] = t.rowpointer(a.indices[j], Access::kForward);
       weights[k] = a.weights != nullptr ? a.weights[j] : 1.0f;
     }
@@ -155,6 +174,7 @@ template <typename A, typename Table, int KD, typename Index>
 template <typename A, typename Table, int KD, typename Index>
 [[gnu::flatten]] void PooledRange(const Table& t, const PooledArgs<Index>& a, int64_t bag_begin,
                                   int64_t bag_end) {
+  [[maybe_unused]] const auto scope = ReadScopeOf(t);
   using S = Simd<A>;
   constexpr bool kInRegisters = KD > 0 && KD / S::kWidth <= S::kMaxAccumulators;
   const int64_t out_bytes = (KD > 0 ? KD : t.featuresize()) * static_cast<int64_t>(sizeof(float));
@@ -279,9 +299,10 @@ template <typename A, typename Table, bool kAdagrad>
 
 template <typename A, typename Table, int KD, bool kAdagrad>
 [[gnu::flatten]] void UpdateRange(const Table& t, const UpdateArgs& a, int64_t begin, int64_t end) {
+  [[maybe_unused]] const auto scope = ReadScopeOf(t);
   using S = Simd<A>;
   for (int64_t u = begin; u < end; ++u) {
-    if (a.prefetch > 0 && u + a.prefetch < end) PrefetchTableRow(t, a.rows[u + a.prefetch]);
+    PrefetchAhead(t, a.rows, u, end, a.prefetch);
     if constexpr (KD > 0) {
       UpdateRowStatic<A, Table, KD, kAdagrad>(t, a, u);
     } else {

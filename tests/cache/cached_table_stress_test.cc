@@ -1,12 +1,17 @@
 // Many std::threads on one CachedTable at once (not OpenMP: GCC's libgomp is
 // not TSan-aware): readers look up and cache overlapping rows through the
 // pooled-lookup kernels while updaters look up and update their own disjoint
-// rows; the main thread flushes between rounds. Run under ThreadSanitizer in
-// CI (label tsan). Bounded in iterations, never in time.
+// rows. With CacheEviction::kFlush the main thread flushes between rounds;
+// with kClock nobody flushes: the table's evictor thread evicts (and writes
+// back) while they run, in a cache small enough that it runs all the time.
+// Run under ThreadSanitizer (label cache_tsan) and AddressSanitizer in CI
+// (kClock poisons freed slots for ASan, and with 0xFF bytes). Bounded in
+// iterations, never in time.
 //
-// Checks: no torn row (every pooled sum of the read-only rows is exact), no
-// lost update (every updated row ends at its initial value plus its count of
-// increments, in the cache and, after the last flush, in the base).
+// Checks: no torn, stale or reclaimed row (every pooled sum of the read-only
+// rows is exact), no lost update (every updated row ends at its initial
+// value plus its count of increments, in the cache and, after the last
+// flush, in the base).
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -32,13 +37,19 @@ using Table = CachedTable<float, kD>;
 // a few of them).
 float ReadValue(int64_t r) { return static_cast<float>(r); }
 
-void RunStress(int admit_after, uint64_t seed) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed << " admit_after " << admit_after);
+void RunStress(CacheEviction eviction, int admit_after, uint64_t seed) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << " admit_after " << admit_after << " eviction "
+                                    << CacheEvictionName(eviction));
+  const bool clock = eviction == CacheEviction::kClock;
+  // kClock: 256 slots for 2560 rows the threads touch, so the evictor never rests.
   auto table = Table::Create({.name = "stress", .nvectors = kRows, .tier = TierOptions::Dram(false)},
-                             {.lower = CacheSize::Fraction(0.15), .slack = CacheSize::Fraction(0.1),
+                             {.eviction = eviction,
+                              .lower = CacheSize::Fraction(clock ? 0.05 : 0.15),
+                              .slack = CacheSize::Fraction(clock ? 0.0125 : 0.1),
                               .rows_per_page = 16, .admit_after = admit_after, .check_lifetime = true});
   ASSERT_TRUE(table.ok()) << table.status();
   for (int64_t r = 0; r < kRows; ++r) {
+    [[maybe_unused]] const auto scope = ReadScopeOf(*table);
     float* row = table->rowpointer(r, Access::kUpdate);
     for (int64_t c = 0; c < kD; ++c) row[c] = r < kReadRows ? ReadValue(r) : 0.0f;
   }
@@ -80,6 +91,7 @@ void RunStress(int admit_after, uint64_t seed) {
           // Updater t owns rows kReadRows + t, + t + kUpdaters, ...: a few hot ones, so rows recur.
           const int64_t k = rng.Below(3) == 0 ? rng.Below(mine) : rng.Below(8);
           const int64_t row = kReadRows + t + k * kUpdaters;
+          [[maybe_unused]] const auto scope = ReadScopeOf(*table);  // kClock: a ReadSection
           table->rowpointer(row, Access::kForward);  // a lookup caches it (maybe)
           float* p = table->rowpointer(row, Access::kUpdate);
           for (int64_t c = 0; c < kD; ++c) p[c] += 1.0f;
@@ -90,14 +102,16 @@ void RunStress(int admit_after, uint64_t seed) {
     for (auto& th : threads) th.join();
     { auto done = std::move(step); }
     ASSERT_EQ(bad_sums.load(), 0) << "torn or wrong row read in round " << round;
+    [[maybe_unused]] const auto scope = ReadScopeOf(*table);  // kClock: the evictor may still run
     for (int64_t r = kReadRows; r < kRows; ++r) {
       const float* p = table->rowpointer(r, Access::kPrefetch);
       for (int64_t c = 0; c < kD; ++c) {
         ASSERT_EQ(p[c], static_cast<float>(increments[r])) << "lost update of row " << r << " in round " << round;
       }
     }
-    if (table->isfull() || round % 2 == 1) table->flush_dirty();
+    if (!clock && (table->isfull() || round % 2 == 1)) table->flush_dirty();
   }
+  if (clock) EXPECT_EQ(table->stats().flushes(), 0u) << "kClock made room without a flush";
   table->flush_all();
   for (int64_t r = 0; r < kRows; ++r) {
     const float expected = r < kReadRows ? ReadValue(r) : static_cast<float>(increments[r]);
@@ -107,14 +121,30 @@ void RunStress(int admit_after, uint64_t seed) {
   std::printf("%s\n", s.ToString().c_str());
   EXPECT_GT(s.migrations(), 0u);
   EXPECT_GT(s.hits(), 0u);
-  EXPECT_GT(s.flushes(), 1u);
+  EXPECT_GT(s.flushes(), clock ? 0u : 1u);  // kClock: only the final flush_all
+  if (clock) {
+    EXPECT_GT(s.eviction_rounds(), 0u);
+    EXPECT_GT(s.rows_evicted(), static_cast<uint64_t>(table->capacity_rows()));  // turned over, concurrently
+  }
   EXPECT_GT(s.rows_written_back(), 0u);
   EXPECT_GT(s.clean_rows_skipped(), 0u);  // read-only rows are never written back
 }
 
-TEST(CachedTableStress, ConcurrentCachingAndUpdatesLoseNothing) { RunStress(/*admit_after=*/0, 1); }
+TEST(CachedTableStress, ConcurrentCachingAndUpdatesLoseNothing) {
+  RunStress(CacheEviction::kFlush, /*admit_after=*/0, 1);
+}
 
-TEST(CachedTableStress, ConcurrentCachingWithAdmissionFilter) { RunStress(/*admit_after=*/2, 2); }
+TEST(CachedTableStress, ConcurrentCachingWithAdmissionFilter) {
+  RunStress(CacheEviction::kFlush, /*admit_after=*/2, 2);
+}
+
+TEST(CachedTableStress, ClockEvictsWhileThreadsReadAndUpdate) {
+  RunStress(CacheEviction::kClock, /*admit_after=*/0, 3);
+}
+
+TEST(CachedTableStress, ClockWithAdmissionEvictsWhileThreadsReadAndUpdate) {
+  RunStress(CacheEviction::kClock, /*admit_after=*/2, 4);
+}
 
 }  // namespace
 }  // namespace cemb

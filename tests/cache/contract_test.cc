@@ -5,6 +5,8 @@
 //   1 static   CachedTable, policy kStatic, filled with random rows before initialisation
 //   2 dynamic  CachedTable, policy kDynamic, cache of 20% + 10% in small pages
 //   3 dynamic  ... with the admission filter (admit on the second miss)
+//   4 clock    CachedTable, policy kDynamic, CacheEviction::kClock (evicts concurrently), 5% + 1%:
+//              the evictor runs during the tests
 #include <unistd.h>
 
 #include <cstdlib>
@@ -42,8 +44,9 @@ struct testing::TableFactory<CachedTable<T, D>> {
   static std::unique_ptr<CachedTable<T, D>> Make(int64_t nvectors, int64_t d, const std::string& name) {
     StorageConfig config{.kind = CEMB_CONTRACT_POLICY == 1 ? StorageKind::kStatic : StorageKind::kDynamic,
                          .slow_tier = TierOptions::Dram(false),
-                         .cache = {.lower = CacheSize::Fraction(0.2),
-                                   .slack = CacheSize::Fraction(0.1),
+                         .cache = {.eviction = CEMB_CONTRACT_POLICY == 4 ? CacheEviction::kClock : CacheEviction::kFlush,
+                                   .lower = CacheSize::Fraction(CEMB_CONTRACT_POLICY == 4 ? 0.05 : 0.2),
+                                   .slack = CacheSize::Fraction(CEMB_CONTRACT_POLICY == 4 ? 0.01 : 0.1),
                                    .rows_per_page = 16,
                                    .admit_after = CEMB_CONTRACT_POLICY == 3 ? 2 : 0}};
     auto t = MakeStoredTable<T, D>({.name = name, .nvectors = nvectors, .featuresize = d}, config);
@@ -65,8 +68,10 @@ using Tables = ::testing::Types<CachedTable<float, 16>, CachedTable<float, 128>,
 INSTANTIATE_TYPED_TEST_SUITE_P(StaticPolicy, TableContract, Tables);
 #elif CEMB_CONTRACT_POLICY == 2
 INSTANTIATE_TYPED_TEST_SUITE_P(DynamicPolicy, TableContract, Tables);
-#else
+#elif CEMB_CONTRACT_POLICY == 3
 INSTANTIATE_TYPED_TEST_SUITE_P(DynamicAdmitAfter2, TableContract, Tables);
+#else
+INSTANTIATE_TYPED_TEST_SUITE_P(DynamicClock, TableContract, Tables);
 #endif
 }  // namespace testing
 #endif

@@ -26,6 +26,7 @@ template <typename Table>
 Rows Snapshot(const Table& t) {
   Rows rows{t.nvectors(), t.featuresize(), {}};
   rows.v.resize(rows.n * rows.d);
+  [[maybe_unused]] const auto scope = ReadScopeOf(t);
   for (int64_t r = 0; r < rows.n; ++r) {
     const auto* p = t.rowpointer(r, Access::kRead);
     for (int64_t c = 0; c < rows.d; ++c) rows.at(r, c) = ToFloat(p[c]);

@@ -60,6 +60,7 @@ TYPED_TEST_P(TableContract, ReportsItsShape) {
 
 TYPED_TEST_P(TableContract, WritesThroughUpdateAreSeenByLookups) {
   auto table = this->Make();
+  [[maybe_unused]] const auto scope = ReadScopeOf(*table);
   // Exact in bfloat16 too.
   auto Value = [](int64_t r, int64_t c) { return static_cast<float>(r % 7) * 0.25f + static_cast<float>(c % 5); };
   using T = typename TypeParam::value_type;
