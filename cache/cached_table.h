@@ -215,6 +215,12 @@ struct Page {
   std::unique_ptr<std::atomic<int64_t>[]> backedge;    // slot -> row, -1 = empty
   int64_t ordinal = 0;                                 // kClock: its slots' ids start at ordinal * rows_per_page
   alignas(64) std::atomic<int64_t> next{0};            // bump pointer (may run past the end)
+
+  Page() = default;
+  Page(const Page&) = delete;
+  Page& operator=(const Page&) = delete;
+  // kClock poisons freed slots for AddressSanitizer: the memory goes back unpoisoned.
+  ~Page() { ASAN_UNPOISON_MEMORY_REGION(rows, memory.size()); }
 };
 
 // kClock's lock-free stack of free slot ids (a Treiber stack whose head
@@ -748,7 +754,9 @@ std::byte* CachedTable<T, kDynamic>::AllocateSlot(int64_t row) const {
       const int64_t i = page->next.fetch_add(1, std::memory_order_relaxed);
       if (i < rows_per_page_) {
         page->backedge[i].store(row, std::memory_order_relaxed);
-        return page->rows + static_cast<size_t>(i) * stride_;
+        std::byte* slot = page->rows + static_cast<size_t>(i) * stride_;
+        ASAN_UNPOISON_MEMORY_REGION(slot, stride_);  // a recycled page's slot may have been freed by kClock
+        return slot;
       }
     }
     std::lock_guard<std::mutex> lock(s.mu);
@@ -849,6 +857,7 @@ void CachedTable<T, kDynamic>::DrainPage(cache_internal::Page& page, bool evict,
       words_[row].store(w & ~kDirty, std::memory_order_release);
     }
   }
+  if (evict) ASAN_UNPOISON_MEMORY_REGION(page.rows, static_cast<size_t>(n) * stride_);  // kClock's freed slots
   if (evict && check_lifetime_) std::memset(page.rows, 0xFF, static_cast<size_t>(n) * stride_);
 }
 
