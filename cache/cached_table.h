@@ -184,6 +184,9 @@ struct CacheOptions {
   CachePolicy policy = CachePolicy::kDynamic;
   // kDynamic only.
   CacheEviction eviction = CacheEviction::kFlush;
+  // kClock: a thread of the table's own evicts when free slots run low;
+  // false: the owner calls evict() (a maintenance thread of its own, tests).
+  bool evictor_thread = true;
   // Flushes bring the cache down to at most `lower`; it may grow to
   // `lower + slack` (whole pages) before isfull().
   CacheSize lower = CacheSize::Fraction(0.25);
@@ -337,10 +340,11 @@ class CachedTable<T, kDynamic> {
       : base_((o.StopEvictor(), std::move(o.base_))),
         policy_(o.policy_),
         eviction_(o.eviction_),
+        evictor_thread_(o.evictor_thread_),
         check_lifetime_(o.check_lifetime_),
         stride_(o.stride_),
         rows_per_page_(o.rows_per_page_),
-        words_storage_(std::move(o.words_storage_)),
+        words_region_(std::move(o.words_region_)),
         words_(o.words_),
         state_(std::move(o.state_)),
         shards_(std::move(o.shards_)),
@@ -354,10 +358,11 @@ class CachedTable<T, kDynamic> {
     base_ = std::move(o.base_);
     policy_ = o.policy_;
     eviction_ = o.eviction_;
+    evictor_thread_ = o.evictor_thread_;
     check_lifetime_ = o.check_lifetime_;
     stride_ = o.stride_;
     rows_per_page_ = o.rows_per_page_;
-    words_storage_ = std::move(o.words_storage_);
+    words_region_ = std::move(o.words_region_);
     words_ = o.words_;
     state_ = std::move(o.state_);
     shards_ = std::move(o.shards_);
@@ -479,6 +484,18 @@ class CachedTable<T, kDynamic> {
   void flush_dirty() { Flush(state_->lower_bytes, /*writeback=*/true); }
   // Empties the cache (writing back dirty rows).
   void flush_all() { Flush(0, /*writeback=*/true); }
+  // kClock: one eviction round now, in this thread (not inside a
+  // ReadSection; it waits for readers), when free slots are below the low
+  // water mark; returns the slots it freed. Any thread, any time; for
+  // tables made with evictor_thread = false, or to evict ahead of a burst.
+  int64_t evict() {
+    const cache_internal::CacheState& s = *state_;
+    if (eviction_ != CacheEviction::kClock || !s.full.load(std::memory_order_relaxed) ||
+        s.free_slots.size() > s.low_water.load(std::memory_order_relaxed)) {
+      return 0;
+    }
+    return EvictRound();
+  }
   // Writes every dirty cached row back (and persists it), keeping the cache:
   // before a checkpoint of the base, or for the static policy.
   void sync() { Writeback(); }
@@ -552,24 +569,35 @@ class CachedTable<T, kDynamic> {
       return absl::InvalidArgumentError(absl::StrCat(table.name, ": a cached table needs rows of a multiple of 4 bytes, not ",
                                                      base->row_bytes()));
     }
-    return CachedTable(*std::move(base), cache);
+    // The pointer words in DRAM, on huge pages when they fill one (as DRAM
+    // tables are): on 4 KiB pages every lookup of a large table missed the TLB.
+    const size_t words_bytes = static_cast<size_t>(base->nvectors()) * sizeof(std::atomic<uint64_t>);
+    absl::StatusOr<Region> words =
+        Region::Allocate(TierOptions::Dram(/*huge_pages=*/words_bytes >= (size_t{2} << 20)), words_bytes);
+    if (!words.ok()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(table.name, ": pointer words (", words_bytes, " bytes): ", words.status().message()));
+    }
+    return CachedTable(*std::move(base), *std::move(words), cache);
   }
 
  private:
   using HotCounter = cache_internal::HotCounter;
 
-  CachedTable(SimpleTable<T, kDynamic> base, const CacheOptions& o)
+  // `words`: DRAM for nvectors pointer words.
+  CachedTable(SimpleTable<T, kDynamic> base, Region words, const CacheOptions& o)
       : base_(std::move(base)),
         policy_(o.policy),
         eviction_(o.eviction),
+        evictor_thread_(o.evictor_thread),
         check_lifetime_(o.check_lifetime),
         stride_((base_.row_bytes() + 7) / 8 * 8),
-        words_storage_(new std::atomic<uint64_t>[static_cast<size_t>(base_.nvectors())]),
+        words_region_(std::move(words)),
+        words_(reinterpret_cast<std::atomic<uint64_t>*>(words_region_.data())),
         state_(std::make_unique<cache_internal::CacheState>()),
         shards_(std::make_unique<cache_internal::StatShards>()) {
-    words_ = words_storage_.get();
     for (int64_t r = 0; r < base_.nvectors(); ++r) {
-      words_[r].store(reinterpret_cast<uint64_t>(base_.rowpointer(r)), std::memory_order_relaxed);
+      new (&words_[r]) std::atomic<uint64_t>(reinterpret_cast<uint64_t>(base_.rowpointer(r)));
     }
     const int64_t lower = o.lower.Resolve(table_bytes()), slack = o.slack.Resolve(table_bytes());
     rows_per_page_ = o.rows_per_page;
@@ -640,10 +668,11 @@ class CachedTable<T, kDynamic> {
   SimpleTable<T, kDynamic> base_;
   CachePolicy policy_;
   CacheEviction eviction_;
+  bool evictor_thread_;
   bool check_lifetime_;
   size_t stride_;  // slot size: row bytes rounded up to 8
   int64_t rows_per_page_ = 0;
-  std::unique_ptr<std::atomic<uint64_t>[]> words_storage_;
+  Region words_region_;  // huge pages when large: a word lookup must not miss the TLB more than a row lookup
   std::atomic<uint64_t>* words_;
   std::unique_ptr<cache_internal::CacheState> state_;
   std::unique_ptr<cache_internal::StatShards> shards_;
@@ -949,15 +978,17 @@ void CachedTable<T, kDynamic>::RebuildClockState() {
     }
   }
   const int64_t capacity = s.max_pages * rows_per_page_;
-  s.low_water.store(std::max<int64_t>(std::min<int64_t>(64, capacity / 4), capacity / 64), std::memory_order_relaxed);
-  s.high_water.store(std::max<int64_t>(std::min<int64_t>(128, capacity / 2), capacity / 32),
+  // Free slots kept in reserve: 1.5-3% of a large cache (rounds of many
+  // victims share their grace periods), at most 6-12% of a small one.
+  s.low_water.store(std::max<int64_t>(std::min<int64_t>(8, capacity / 16), capacity / 64), std::memory_order_relaxed);
+  s.high_water.store(std::max<int64_t>(std::min<int64_t>(16, capacity / 8), capacity / 32),
                      std::memory_order_relaxed);
   s.hand = 0;
 }
 
 template <StorageType T>
 void CachedTable<T, kDynamic>::StartEvictor() {
-  if (eviction_ != CacheEviction::kClock || state_ == nullptr) return;
+  if (eviction_ != CacheEviction::kClock || !evictor_thread_ || state_ == nullptr) return;
   state_->stop.store(false, std::memory_order_relaxed);
   state_->evictor = std::thread([this] { EvictorLoop(); });
 }

@@ -126,7 +126,9 @@ void RunStress(CacheEviction eviction, int admit_after, uint64_t seed) {
     EXPECT_GT(s.eviction_rounds(), 0u);
     EXPECT_GT(s.rows_evicted(), static_cast<uint64_t>(table->capacity_rows()));  // turned over, concurrently
   }
-  EXPECT_GT(s.rows_written_back(), 0u);
+  // kClock: when its evictor lags, misses are not cached and updates go to
+  // the base rows; every update of a cached row is written back.
+  if (!clock || s.update_hits() > 0) EXPECT_GT(s.rows_written_back(), 0u);
   EXPECT_GT(s.clean_rows_skipped(), 0u);  // read-only rows are never written back
 }
 
