@@ -79,9 +79,13 @@ TEST(S3Fifo, GhostHitsGoToMainAndHitRowsSurviveByHand) {
   // 1 and 3 hit; 4: S's 3 was hit, moves to M, M overflows: 1 (hit) is
   // re-queued with its frequency lowered, 3 (cleared on the move) leaves.
   EXPECT_EQ(Pattern(s3, {1, 3, 4, 1}), "hhmh");
-  // 3 left M, not S: no ghost, so it goes to S and pushes 4 to G; 2 left G
-  // when 4 entered it (G holds one), so 2 misses into S too.
-  EXPECT_EQ(Pattern(s3, {3, 2}), "mm");
+  // 3 left M, not S: G does not remember it, so it goes to S and pushes 4
+  // to G.
+  EXPECT_EQ(Pattern(s3, {3}), "m");
+  EXPECT_EQ(s3.small_size(), 1);
+  EXPECT_EQ(s3.main_size(), 1);
+  // 2 left G when 4 entered it (G holds one), so 2 misses into S too.
+  EXPECT_EQ(Pattern(s3, {2}), "m");
   EXPECT_EQ(s3.copies(), 7);
   EXPECT_EQ(Pattern(s3, {4}), "m");  // 4 was pushed out of G by 3 (G holds one)
   EXPECT_EQ(s3.small_size() + s3.main_size(), 2);
