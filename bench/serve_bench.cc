@@ -49,13 +49,13 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/human.h"
 #include "base/random.h"
@@ -253,7 +253,13 @@ struct CacheColumns {
   uint64_t evicted = 0;
 };
 
-std::string Cell(double v, const char* format) { return v < 0 ? "-" : absl::StrFormat(format, v); }
+// "-" for a negative v, else v formatted.
+std::string Cell(double v, const char* format) {
+  if (v < 0) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, format, v);
+  return text;
+}
 
 void PrintRow(const std::string& storage, int threads, const Flags& f, const Measurement& m, double dram_rate,
               const CacheColumns& c) {
