@@ -85,15 +85,15 @@ struct Flags {
   std::string slow_tier = "dram";
 };
 
-absl::Status BadFlag(std::string_view flag, std::string_view expected, std::string_view got) {
+absl::Status BadFlag(absl::string_view flag, absl::string_view expected, absl::string_view got) {
   return absl::InvalidArgumentError(absl::StrCat(flag, ": expected ", expected, ", got '", got, "'"));
 }
 
 absl::Status ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; i += 2) {
-    const std::string_view flag = argv[i];
+    const absl::string_view flag = argv[i];
     if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, ": missing its value"));
-    const std::string_view v = argv[i + 1];
+    const absl::string_view v = argv[i + 1];
     auto integer = [&](auto* out, int64_t lo, int64_t hi) {
       int64_t x = 0;
       if (!absl::SimpleAtoi(v, &x) || x < lo || x > hi) {
@@ -123,7 +123,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f) {
     else if (flag == "--slow_tier") f->slow_tier = std::string(v);
     else if (flag == "--threads") {
       f->threads.clear();
-      for (std::string_view part : absl::StrSplit(v, ',')) {
+      for (absl::string_view part : absl::StrSplit(v, ',')) {
         int n = 0;
         if (!absl::SimpleAtoi(part, &n) || n < 1 || n > 1000) {
           return BadFlag(flag, "a list of thread counts in [1, 1000] such as 1,2,16", v);
@@ -132,7 +132,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f) {
       }
     } else if (flag == "--storages") {
       f->storages.clear();
-      for (std::string_view part : absl::StrSplit(v, ',')) {
+      for (absl::string_view part : absl::StrSplit(v, ',')) {
         if (part != "dram" && part != "full" && part != "clock10") {
           return BadFlag(flag, "a list of dram, full, clock10", v);
         }

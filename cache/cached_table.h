@@ -845,13 +845,16 @@ void CachedTable<T, kDynamic>::SetBounds(int64_t lower, int64_t slack) {
   if (eviction_ == CacheEviction::kClock) {
     evict_lock.lock();
     // Fewer pages than are open: drop the oldest first (exclusive access).
-    const int64_t max_pages = (std::max<int64_t>(0, lower) + std::max<int64_t>(0, slack)) / page_bytes();
+    const int64_t max_pages = (std::max<int64_t>(0, lower) + std::max<int64_t>(0, slack) + page_bytes() - 1) / page_bytes();
     if (static_cast<int64_t>(s.pages.size()) > max_pages) FlushPages(max_pages * page_bytes(), /*writeback=*/true);
   }
   std::lock_guard<std::mutex> lock(s.mu);
   s.lower_bytes = std::max<int64_t>(0, lower);
   s.slack_bytes = std::max<int64_t>(0, slack);
-  s.max_pages = (s.lower_bytes + s.slack_bytes) / page_bytes();
+  // kFlush: whole pages within the bounds; kClock rounds up, so that a cache of
+  // 100% holds every row.
+  const int64_t round_up = eviction_ == CacheEviction::kClock ? page_bytes() - 1 : 0;
+  s.max_pages = (s.lower_bytes + s.slack_bytes + round_up) / page_bytes();
   s.full.store(false, std::memory_order_relaxed);  // the next miss finds out
   if (eviction_ == CacheEviction::kClock) RebuildClockState();
 }

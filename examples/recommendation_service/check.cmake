@@ -43,12 +43,12 @@ foreach(case
     "--rows|12x|--rows: expected an integer in \\[1, 2\\^31\\), got '12x'"
     "--requests|-3|--requests: expected an integer > 0, got '-3'"
     "--frobnicate|1|unknown flag '--frobnicate'"
-    "--tables||--tables: missing its value")
+    "--tables|NONE|--tables: missing its value")
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 flag)
   list(GET parts 1 value)
   list(GET parts 2 expected)
-  if(value STREQUAL "")
+  if(value STREQUAL "NONE")
     set(args ${flag})
   else()
     set(args ${flag} ${value})

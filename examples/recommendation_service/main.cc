@@ -91,7 +91,7 @@ struct Flags {
 
 // `text` as a number that `valid` accepts, else an error naming the flag.
 template <typename N, typename Valid>
-absl::Status ParseNumber(std::string_view flag, std::string_view text, const char* expected, Valid valid, N* out) {
+absl::Status ParseNumber(absl::string_view flag, absl::string_view text, const char* expected, Valid valid, N* out) {
   N v{};
   bool parsed;
   if constexpr (std::is_floating_point_v<N>) {
@@ -109,9 +109,9 @@ absl::Status ParseNumber(std::string_view flag, std::string_view text, const cha
 absl::Status ParseFlags(int argc, char** argv, Flags* f) {
   bool seconds_given = false;
   for (int i = 1; i < argc; i += 2) {
-    const std::string_view flag = argv[i];
+    const absl::string_view flag = argv[i];
     if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, ": missing its value"));
-    const std::string_view v = argv[i + 1];
+    const absl::string_view v = argv[i + 1];
     auto positive = [](auto x) { return x > 0; };
     if (flag == "--threads") {
       CEMB_RETURN_IF_ERROR(ParseNumber(flag, v, "an integer in [1, 256]", [](int x) { return x >= 1 && x <= 256; },
@@ -316,7 +316,7 @@ int Run(const Flags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h")) {
+  if (argc == 2 && (absl::string_view(argv[1]) == "--help" || absl::string_view(argv[1]) == "-h")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
