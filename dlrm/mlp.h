@@ -147,8 +147,10 @@ class Mlp {
   std::span<const float> bias_grad(int layer) const;
 
   // Writes / reads every parameter as "<dir>/<prefix><name>.npy" (names from
-  // Parameters(); e.g. prefix "bot_l." gives "bot_l.0.weight.npy"). Load
-  // checks dtype and shape and names the file in its errors.
+  // Parameters(); e.g. prefix "bot_l." gives "bot_l.0.weight.npy"). Save
+  // writes float32; Load reads float32 or bfloat16 (dlrm/npy.h), checks dtype
+  // and shape of every file before it sets a parameter, and names the file in
+  // its errors.
   [[nodiscard]] absl::Status SaveNpy(const std::string& dir, const std::string& prefix) const;
   [[nodiscard]] absl::Status LoadNpy(const std::string& dir, const std::string& prefix);
 

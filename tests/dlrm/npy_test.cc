@@ -152,5 +152,98 @@ TEST_F(NpyTest, BadFilesAreErrors) {
   EXPECT_THAT(ParseNpy<int32_t>(good, "b.npy").status().message(), HasSubstr("where '<i4' was expected"));
 }
 
+// A .npy image with an arbitrary descr and raw data bytes.
+std::string Image(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + data;
+}
+
+// bfloat16 bits of 1.0, -2.5 and 0.15625 (exact in bfloat16).
+std::string Bf16Bytes() {
+  const uint16_t bits[] = {0x3f80, 0xc020, 0x3e20};
+  return std::string(reinterpret_cast<const char*>(bits), sizeof bits);
+}
+
+TEST_F(NpyTest, ReaderReadsFloat32InPieces) {
+  const std::vector<float> data = {1.5f, -2.f, 3.25f, 0.f, 1e-30f, 7.f};
+  ASSERT_TRUE(WriteNpy<float>(Path("w.npy"), data, {3, 2}).ok());
+  absl::StatusOr<NpyReader> r = NpyReader::Open(Path("w.npy"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->dtype(), NpyDtype::kFloat32);
+  EXPECT_EQ(r->shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(r->shape_text(), "(3, 2)");
+  std::vector<float> a(4), b(2);
+  ASSERT_TRUE(r->ReadFloats(a).ok());
+  ASSERT_TRUE(r->ReadFloats(b).ok());
+  EXPECT_EQ(a, std::vector<float>(data.begin(), data.begin() + 4));
+  EXPECT_EQ(b, std::vector<float>(data.begin() + 4, data.end()));
+  std::vector<float> more(1);
+  absl::Status past = r->ReadFloats(more);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(past.message(), HasSubstr("w.npy"));
+}
+
+// ml_dtypes' bfloat16 saved by np.save says '<V2'; a header written from
+// str(dtype) says 'bfloat16'. Both read as bfloat16, widened exactly.
+TEST_F(NpyTest, ReaderReadsBfloat16AsNumpyAndMlDtypesWriteIt) {
+  for (const std::string descr : {"<V2", "|V2", "bfloat16"}) {
+    SCOPED_TRACE(descr);
+    WriteAll(Path("b.npy"), Image(descr, "(3,)", Bf16Bytes()));
+    absl::StatusOr<NpyReader> r = NpyReader::Open(Path("b.npy"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->dtype(), NpyDtype::kBfloat16);
+    std::vector<float> out(3);
+    ASSERT_TRUE(r->ReadFloats(out).ok());
+    EXPECT_EQ(out, (std::vector<float>{1.0f, -2.5f, 0.15625f}));
+  }
+}
+
+TEST_F(NpyTest, ReaderRefusesATruncatedFileAtOpenAndOtherDtypesByName) {
+  WriteAll(Path("t.npy"), Image("<V2", "(4,)", Bf16Bytes()));  // 6 of 8 bytes
+  absl::StatusOr<NpyReader> t = NpyReader::Open(Path("t.npy"));
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("t.npy: not a valid .npy file: shape (4,) needs 8 data bytes, the file has 6 (truncated)"));
+  WriteAll(Path("f8.npy"), Image("<f8", "(1,)", std::string(8, '\0')));
+  absl::StatusOr<NpyReader> f8 = NpyReader::Open(Path("f8.npy"));
+  ASSERT_FALSE(f8.ok());
+  EXPECT_THAT(f8.status().message(), HasSubstr("f8.npy: dtype '<f8' is not float32"));
+  const std::vector<int32_t> ints = {1, 2};
+  ASSERT_TRUE(WriteNpy<int32_t>(Path("i.npy"), ints, {2}).ok());
+  absl::StatusOr<NpyReader> i = NpyReader::Open(Path("i.npy"));
+  ASSERT_TRUE(i.ok()) << i.status();
+  std::vector<float> out(2);
+  EXPECT_THAT(i->ReadFloats(out).message(), HasSubstr("i.npy: dtype int32 where float32 or bfloat16 was expected"));
+  WriteAll(Path("short.npy"), "\x93NUMPY\x01\x00\x40");
+  EXPECT_FALSE(NpyReader::Open(Path("short.npy")).ok());
+  EXPECT_EQ(NpyReader::Open(Path("nope.npy")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(NpyTest, WriterStreamsWhatReadNpyReadsAndPublishesOnlyWhole) {
+  const int64_t shape[] = {3, 2};
+  absl::StatusOr<NpyWriter> w = NpyWriter::Create(Path("s.npy"), shape);
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::vector<float> a = {1, 2, 3, 4}, b = {5, 6};
+  ASSERT_TRUE(w->Append(a).ok());
+  ASSERT_TRUE(w->Append(b).ok());
+  EXPECT_EQ(w->Append(b).code(), absl::StatusCode::kOutOfRange);
+  ASSERT_TRUE(w->Commit().ok());
+  const std::vector<float> all = {1, 2, 3, 4, 5, 6};
+  ASSERT_TRUE(WriteNpy<float>(Path("whole.npy"), all, {3, 2}).ok());
+  EXPECT_EQ(ReadAll(Path("s.npy")), ReadAll(Path("whole.npy")));
+  // Fewer values than the shape holds: refused, nothing published.
+  absl::StatusOr<NpyWriter> short_writer = NpyWriter::Create(Path("short.npy"), shape);
+  ASSERT_TRUE(short_writer.ok());
+  ASSERT_TRUE(short_writer->Append(a).ok());
+  EXPECT_EQ(short_writer->Commit().code(), absl::StatusCode::kFailedPrecondition);
+  short_writer = absl::InternalError("dropped");  // destroys the writer: the .tmp goes
+  EXPECT_FALSE(std::filesystem::exists(Path("short.npy")));
+  EXPECT_FALSE(std::filesystem::exists(Path("short.npy.tmp")));
+}
+
 }  // namespace
 }  // namespace cemb::dlrm
