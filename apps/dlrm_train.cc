@@ -3,6 +3,7 @@
 //   dlrm-train --config configs/default.yaml
 //   dlrm-train --config configs/kaggle.yaml --set data.path=train.txt --set train.batch_size=4096
 //   dlrm-train --config configs/default.yaml --set train.checkpoint_dir=ckpt --resume
+//   dlrm-train --config configs/fidelity.yaml --set model.init_from=init --export trained
 //
 // Exit status: 0 on success, 1 on a config, data, checkpoint or training
 // error (the message names the key, file or step), 2 on a usage error.
@@ -28,12 +29,17 @@ int Main(int argc, char** argv) {
   CLI::App app{"dlrm-train: train a DLRM (embedding tables in DRAM or on a slow tier behind a cache)"};
   std::string config_path;
   std::vector<std::string> overrides;
+  std::string export_dir;
   bool resume = false;
   app.add_option("--config,-c", config_path, "YAML config (see configs/ and docs/training.md)")->required();
   app.add_option("--set,-s", overrides, "override a config key: --set train.batch_size=4096 (repeatable)")
       ->take_all()
       ->type_name("KEY=VALUE");
   app.add_flag("--resume", resume, "continue from the newest checkpoint in train.checkpoint_dir");
+  app.add_option("--export", export_dir,
+                 "write the trained model into DIR as .npy files under PyTorch's state_dict names "
+                 "(emb_l.0.weight.npy, bot_l.0.weight.npy, ...); the same as train.export_dir")
+      ->type_name("DIR");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -42,6 +48,7 @@ int Main(int argc, char** argv) {
 
   absl::StatusOr<TrainConfig> config = TrainConfig::Load(config_path, overrides);
   if (!config.ok()) return Fail(config.status());
+  if (!export_dir.empty()) config->train.export_dir = export_dir;
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, {.resume = resume});
   if (!trainer.ok()) return Fail(trainer.status());
   absl::StatusOr<TrainSummary> summary = (*trainer)->Run();

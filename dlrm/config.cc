@@ -310,6 +310,7 @@ absl::Status ParseData(MapReader& r, DataConfig& d) {
   d.paths = path.empty() ? paths : path;
   CEMB_RETURN_IF_ERROR(r.String("validation_path", &d.validation_path));
   CEMB_RETURN_IF_ERROR(r.Double("validation_fraction", &d.validation_fraction, 0.0, 0.9));
+  CEMB_RETURN_IF_ERROR(r.Enum("split", &d.split, {{"auto", DataSplit::kAuto}, {"none", DataSplit::kNone}}));
   CEMB_RETURN_IF_ERROR(r.Integer("samples", &d.samples, 1));
   CEMB_RETURN_IF_ERROR(r.Enum("distribution", &d.distribution,
                               {{"uniform", data::IndexDistribution::kUniform},
@@ -343,8 +344,11 @@ absl::Status ParseData(MapReader& r, DataConfig& d) {
   if (d.source == DataSource::kTsv && d.hotness != 1) {
     return r.Error("hotness", "Criteo TSV data has one index per table (hotness 1)");
   }
-  if (d.source == DataSource::kSynthetic && d.validation_fraction <= 0) {
-    return r.Error("validation_fraction", "synthetic data needs a validation fraction > 0");
+  if (d.split == DataSplit::kNone && !d.validation_path.empty()) {
+    return r.Error("validation_path", "not used with data.split none (every sample trains, none validates)");
+  }
+  if (d.source == DataSource::kSynthetic && d.split == DataSplit::kAuto && d.validation_fraction <= 0) {
+    return r.Error("validation_fraction", "synthetic data needs a validation fraction > 0 (or data.split: none)");
   }
   return absl::OkStatus();
 }
@@ -378,6 +382,7 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
   CEMB_RETURN_IF_ERROR(r.Enum("mlp_precision", &m.mlp_precision,
                               {{"auto", Precision::kAuto}, {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}}));
   CEMB_RETURN_IF_ERROR(r.Enum("table_dtype", &m.bf16_tables, {{"fp32", false}, {"bf16", true}}));
+  CEMB_RETURN_IF_ERROR(r.String("init_from", &m.init_from));
   CEMB_RETURN_IF_ERROR(r.Section("tables", [&](MapReader& t) -> absl::Status {
     CEMB_RETURN_IF_ERROR(t.IntList("sizes", &m.table_sizes, 1, int64_t{1} << 31,
                                    "table sizes (integers in [1, 2^31])"));
@@ -455,6 +460,8 @@ absl::Status ParseTrain(MapReader& r, TrainSettings& t) {
   CEMB_RETURN_IF_ERROR(r.Int("checkpoint_every", &t.checkpoint_every, 0));
   CEMB_RETURN_IF_ERROR(r.Int("keep_checkpoints", &t.keep_checkpoints, 1));
   CEMB_RETURN_IF_ERROR(r.String("log_jsonl", &t.log_jsonl));
+  CEMB_RETURN_IF_ERROR(r.Int("log_every", &t.log_every, 0));
+  CEMB_RETURN_IF_ERROR(r.String("export_dir", &t.export_dir));
   CEMB_RETURN_IF_ERROR(r.Bool("progress", &t.progress));
   CEMB_RETURN_IF_ERROR(r.Integer("prefetch_batches", &t.prefetch_batches, 0, 64));
   if (t.checkpoint_every > 0 && t.checkpoint_dir.empty()) {
@@ -505,6 +512,14 @@ const char* DataSourceName(DataSource source) {
     case DataSource::kSynthetic: return "synthetic";
     case DataSource::kTsv: return "tsv";
     case DataSource::kBinary: return "binary";
+  }
+  return "?";
+}
+
+const char* DataSplitName(DataSplit split) {
+  switch (split) {
+    case DataSplit::kAuto: return "auto";
+    case DataSplit::kNone: return "none";
   }
   return "?";
 }
@@ -671,6 +686,9 @@ std::string TrainConfig::Fingerprint() const {
   line("data.paths", absl::StrJoin(data.paths, ","));
   line("data.validation_path", data.validation_path);
   line("data.validation_fraction", data.validation_fraction);
+  // Keys added after checkpoints existed appear only when not at their
+  // default, so that those checkpoints still resume.
+  if (data.split != DataSplit::kAuto) line("data.split", DataSplitName(data.split));
   line("data.samples", data.samples);
   line("data.distribution", static_cast<int>(data.distribution));
   line("data.alpha", data.alpha);
@@ -687,6 +705,7 @@ std::string TrainConfig::Fingerprint() const {
   line("model.self_interaction", model.self_interaction);
   line("model.mlp_precision", static_cast<int>(model.mlp_precision));
   line("model.table_dtype", model.bf16_tables ? "bf16" : "fp32");
+  if (!model.init_from.empty()) line("model.init_from", model.init_from);
   line("model.tables.sizes", absl::StrJoin(model.table_sizes, ","));
   line("model.tables.count", model.table_count);
   line("model.tables.rows", model.table_rows);

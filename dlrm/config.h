@@ -49,6 +49,17 @@ namespace cemb::dlrm {
 enum class DataSource { kSynthetic, kTsv, kBinary };
 const char* DataSourceName(DataSource source);  // "synthetic", "tsv", "binary"
 
+// Which samples are held out for validation.
+enum class DataSplit {
+  // tsv: the reference split (data/preprocess.h); synthetic and binary: the
+  // last validation_fraction (binary: or the validation file).
+  kAuto,
+  // Every sample is a training sample, in file order; no validation (the
+  // run facebookresearch/dlrm makes on a file it is handed whole).
+  kNone,
+};
+const char* DataSplitName(DataSplit split);  // "auto", "none"
+
 struct DataConfig {
   DataSource source = DataSource::kSynthetic;
   // tsv: the input files (Kaggle: one train.txt; Terabyte: the days in
@@ -61,6 +72,7 @@ struct DataConfig {
   // synthetic, and binary without a validation file: the fraction of the
   // samples held out (the last ones). tsv uses the reference split.
   double validation_fraction = 0.1;
+  DataSplit split = DataSplit::kAuto;  // none: every sample trains, in file order
 
   // synthetic
   uint64_t samples = 1 << 18;
@@ -117,6 +129,10 @@ struct ModelConfig {
   // resolved when the model is built (dlrm/precision.h).
   Precision mlp_precision = Precision::kAuto;
   bool bf16_tables = false;
+  // A directory of .npy files named by DLRM_Net.state_dict()'s keys
+  // (Dlrm::ImportNpy) that every parameter starts from, instead of the
+  // seeded initialisation; empty = none.
+  std::string init_from;
 
   // Table sizes: `table_sizes` when not empty; else `table_count` tables of
   // `table_rows` rows when table_count > 0; else the dataset's (binary, tsv
@@ -170,6 +186,14 @@ struct TrainSettings {
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end (when checkpoint_dir is set)
   int64_t keep_checkpoints = 2;  // older ones are removed
   std::string log_jsonl;         // empty = no JSON lines log
+  // > 0: a {"type":"step","step":k,"loss":...} record in log_jsonl (when
+  // there is one) for every
+  // step k that is a multiple of it (the loss of step k's forward, before
+  // its update); 0 = none.
+  int64_t log_every = 0;
+  // Where the trained model goes as .npy files (Dlrm::ExportNpy) at the end;
+  // empty = nowhere. `dlrm-train --export DIR` sets it.
+  std::string export_dir;
   bool progress = true;          // the progress bar (only on a terminal)
   // ssd tables: the rows of this many batches after the current one are read
   // while the current step computes (dlrm/step_cycle.h); 0 = each batch's

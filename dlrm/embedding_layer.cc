@@ -210,6 +210,71 @@ class EmbeddingSet final : public EmbeddingLayer {
     return absl::OkStatus();
   }
 
+  absl::Status ExportNpy(const std::string& dir, const std::string& prefix) override {
+    const int64_t d = options_.dim;
+    std::vector<float> block(static_cast<size_t>(kNpyBlockRows * d));
+    for (int t = 0; t < num_tables(); ++t) {
+      const int64_t n = rows(t);
+      const int64_t shape[] = {n, d};
+      CEMB_ASSIGN_OR_RETURN(NpyWriter writer, NpyWriter::Create(NpyPath(dir, prefix, t), shape));
+      CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& table) -> absl::Status {
+        for (int64_t begin = 0; begin < n; begin += kNpyBlockRows) {
+          const int64_t end = std::min(n, begin + kNpyBlockRows);
+          for (int64_t r = begin; r < end; ++r) {
+            const T* row = table.rowpointer(r, Access::kRead);
+            float* out = block.data() + (r - begin) * d;
+            for (int64_t c = 0; c < d; ++c) out[c] = ToFloat(row[c]);
+          }
+          CEMB_RETURN_IF_ERROR(writer.Append(std::span<const float>(block.data(), static_cast<size_t>((end - begin) * d))));
+        }
+        return absl::OkStatus();
+      }));
+      // An ssd row that failed to come in reads as NaNs: the table says so.
+      CEMB_RETURN_IF_ERROR(SsdStatus(t));
+      CEMB_RETURN_IF_ERROR(writer.Commit());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ImportNpy(const std::string& dir, const std::string& prefix) override {
+    const int64_t d = options_.dim;
+    std::vector<NpyReader> readers;
+    for (int t = 0; t < num_tables(); ++t) {
+      const std::string path = NpyPath(dir, prefix, t);
+      CEMB_ASSIGN_OR_RETURN(NpyReader r, NpyReader::Open(path));
+      if (r.dtype() != NpyDtype::kFloat32 && r.dtype() != NpyDtype::kBfloat16) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": dtype ", NpyDtypeName(r.dtype()),
+                                                       " where float32 or bfloat16 is needed (table ", t, ")"));
+      }
+      if (r.shape() != std::vector<int64_t>{rows(t), d}) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": shape ", r.shape_text(), " where (", rows(t), ", ", d,
+                                                       ") is needed (table ", t, ": ", rows(t), " rows of dim ", d,
+                                                       ")"));
+      }
+      readers.push_back(std::move(r));
+    }
+    std::vector<float> block(static_cast<size_t>(kNpyBlockRows * d));
+    for (int t = 0; t < num_tables(); ++t) {
+      const int64_t n = rows(t);
+      CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& table) -> absl::Status {
+        for (int64_t begin = 0; begin < n; begin += kNpyBlockRows) {
+          const int64_t end = std::min(n, begin + kNpyBlockRows);
+          CEMB_RETURN_IF_ERROR(
+              readers[t].ReadFloats(std::span<float>(block.data(), static_cast<size_t>((end - begin) * d))));
+          for (int64_t r = begin; r < end; ++r) {
+            T* row = table.rowpointer(r, Access::kWrite);
+            const float* in = block.data() + (r - begin) * d;
+            for (int64_t c = 0; c < d; ++c) row[c] = FromFloat<T>(in[c]);
+          }
+          table_io_internal::PersistRows(table, begin, end);
+        }
+        return absl::OkStatus();
+      }));
+      CEMB_RETURN_IF_ERROR(SsdStatus(t));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status ReadRow(int t, int64_t row, std::span<float> out) const override {
     CEMB_RETURN_IF_ERROR(CheckRow(t, row, out.size()));
     std::visit([&](const auto& table) {
@@ -267,6 +332,11 @@ class EmbeddingSet final : public EmbeddingLayer {
   static std::string SnapshotPath(const std::string& dir, const std::string& prefix, int t) {
     return absl::StrCat(dir, "/", prefix, t, ".ssd");
   }
+  static std::string NpyPath(const std::string& dir, const std::string& prefix, int t) {
+    return absl::StrCat(dir, "/", prefix, t, ".weight.npy");
+  }
+  // ExportNpy and ImportNpy move this many rows at a time.
+  static constexpr int64_t kNpyBlockRows = 4096;
   SnapshotOptions SnapshotOpts() const { return {.progress = options_.progress}; }
 
   // The snapshot of an ssd table into table t of another kind (a run resumed

@@ -132,6 +132,21 @@ class EmbeddingLayer {
   [[nodiscard]] virtual absl::Status Save(const std::string& dir, const std::string& prefix) = 0;
   [[nodiscard]] virtual absl::Status Load(const std::string& dir, const std::string& prefix) = 0;
 
+  // Every table as "<dir>/<prefix><t>.weight.npy", [rows, dim] in C order:
+  // with prefix "emb_l." the keys of dlrm_s_pytorch's DLRM_Net.state_dict()
+  // (an EmbeddingBag's weight, row r = id r). Export writes float32 (bfloat16
+  // rows widen exactly) from any kind of table; Import reads float32 or
+  // bfloat16 files (rounded to nearest even into bfloat16 tables). Both stream
+  // a table in blocks of rows through rowpointer (kRead / kWrite; an ssd table
+  // prefetches each block), never holding a whole table in memory. Import
+  // opens every file and checks its dtype and shape before it writes a row,
+  // so a missing or mismatched file ("<path>: shape (1000, 8) where (1000, 16)
+  // is needed") leaves every table as it was. The optimizer state is not
+  // part of it (a state_dict has none): AdaGrad's stays as it is.
+  // REQUIRES: between steps, like Save and Load.
+  [[nodiscard]] virtual absl::Status ExportNpy(const std::string& dir, const std::string& prefix) = 0;
+  [[nodiscard]] virtual absl::Status ImportNpy(const std::string& dir, const std::string& prefix) = 0;
+
   // Copies row `row` of table `t` (as fp32) out of / into the table, between
   // steps (inspection, tests, serving a single row).
   [[nodiscard]] virtual absl::Status ReadRow(int t, int64_t row, std::span<float> out) const = 0;

@@ -237,4 +237,23 @@ absl::Status Dlrm::Load(const std::string& dir) {
   return impl_->embeddings->Load(dir, "emb_l.");
 }
 
+absl::Status Dlrm::ExportNpy(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
+  CEMB_RETURN_IF_ERROR(impl_->bottom->SaveNpy(dir, "bot_l."));
+  CEMB_RETURN_IF_ERROR(impl_->top->SaveNpy(dir, "top_l."));
+  return impl_->embeddings->ExportNpy(dir, "emb_l.");
+}
+
+absl::Status Dlrm::ImportNpy(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat(dir, ": no such directory (the .npy files of a model)"));
+  }
+  CEMB_RETURN_IF_ERROR(impl_->bottom->LoadNpy(dir, "bot_l."));
+  CEMB_RETURN_IF_ERROR(impl_->top->LoadNpy(dir, "top_l."));
+  return impl_->embeddings->ImportNpy(dir, "emb_l.");
+}
+
 }  // namespace cemb::dlrm

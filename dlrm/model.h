@@ -129,6 +129,23 @@ class Dlrm {
   [[nodiscard]] absl::Status Save(const std::string& dir);
   [[nodiscard]] absl::Status Load(const std::string& dir);
 
+  // Every parameter as one .npy file named by the keys of dlrm_s_pytorch's
+  // DLRM_Net.state_dict(), so that a PyTorch model converts with
+  // {k: v.numpy() for k, v in m.state_dict().items()}:
+  //   emb_l.<t>.weight.npy   [rows_t, dim]   table t (row r = id r)
+  //   bot_l.<2l>.weight.npy  [out, in]       bottom layer l (module 2l: the
+  //   bot_l.<2l>.bias.npy    [out]           ReLUs are the odd modules)
+  //   top_l.<2l>.weight.npy, top_l.<2l>.bias.npy
+  // Export writes float32 (the MLPs' fp32 master weights; tables of any
+  // storage kind, streamed block by block: EmbeddingLayer::ExportNpy) into
+  // `dir`, created if missing. Import reads float32 or bfloat16 files, checks
+  // each one's shape and dtype and names the file on a mismatch. An MLP's
+  // files, and the tables' files, are all checked before that part is
+  // written; on an error the model is left partly imported (the trainer
+  // stops).
+  [[nodiscard]] absl::Status ExportNpy(const std::string& dir);
+  [[nodiscard]] absl::Status ImportNpy(const std::string& dir);
+
  private:
   struct Impl;
   explicit Dlrm(std::unique_ptr<Impl> impl);

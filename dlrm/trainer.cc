@@ -204,7 +204,8 @@ absl::Status Trainer::Impl::PrepareWorkDir() {
     work_dir = d.work_dir;
   } else if (!config.train.checkpoint_dir.empty()) {
     work_dir = config.train.checkpoint_dir + "/data";
-  } else if (d.source != DataSource::kBinary || (d.validation_path.empty() && d.validation_fraction > 0)) {
+  } else if (d.source != DataSource::kBinary ||
+             (d.split == DataSplit::kAuto && d.validation_path.empty() && d.validation_fraction > 0)) {
     const char* tmp = std::getenv("TMPDIR");
     std::string pattern = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/cemb-train-XXXXXX");
     if (!::mkdtemp(pattern.data())) {
@@ -257,7 +258,10 @@ absl::Status Trainer::Impl::PrepareSynthetic() {
   g.zipf_alpha = d.alpha;
   g.seed = d.seed;
   g.threads = config.train.threads;
-  const uint64_t n_val = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(d.validation_fraction * d.samples)));
+  const uint64_t n_val =
+      d.split == DataSplit::kNone
+          ? 0
+          : std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(d.validation_fraction * d.samples)));
   if (n_val >= d.samples) {
     return absl::InvalidArgumentError(absl::StrCat(config.source_name, ": data.samples: ", d.samples,
                                                    " samples leave nothing to train on after the validation split"));
@@ -268,11 +272,12 @@ absl::Status Trainer::Impl::PrepareSynthetic() {
                                        " alpha=", ExactDouble(d.alpha), " seed=", d.seed, " val=", n_val);
   const std::string base = absl::StrFormat("%s/synthetic-%016x", work_dir, Fnv(key));
   const std::string train_path = base + ".train.bin", val_path = base + ".val.bin";
-  if (fs::exists(train_path) && fs::exists(val_path)) {
+  if (fs::exists(train_path) && (n_val == 0 || fs::exists(val_path))) {
     auto t = OpenDataset(train_path, data::Verify::kHeader);
-    auto v = OpenDataset(val_path, data::Verify::kHeader);
-    if (t.ok() && v.ok() && (*t)->num_samples() == n_train && (*v)->num_samples() == n_val) {
-      Print("data: reusing %s.{train,val}.bin\n", base);
+    auto v = n_val == 0 ? absl::StatusOr<std::shared_ptr<const data::Dataset>>(nullptr)
+                        : OpenDataset(val_path, data::Verify::kHeader);
+    if (t.ok() && v.ok() && (*t)->num_samples() == n_train && (!*v || (*v)->num_samples() == n_val)) {
+      Print("data: reusing %s.%s.bin\n", base, n_val == 0 ? "train" : "{train,val}");
       train_set = *t, val_set = *v;
       return absl::OkStatus();
     }
@@ -284,8 +289,11 @@ absl::Status Trainer::Impl::PrepareSynthetic() {
   data::DatasetSpec spec = gen.spec();
   spec.part = data::Part::kTrain;
   CEMB_ASSIGN_OR_RETURN(auto train_writer, data::DatasetWriter::Create(train_path, spec));
-  spec.part = data::Part::kValidation;
-  CEMB_ASSIGN_OR_RETURN(auto val_writer, data::DatasetWriter::Create(val_path, spec));
+  std::unique_ptr<data::DatasetWriter> val_writer;
+  if (n_val > 0) {
+    spec.part = data::Part::kValidation;
+    CEMB_ASSIGN_OR_RETURN(val_writer, data::DatasetWriter::Create(val_path, spec));
+  }
   const int threads = config.train.threads > 0 ? config.train.threads
                                                : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const uint64_t chunks = gen.num_chunks();
@@ -311,9 +319,11 @@ absl::Status Trainer::Impl::PrepareSynthetic() {
     }
   }
   CEMB_RETURN_IF_ERROR(train_writer->Finish());
-  CEMB_RETURN_IF_ERROR(val_writer->Finish());
+  if (val_writer) CEMB_RETURN_IF_ERROR(val_writer->Finish());
   CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(train_path, data::Verify::kHeader));
-  CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(val_path, data::Verify::kHeader));
+  if (val_writer) {
+    CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(val_path, data::Verify::kHeader));
+  }
   Print("data: generated in %.1f s\n", Seconds(start, Clock::now()));
   return absl::OkStatus();
 }
@@ -333,12 +343,13 @@ absl::Status Trainer::Impl::PrepareTsv() {
   if (d.index_mode == data::IndexMode::kModulo) o.table_sizes = ConfiguredTableSizes(config);
   o.max_index_range = d.max_ind_range;
   o.frequency_threshold = d.frequency_threshold;
-  o.split = data::SplitMode::kReference;
+  o.split = d.split == DataSplit::kNone ? data::SplitMode::kNone : data::SplitMode::kReference;
   o.reader.threads = config.train.threads;
   o.reader.bad_lines = d.skip_bad_lines ? data::BadLines::kSkip : data::BadLines::kFail;
   std::string key = absl::StrCat("tsv v1 format=", static_cast<int>(d.format), " mode=", static_cast<int>(d.index_mode),
                                  " sizes=", absl::StrJoin(o.table_sizes, ","), " cap=", d.max_ind_range,
-                                 " thr=", d.frequency_threshold, " skip=", d.skip_bad_lines);
+                                 " thr=", d.frequency_threshold, " skip=", d.skip_bad_lines,
+                                 d.split == DataSplit::kNone ? " split=none" : "");
   for (const std::string& p : d.paths) {
     std::error_code ec;
     absl::StrAppend(&key, " ", fs::absolute(p, ec).string(), ":", fs::file_size(p, ec));
@@ -362,6 +373,10 @@ absl::Status Trainer::Impl::PrepareTsv() {
   } else {
     Print("data: reusing %s\n", o.output_dir);
   }
+  if (d.split == DataSplit::kNone) {
+    CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(o.output_dir + "/all.bin", data::Verify::kHeader));
+    return absl::OkStatus();
+  }
   CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(o.output_dir + "/train.bin", data::Verify::kHeader));
   absl::StatusOr<std::shared_ptr<const data::Dataset>> v = OpenDataset(o.output_dir + "/val.bin", data::Verify::kHeader);
   if (v.ok()) val_set = *v;  // a tiny input may leave no validation lines
@@ -375,7 +390,7 @@ absl::Status Trainer::Impl::PrepareBinary() {
   if (fs::is_directory(train_path, ec)) {
     const std::string dir = train_path;
     train_path = dir + "/train.bin";
-    if (val_path.empty() && fs::exists(dir + "/val.bin", ec)) val_path = dir + "/val.bin";
+    if (d.split == DataSplit::kAuto && val_path.empty() && fs::exists(dir + "/val.bin", ec)) val_path = dir + "/val.bin";
   }
   if (!fs::exists(train_path, ec)) {
     return absl::NotFoundError(absl::StrCat(config.source_name, ": data.path: ", train_path, ": no such file"));
@@ -390,7 +405,7 @@ absl::Status Trainer::Impl::PrepareBinary() {
     CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(val_path, data::Verify::kFull));
     return absl::OkStatus();
   }
-  if (d.validation_fraction <= 0) {
+  if (d.split == DataSplit::kNone || d.validation_fraction <= 0) {
     train_set = all;
     return absl::OkStatus();
   }
@@ -512,6 +527,12 @@ absl::Status Trainer::Impl::BuildModel() {
   // resolved), so that a checkpoint's fingerprint records it and a bf16
   // checkpoint never resumes as fp32.
   config.model.mlp_precision = model->options().mlp_precision;
+  if (!config.model.init_from.empty()) {
+    if (absl::Status s = model->ImportNpy(config.model.init_from); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(config.source_name, ": model.init_from: ", s.message()));
+    }
+    Print("model: every parameter from %s\n", config.model.init_from);
+  }
   train_cycle = std::make_unique<StepCycle>(&model->embeddings(), t.prefetch_batches);
   eval_cycle = std::make_unique<StepCycle>(&model->embeddings(), 0);
   bags.resize(table_sizes.size());
@@ -817,6 +838,11 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
           loss));
     }
     summary.losses.push_back(loss);
+    if (t.log_every > 0 && m.step % t.log_every == 0 && m.jsonl) {
+      // No string is built: a step formats nothing but this line.
+      std::fprintf(m.jsonl, "{\"type\":\"step\",\"step\":%" PRId64 ",\"loss\":%.17g,\"lr\":%.9g}\n", m.step,
+                   loss, static_cast<double>(lr));
+    }
     ++m.step;
     m.interval_loss_sum += loss;
     ++m.interval_steps;
@@ -851,6 +877,14 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     CEMB_RETURN_IF_ERROR(m.WriteCheckpointNow(&summary.checkpoint_seconds, &summary.last_checkpoint));
   }
   summary.tables = m.model->embeddings().Report();
+  if (!t.export_dir.empty()) {
+    const auto e0 = Clock::now();
+    if (absl::Status s = m.model->ExportNpy(t.export_dir); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("export to ", t.export_dir, " (train.export_dir): ", s.message()));
+    }
+    summary.export_seconds = Seconds(e0, Clock::now());
+    m.Print("export: the trained model as .npy files in %s (%.1f s)\n", t.export_dir, summary.export_seconds);
+  }
 
   // Reports.
   const int64_t steps_run = summary.steps - summary.first_step;
@@ -957,7 +991,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       ",\"samples_per_s\":", JsonNumber(summary.samples_per_second),
       ",\"losses_digest\":\"", absl::StrFormat("%016x", losses_digest.Digest()), "\"",
       ",\"eval_seconds\":", JsonNumber(summary.eval_seconds),
-      ",\"checkpoint_seconds\":", JsonNumber(summary.checkpoint_seconds), ",\"val_log_loss\":",
+      ",\"checkpoint_seconds\":", JsonNumber(summary.checkpoint_seconds),
+      ",\"export_seconds\":", JsonNumber(summary.export_seconds), ",\"val_log_loss\":",
       JsonNumber(m.val_set ? f.log_loss : NAN), ",\"val_auc\":", JsonNumber(m.val_set ? f.auc : NAN),
       ",\"val_accuracy\":", JsonNumber(m.val_set ? f.accuracy : NAN), ",\"phases\":{", phases, "},\"tables\":[",
       tables, "]}"));

@@ -11,6 +11,13 @@
 //            ROC AUC, accuracy) every eval_every steps and at the end;
 //            checkpoints every checkpoint_every steps and at the end
 //   report   per-phase times, the per-table cache report, JSON lines
+//            (with train.log_every, one record per step's loss)
+//   export   with train.export_dir, every parameter as .npy files under
+//            PyTorch's state_dict names (Dlrm::ExportNpy)
+//
+// model.init_from starts every parameter from such files (Dlrm::ImportNpy);
+// with data.split none and train.shuffle false, this is the run that
+// facebookresearch/dlrm makes (configs/fidelity.yaml, tests/dlrm/fidelity_test.cc).
 //
 // Resume: with TrainerOptions::resume, Create() loads the newest checkpoint
 // of train.checkpoint_dir (verified: dlrm/checkpoint.h), the model through
@@ -74,7 +81,7 @@ struct TrainSummary {
   MetricsResult final_metrics;
   PhaseTimes train_times;  // data, model phases, cache flush, other
   PhaseTimes eval_times;
-  double train_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0;
+  double train_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0, export_seconds = 0;
   double samples_per_second = 0;
   std::vector<TableReport> tables;
   std::string last_checkpoint;  // empty when none was written

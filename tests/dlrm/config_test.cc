@@ -301,6 +301,33 @@ TEST(TrainConfig, FingerprintIgnoresRunLengthButNotTheModel) {
   EXPECT_NE(a->Fingerprint(), c->Fingerprint());
 }
 
+// The keys of the reference's run (configs/fidelity.yaml): split, init_from,
+// log_every, export_dir. Where the model starts and how the data is split
+// are in the fingerprint; the log and the export are not.
+TEST(TrainConfig, FidelityKeysParseAndTheModelOnesAreFingerprinted) {
+  absl::StatusOr<TrainConfig> c = Parse("", {"data.split=none", "model.init_from=init", "train.log_every=1",
+                                             "train.export_dir=out", "train.log_jsonl=x"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->data.split, DataSplit::kNone);
+  EXPECT_EQ(c->model.init_from, "init");
+  EXPECT_EQ(c->train.log_every, 1);
+  EXPECT_EQ(c->train.export_dir, "out");
+  absl::StatusOr<TrainConfig> plain = Parse("");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->data.split, DataSplit::kAuto);
+  EXPECT_THAT(c->Fingerprint(), HasSubstr("data.split=none\n"));
+  EXPECT_THAT(c->Fingerprint(), HasSubstr("model.init_from=init\n"));
+  absl::StatusOr<TrainConfig> other_log = Parse("", {"data.split=none", "model.init_from=init", "train.export_dir=b"});
+  ASSERT_TRUE(other_log.ok());
+  EXPECT_EQ(c->Fingerprint(), other_log->Fingerprint());
+  absl::StatusOr<TrainConfig> bad = Parse("", {"data.split=half"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("data.split: expected one of auto, none; got 'half'"));
+  bad = Parse("", {"train.log_every=-1"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("train.log_every: expected an integer >= 0"));
+}
+
 TEST(TrainConfig, SsdStorageDramBudgetAndPrefetchBatchesParse) {
   absl::StatusOr<TrainConfig> c = Parse(R"(
 model:

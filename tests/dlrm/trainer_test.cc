@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,12 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "dlrm/checkpoint.h"
+#include "dlrm/npy.h"
 #include "dlrm/precision.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -401,6 +404,158 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr(absl::StrCat("it was written with ", written, " MLPs, this run's are ", resolved, " (",
                                      chosen->reason, "); set model.mlp_precision=", written, " to resume it")));
+}
+
+// data.split: none trains on every sample (no validation, no evaluation);
+// train.log_every writes one record per k-th step whose loss is that step's
+// loss, bit for bit (%.17g).
+TEST_F(TrainerTest, SplitNoneTrainsOnEverySampleAndLogsEveryStepLoss) {
+  const std::string log = dir_ + "/steps.jsonl";
+  absl::StatusOr<TrainConfig> c =
+      Config(SmallYaml(), {"data.samples=5120", "data.split=none", "train.shuffle=false", "train.log_every=3",
+                           "train.log_jsonl=" + log});
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<TrainSummary> s = Train(*c);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->steps, 10);  // 5120 / 512: every sample trains, none held out
+  EXPECT_TRUE(s->evals.empty());
+  EXPECT_EQ(s->final_metrics.samples, 0);
+  std::ifstream in(log);
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("{\"type\":\"step\"")) continue;
+    int64_t k = -1;
+    double loss = NAN;
+    ASSERT_EQ(std::sscanf(line.c_str(), "{\"type\":\"step\",\"step\":%ld,\"loss\":%lf", &k, &loss), 2) << line;
+    ASSERT_LT(k, s->steps);
+    EXPECT_EQ(loss, s->losses[static_cast<size_t>(k)]) << line;
+    steps.push_back(k);
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 3, 6, 9}));
+
+  absl::StatusOr<TrainConfig> both = Config(SmallYaml(), {"data.split=none", "data.validation_path=/x.bin"});
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(std::string(both.status().message()), HasSubstr("data.validation_path: not used with data.split none"));
+}
+
+// Every file of a directory, by name.
+std::map<std::string, std::string> Files(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    files[e.path().filename().string()] = std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  return files;
+}
+
+// The export holds every parameter under DLRM_Net.state_dict()'s names, and
+// is the same, byte for byte, whatever the storage of the tables (DRAM, the
+// slow tier with or without a cache, ssd): each kind trains the same model
+// and streams it out the same way.
+TEST_F(TrainerTest, ExportIsTheSameFromEveryStorageKind) {
+  std::map<std::string, std::string> dram;
+  for (const char* kind : {"dram", "simple", "static", "dynamic", "ssd"}) {
+    SCOPED_TRACE(kind);
+    const std::string out = absl::StrCat(dir_, "/export-", kind);
+    // Caches of 10% + 5%; the ssd tables' DRAM holds about half their rows
+    // (each batch's rows read just before its step).
+    absl::StatusOr<TrainConfig> c =
+        Config(SmallYaml(), {"train.steps=6", "model.table_storage={}", absl::StrCat("model.storage.kind=", kind),
+                             absl::StrCat("model.storage.slow_tier=", dir_), "model.storage.cache_lower=0.1",
+                             std::string(kind) == "ssd" ? "model.dram_budget=640KiB" : "train.seed=3",
+                             "train.prefetch_batches=0",
+                             "train.export_dir=" + out});
+    ASSERT_TRUE(c.ok()) << c.status();
+    absl::StatusOr<TrainSummary> s = Train(*c);
+    ASSERT_TRUE(s.ok()) << s.status();
+    const std::map<std::string, std::string> files = Files(out);
+    EXPECT_EQ(files.size(), 8u + 8u);  // 8 tables; 2 layers x (weight, bias) x 2 MLPs
+    EXPECT_TRUE(files.count("emb_l.7.weight.npy"));
+    EXPECT_TRUE(files.count("bot_l.2.bias.npy"));
+    EXPECT_TRUE(files.count("top_l.2.weight.npy"));
+    if (dram.empty()) {
+      dram = files;
+    } else {
+      for (const auto& [name, bytes] : dram) EXPECT_TRUE(files.at(name) == bytes) << name << " differs from DRAM's";
+    }
+  }
+}
+
+// model.init_from of an export starts from exactly those parameters: the
+// model exported again before any step is the same bytes.
+TEST_F(TrainerTest, InitFromAnExportStartsFromExactlyThoseParameters) {
+  const std::string a = dir_ + "/a", b = dir_ + "/b";
+  absl::StatusOr<TrainConfig> first = Config(SmallYaml(), {"train.steps=3", "train.export_dir=" + a});
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(Train(*first).ok());
+  // Another seed: without init_from it would start elsewhere.
+  absl::StatusOr<TrainConfig> second = Config(SmallYaml(), {"train.seed=99", "model.init_from=" + a});
+  ASSERT_TRUE(second.ok());
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(*second, {.out = nullptr});
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_TRUE((*t)->model().ExportNpy(b).ok());
+  const std::map<std::string, std::string> before = Files(a), after = Files(b);
+  ASSERT_EQ(before.size(), 16u);
+  for (const auto& [name, bytes] : before) EXPECT_TRUE(after.at(name) == bytes) << name;
+}
+
+// bfloat16 files (np.save of ml_dtypes' bfloat16: '<V2') load into fp32 and
+// bf16 tables; a file of the wrong shape or a missing one is refused naming
+// the file, and the key.
+TEST_F(TrainerTest, InitFromReadsBfloat16AndNamesTheFileAtFault) {
+  const std::string a = dir_ + "/a";
+  absl::StatusOr<TrainConfig> first = Config(SmallYaml(), {"train.steps=1", "train.export_dir=" + a});
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(Train(*first).ok());
+  // Table 3 as bfloat16: 2000 x 16 values (k % 256) / 32 - 4 (exact in bfloat16).
+  std::string header = "{'descr': '<V2', 'fortran_order': False, 'shape': (2000, 16), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::string image("\x93NUMPY\x01\x00", 8);
+  image += static_cast<char>(header.size() & 0xff);
+  image += static_cast<char>(header.size() >> 8);
+  image += header;
+  auto value = [](int k) { return static_cast<float>(k % 256) / 32.0f - 4.0f; };
+  for (int k = 0; k < 2000 * 16; ++k) {
+    const uint16_t bits = static_cast<uint16_t>(std::bit_cast<uint32_t>(value(k)) >> 16);
+    image.append(reinterpret_cast<const char*>(&bits), 2);
+  }
+  std::ofstream(a + "/emb_l.3.weight.npy", std::ios::binary | std::ios::trunc) << image;
+  for (const char* dtype : {"fp32", "bf16"}) {
+    SCOPED_TRACE(dtype);
+    absl::StatusOr<TrainConfig> c = Config(SmallYaml(), {"model.init_from=" + a, absl::StrCat("model.table_dtype=", dtype)});
+    ASSERT_TRUE(c.ok());
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(*c, {.out = nullptr});
+    ASSERT_TRUE(t.ok()) << t.status();
+    std::vector<float> row(16);
+    for (int r : {0, 1, 1999}) {
+      ASSERT_TRUE((*t)->model().embeddings().ReadRow(3, r, row).ok());
+      for (int j = 0; j < 16; ++j) ASSERT_EQ(row[j], value(r * 16 + j)) << "row " << r << ", column " << j;
+    }
+  }
+
+  // A table of another dim.
+  std::vector<float> narrow(2000 * 8, 0.5f);
+  ASSERT_TRUE(WriteNpy<float>(a + "/emb_l.5.weight.npy", narrow, {2000, 8}).ok());
+  absl::StatusOr<TrainConfig> c = Config(SmallYaml(), {"model.init_from=" + a});
+  ASSERT_TRUE(c.ok());
+  absl::StatusOr<std::unique_ptr<Trainer>> bad = Trainer::Create(*c, {.out = nullptr});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr(absl::StrCat("test.yaml: model.init_from: ", a,
+                                     "/emb_l.5.weight.npy: shape (2000, 8) where (2000, 16) is needed (table 5")));
+  // A missing MLP file.
+  fs::remove(a + "/emb_l.5.weight.npy");
+  fs::remove(a + "/top_l.2.bias.npy");
+  bad = Trainer::Create(*c, {.out = nullptr});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr(a + "/top_l.2.bias.npy"));
+  absl::StatusOr<TrainConfig> none = Config(SmallYaml(), {"model.init_from=" + dir_ + "/nothing"});
+  ASSERT_TRUE(none.ok());
+  bad = Trainer::Create(*none, {.out = nullptr});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr(dir_ + "/nothing: no such directory"));
 }
 
 }  // namespace
