@@ -113,10 +113,20 @@ TEST_F(TrainerTest, LearnsThePlantedSignal) {
   EXPECT_EQ(s->final_metrics.samples, 8192);
   EXPECT_LT(s->final_metrics.log_loss, 0.65);
   EXPECT_GE(s->evals.size(), 4u);  // steps 40, 80, 120, 160 and the end
-  // The cached tables were used and reported.
+  // The cached tables worked as caches and were reported: a 12% cache of a
+  // Zipf(1.1) table filled, was flushed, and served most lookups but not
+  // all (measured: 271 flushes, hit rate 0.70).
   ASSERT_EQ(s->tables.size(), 8u);
-  EXPECT_TRUE(s->tables[1].cached);
-  EXPECT_GT(s->tables[1].stats.lookups(), 0u);
+  for (int t : {1, 5}) {
+    SCOPED_TRACE(t);
+    const CacheStats& c = s->tables[t].stats;
+    EXPECT_TRUE(s->tables[t].cached);
+    EXPECT_EQ(c.lookups(), 192u * 512 + 4 * 8192 + 8192);  // the training steps and the 5 evaluations
+    EXPECT_GT(c.flushes(), 10u);
+    EXPECT_GT(c.migrations(), 0u);
+    EXPECT_GT(c.hit_rate(), 0.4);
+    EXPECT_LT(c.hit_rate(), 0.95);
+  }
   EXPECT_FALSE(s->tables[0].cached);
   EXPECT_GT(s->train_times.total(), 0);
   // One JSON line per evaluation and a summary.
@@ -288,8 +298,11 @@ train:
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_GT(s->steps, 0);
   EXPECT_GT(s->final_metrics.samples, 100);  // the reference split's validation half of day 6
-  EXPECT_TRUE(std::isfinite(s->final_metrics.log_loss));
-  EXPECT_GE(s->final_metrics.accuracy, 0.0);
+  // It learned something from 2 epochs of the real rows (measured: AUC 0.70,
+  // accuracy 0.72 on the 142 validation rows; a constant predictor has AUC 0.5).
+  EXPECT_LT(s->final_metrics.log_loss, 0.6);
+  EXPECT_GT(s->final_metrics.auc, 0.6);
+  EXPECT_GT(s->final_metrics.accuracy, 0.6);
   for (double loss : s->losses) EXPECT_TRUE(std::isfinite(loss));
 }
 
