@@ -106,11 +106,12 @@ struct Mlp::Impl {
   // act[l]: output of layer l-1 (l >= 1), [max_batch x sizes[l]];
   // act[0] unused (the input is the caller's, or x_bf16).
   std::vector<AlignedBuffer> act;
-  // grad[l]: gradient of act[l] for 1 <= l < L (in place through ReLU).
+  // grad[l]: gradient of act[l] for 1 <= l < L, fp32 in both modes (in
+  // place through ReLU in fp32 mode).
   std::vector<AlignedBuffer> grad;
   AlignedBuffer x_bf16;          // bf16 mode: the input converted
   AlignedBuffer grad_last;       // fp32 gradient of the last pre-activation
-  AlignedBuffer grad_last_bf16;  // bf16 mode: the same in bf16
+  AlignedBuffer g_bf16;          // bf16 mode: a layer's g (its pre-activation gradient) in bf16
   AlignedBuffer g_transposed;    // bf16 mode: a layer's g, transposed [out x n]
   AlignedBuffer dw_t;            // fp32 wide layers: dW^T [in x out] before its transpose
   AlignedBuffer scratchpad;
@@ -247,54 +248,54 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
     }
 
     // The gradient w.r.t. this layer's pre-activation: `g` (type `at`) for
-    // the matmuls, `g_bias` for the bias reduction. The activation's backward
-    // maps `src` (the gradient of y) to `dst`: ReLU fused into the bias
-    // gradient (one pass: mask, store, column sums), others by oneDNN.
-    auto activation_backward = [&](const dnnl::memory& src, const dnnl::memory& dst) {
-      if (layer.act == Activation::kRelu) {
-        lp.bias.g_out = dst.get_data_handle();
-        lp.bias.y = y.get_data_handle();
-        return;
-      }
+    // the matmuls. It comes from the gradient of y, `gy`, always fp32: the
+    // caller's diff_output for the last layer, else the next layer's
+    // backward-data matmul (which accumulates in fp32 and writes fp32, also
+    // in bf16 mode). The bias gradient sums the fp32 values; in bf16 mode g
+    // is gy rounded once, to nearest, for the bf16 matmuls (rounding the
+    // matmul's output to bf16 and summing that, as before, put the rounding
+    // error of each of the n rows into the bias gradient: fidelity run,
+    // configs/fidelity.yaml with bf16 MLPs). ReLU's backward is fused into
+    // the bias pass (mask, sums, store g: internal/bias_grad.h); the
+    // sigmoid's is oneDNN's, into grad_last. (db by hand: oneDNN 2.6 has only
+    // a reference reduction for this shape, ~100x slower.)
+    const dnnl::memory gy =
+        last ? plan.user_diff_output : dnnl::memory(Plain(n, layer.out, dt::f32), engine, grad[l + 1].data());
+    dnnl::memory g32 = gy;  // fp32, after the activation's backward
+    if (layer.act == Activation::kSigmoid) {
+      g32 = dnnl::memory(Plain(n, layer.out, dt::f32), engine, grad_last.data());
       dnnl::eltwise_forward::primitive_desc hint(
           {dnnl::prop_kind::forward_training, BackwardAlg(layer.act), y.get_desc(), 0.f, 0.f}, engine);
       dnnl::eltwise_backward::primitive_desc pd(
-          {BackwardAlg(layer.act), dst.get_desc(), y.get_desc(), 0.f, 0.f}, attr, engine, hint);
+          {BackwardAlg(layer.act), g32.get_desc(), y.get_desc(), 0.f, 0.f}, attr, engine, hint);
       note(pd);
-      lp.act_bwd = Call(dnnl::eltwise_backward(pd), {{DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_DST, src},
-                                                     {DNNL_ARG_DIFF_SRC, dst}});
-    };
-    dnnl::memory g, g_bias;
-    if (!last) {
-      g = dnnl::memory(Plain(n, layer.out, at), engine, grad[l + 1].data());
-      g_bias = g;
-      if (layer.act != Activation::kNone) activation_backward(g, g);  // in place
-    } else {
-      dnnl::memory g32 = plan.user_diff_output;
-      if (layer.act != Activation::kNone) {
-        g32 = dnnl::memory(Plain(n, layer.out, dt::f32), engine, grad_last.data());
-        activation_backward(plan.user_diff_output, g32);
-      }
-      g_bias = g32;
-      g = g32;
-      if (bf16()) {
-        g = dnnl::memory(Plain(n, layer.out, dt::bf16), engine, grad_last_bf16.data());
-        dnnl::reorder::primitive_desc pd(engine, g32.get_desc(), engine, g.get_desc(), attr);
-        note(pd);
-        lp.grad_reorder = Call(dnnl::reorder(pd), {{DNNL_ARG_FROM, g32}, {DNNL_ARG_TO, g}});
-      }
+      lp.act_bwd = Call(dnnl::eltwise_backward(pd), {{DNNL_ARG_DST, y}, {DNNL_ARG_DIFF_DST, gy},
+                                                     {DNNL_ARG_DIFF_SRC, g32}});
     }
-
-    // db = column sums of g_bias (hand-written: oneDNN 2.6 has only a
-    // reference reduction for this shape, ~100x slower), in the same pass as
-    // the ReLU mask: that pass reads the gradient of y (the caller's
-    // diff_output for the last layer) and writes g_bias.
-    lp.bias.bf16 = g_bias.get_desc().data_type() == dt::bf16;
+    const bool relu = layer.act == Activation::kRelu;
+    dnnl::memory g;
+    if (bf16()) {
+      g = dnnl::memory(Plain(n, layer.out, dt::bf16), engine, g_bf16.data());
+    } else {
+      // In place through the ReLU, except into the caller's diff_output.
+      g = relu && last ? dnnl::memory(Plain(n, layer.out, dt::f32), engine, grad_last.data()) : g32;
+    }
+    using BT = internal::BiasGradType;
     lp.bias.n = n;
     lp.bias.out = layer.out;
-    const dnnl::memory& bias_in = lp.bias.g_out != nullptr && last ? plan.user_diff_output : g_bias;
-    lp.bias_user_g = bias_in.get() == plan.user_diff_output.get();
-    lp.bias.g_in = lp.bias_user_g ? nullptr : bias_in.get_data_handle();
+    lp.bias_user_g = g32.get() == plan.user_diff_output.get();
+    lp.bias.g_in = lp.bias_user_g ? nullptr : g32.get_data_handle();
+    if (relu) {
+      lp.bias.y = y.get_data_handle();
+      lp.bias.y_type = yt == dt::bf16 ? BT::kBf16 : BT::kFp32;
+      lp.bias.g_out = g.get_data_handle();
+      lp.bias.g_out_type = bf16() ? BT::kBf16 : BT::kFp32;
+    } else if (bf16()) {
+      dnnl::reorder::primitive_desc pd(engine, g32.get_desc(), engine, g.get_desc(), attr);
+      note(pd);
+      lp.grad_reorder = Call(dnnl::reorder(pd), {{DNNL_ARG_FROM, g32}, {DNNL_ARG_TO, g}});
+    }
+
     // dW [out, in] = g^T [out, N] x x [N, in]. fp32: g seen transposed
     // through strides. bf16: g is first transposed by a reorder into
     // g_transposed, because AMX brgemm with a strided (transposed) source
@@ -339,7 +340,7 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
     }
     // dx [N, in] = g [N, out] x W [out, in].
     if (l > 0 || options.compute_input_grad) {
-      dnnl::memory dx = l > 0 ? dnnl::memory(Plain(n, layer.in, at), engine, grad[l].data())
+      dnnl::memory dx = l > 0 ? dnnl::memory(Plain(n, layer.in, dt::f32), engine, grad[l].data())
                               : plan.user_diff_input;
       // Weights as in the forward: blocked in fp32 (standalone 2048x512x367
       // 5.39 -> 4.38 ms, 2048x256x512 3.38 -> 3.07 ms).
@@ -380,13 +381,13 @@ absl::Status Mlp::Impl::Build() {
   for (int l = 1; l <= nl; ++l) {
     const size_t elems = static_cast<size_t>(max_n * options.sizes[l]);
     act[l] = AlignedBuffer(elems * (l == nl ? 4 : as));
-    if (l < nl) grad[l] = AlignedBuffer(elems * as);
+    if (l < nl) grad[l] = AlignedBuffer(elems * 4);
   }
   const int64_t out_l = options.sizes.back();
   if (bf16()) {
     x_bf16 = AlignedBuffer(static_cast<size_t>(max_n * options.sizes[0]) * 2);
-    grad_last_bf16 = AlignedBuffer(static_cast<size_t>(max_n * out_l) * 2);
     const int64_t widest = *std::max_element(options.sizes.begin() + 1, options.sizes.end());
+    g_bf16 = AlignedBuffer(static_cast<size_t>(max_n * widest) * 2);
     g_transposed = AlignedBuffer(static_cast<size_t>(max_n * widest) * 2);
   }
   {

@@ -9,13 +9,16 @@
 // sigmoid + cross-entropy of dlrm/loss.h, the top MLP's last activation is
 // kNone (the MLP produces logits).
 //
-// Precision. kFp32: everything fp32. kBf16: weights, activations between
-// layers and gradients between layers are bf16, computed by oneDNN with AMX /
-// AVX512-BF16; the weights train by split-SGD (dlrm/sgd.h): the bf16 weight
-// plus its low 16 bits form the fp32 master weight. Biases, weight and bias
-// gradients, the external input, output and their gradients are fp32 in both
-// modes (the first layer converts its input to bf16 with a oneDNN reorder; the
-// last layer writes fp32).
+// Precision. kFp32: everything fp32. kBf16: the matmuls' inputs (weights,
+// activations between layers, each layer's pre-activation gradient) are
+// bf16, rounded to nearest; oneDNN (AMX / AVX512-BF16) accumulates in fp32.
+// The weights train by split-SGD (dlrm/sgd.h): the bf16 weight and the low
+// 16 bits of the fp32 master weight recombine into it exactly. Biases, weight
+// and bias gradients, the gradients between layers (written fp32 by the
+// backward-data matmul, rounded once for the next matmuls after the bias
+// gradient summed them), the external input, output and their gradients are
+// fp32 in both modes (the first layer converts its input to bf16 with a
+// oneDNN reorder; the last layer writes fp32).
 //
 // Plan once, execute many: every primitive (matmuls for forward, backward data
 // and backward weights, ReLU/sigmoid backward,

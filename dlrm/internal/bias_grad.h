@@ -16,11 +16,21 @@ namespace cemb::dlrm::internal {
 
 inline constexpr int64_t kBiasGradCols = 64;
 
+// The element type of a gradient or output buffer.
+enum class BiasGradType { kFp32, kBf16 };
+
+// Supported with the ReLU (g_in, y, g_out): (fp32, fp32, fp32),
+// (bf16, bf16, bf16), and the bf16 MLP's (fp32, bf16, bf16) and
+// (fp32, fp32, bf16): an fp32 gradient masked, summed in fp32 before any
+// rounding, and written rounded to bf16 (nearest even) for the matmuls.
+// Without the ReLU: g_in fp32 or bf16.
 struct BiasGradArgs {
-  const void* g_in = nullptr;  // [n x out], row-major, fp32 or bf16 (bit patterns)
-  void* g_out = nullptr;       // ReLU: receives g_in * (y > 0) (may be g_in); null: no ReLU
-  const void* y = nullptr;     // ReLU: the layer's output, same type and shape
-  bool bf16 = false;
+  const void* g_in = nullptr;  // [n x out], row-major (bf16 as bit patterns)
+  void* g_out = nullptr;       // ReLU: receives g_in * (y > 0) (may be g_in if the types agree); null: no ReLU
+  const void* y = nullptr;     // ReLU: the layer's output, same shape
+  BiasGradType g_in_type = BiasGradType::kFp32;
+  BiasGradType y_type = BiasGradType::kFp32;
+  BiasGradType g_out_type = BiasGradType::kFp32;
   int64_t n = 0, out = 0;
 };
 

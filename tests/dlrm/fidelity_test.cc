@@ -2,8 +2,8 @@
 // the initial weights of a run of facebookresearch/dlrm's own DLRM_Net
 // (../shared/fidelity, README there), on the same 8192 rows in the same
 // order, must give each of that run's 64 losses within 1e-5 relative and its
-// final weights within 1e-4 absolute in fp32 (1e-2 relative on the losses
-// with bf16 MLPs). The reader is checked against the decoded inputs bit for
+// final weights within 1e-4 absolute in fp32 (with bf16 MLPs: as close as
+// an fp32 run from slightly perturbed weights, see the bf16 test). The reader is checked against the decoded inputs bit for
 // bit, and the forward pass against the reference's step-0 predictions.
 //
 // The reference files are never copied into the repository: they are read
@@ -311,17 +311,23 @@ TEST_F(FidelityTest, TablesOnEveryStorageKindMatchToo) {
                 1e-5, 1e-4);
 }
 
-// bf16 MLPs (split-SGD) stay close to the fp32 reference. Not every loss
-// within 1e-2, as the issue asked: measured on this data, the step-0 loss
-// (same weights, forward only) is within 2e-4, but bf16 gradients make each
-// update differ by 4-8% (cancellation in the weight-gradient sums over 128
-// samples of bf16 activations), the trajectories part, and single batches
-// reach 3.4e-2 (step 23). So: step 0 within 1e-3, the mean over the 64 steps
-// within 1e-2, every step within 5e-2, every final weight within 5e-2.
-TEST_F(FidelityTest, Bf16MlpsStayWithinOnePercentOnAverage) {
+// bf16 MLPs (bf16 activations and matmul inputs, fp32 accumulation, fp32
+// weight and bias gradients and master weights) stay close to the fp32
+// reference. Not every loss within 1e-2, as the issue asked, because no bf16
+// run can: this reference run amplifies any change of the model in its last
+// steps. Measured: fp32 from init/ with the MLP weights merely rounded to
+// bf16 (nothing else bf16) reaches 1.7e-2 at step 51; fp32 from init/ with
+// the MLP weights scaled by 1 + U(-1e-4, 1e-4), 20x less than a bf16
+// rounding, reaches 2.1e-2 at step 51 and exceeds 1e-2 at 4 steps. The bf16
+// run measures: step 0 2.7e-4, mean 1.5e-3, worst 1.3e-2 (step 56), 2 steps
+// over 1e-2 (before rounding the weights to nearest and keeping the
+// gradients between layers in fp32: mean 4.9e-3, worst 3.4e-2 at step 23).
+// So: step 0 within 1e-3, the mean over the 64 steps within 3e-3, every
+// step within 2e-2, every final weight within 2e-2.
+TEST_F(FidelityTest, Bf16MlpsStayAsCloseAsThePerturbedFp32Run) {
   const MatmulCpu cpu = DetectMatmulCpu();
   if (cpu.bf16_matmul.empty()) GTEST_SKIP() << "oneDNN has no bf16 matmul on " << cpu.isa;
-  RunAndCompare("bf16", {"model.mlp_precision=bf16"}, /*loss_rtol=*/5e-2, /*weight_atol=*/5e-2);
+  RunAndCompare("bf16", {"model.mlp_precision=bf16"}, /*loss_rtol=*/2e-2, /*weight_atol=*/2e-2);
   const std::vector<double> reference = ReferenceLosses();
   std::ifstream in(dir_ + "/bf16.jsonl");
   std::vector<double> losses;
@@ -340,7 +346,7 @@ TEST_F(FidelityTest, Bf16MlpsStayWithinOnePercentOnAverage) {
   std::printf("bf16: step 0 %.3g relative, mean over the steps %.3g relative\n",
               std::abs(losses[0] - reference[0]) / reference[0], mean);
   EXPECT_LE(std::abs(losses[0] - reference[0]) / reference[0], 1e-3);
-  EXPECT_LE(mean, 1e-2);
+  EXPECT_LE(mean, 3e-3);
 }
 
 }  // namespace

@@ -360,6 +360,15 @@ TEST(MlpBf16, SplitSgdStepEqualsFp32UpdateBitForBit) {
   }
 }
 
+// w rounded to bf16 by its upper half: ties away from zero (as SplitFloat).
+uint16_t RoundedUpperHalf(float w) {
+  const double f = w;
+  const uint32_t bits = std::bit_cast<uint32_t>(w);
+  const float down = std::bit_cast<float>(bits & 0xffff0000u);  // toward zero
+  const float up = std::bit_cast<float>((bits & 0xffff0000u) + 0x10000u);  // away from zero
+  return static_cast<uint16_t>(std::abs(f - up) <= std::abs(f - down) ? (bits >> 16) + 1 : bits >> 16);
+}
+
 TEST(SplitSgd, KernelEqualsFp32UpdateBitForBit) {
   const size_t n = 1000;
   std::vector<float> w = RandomVector(n, kSeed, -3, 3);
@@ -367,6 +376,8 @@ TEST(SplitSgd, KernelEqualsFp32UpdateBitForBit) {
   w[0] = 1.0f;
   w[1] = -0.0f;
   w[2] = std::bit_cast<float>(0x3f80ffffu);
+  w[3] = std::bit_cast<float>(0x3f7fffffu);  // rounds up across the exponent: hi = 0x3f80 (1.0)
+  w[4] = std::bit_cast<float>(0xbf808000u);  // a tie, rounded away from zero
   const std::vector<float> g = RandomVector(n, kSeed + 1, -10, 10);
   std::vector<uint16_t> hi(n), lo(n);
   for (size_t i = 0; i < n; ++i) SplitFloat(w[i], hi[i], lo[i]);
@@ -376,8 +387,29 @@ TEST(SplitSgd, KernelEqualsFp32UpdateBitForBit) {
     for (size_t i = 0; i < n; ++i) {
       ASSERT_EQ(std::bit_cast<uint32_t>(CombineSplit(hi[i], lo[i])), std::bit_cast<uint32_t>(w[i]))
           << "step " << step << " i " << i;
-      ASSERT_EQ(hi[i], std::bit_cast<uint32_t>(w[i]) >> 16);  // hi is w truncated to bf16
+      ASSERT_EQ(hi[i], RoundedUpperHalf(w[i])) << "step " << step << " i " << i;  // hi is w rounded to bf16
     }
+  }
+}
+
+TEST(SplitSgd, SplitRoundsToNearestAndCombinesExactly) {
+  for (uint32_t bits : {0x3f800000u, 0x3f807fffu, 0x3f808000u, 0x3f80ffffu, 0x3f7fffffu, 0xbf7fffffu, 0x00008000u,
+                        0x80000001u, 0x7f7fffffu, 0x7f800000u, 0xff800000u}) {
+    uint16_t hi, lo;
+    SplitFloat(std::bit_cast<float>(bits), hi, lo);
+    EXPECT_EQ(std::bit_cast<uint32_t>(CombineSplit(hi, lo)), bits) << std::hex << bits;
+    EXPECT_EQ(lo, bits & 0xffffu) << std::hex << bits;
+    EXPECT_EQ(hi, (bits >> 16) + ((bits >> 15) & 1)) << std::hex << bits;
+  }
+  uint16_t hi, lo;
+  SplitFloat(std::bit_cast<float>(0x3f7fffffu), hi, lo);
+  EXPECT_EQ(Bf16ToFloat(hi), 1.0f);  // not 0.99609375, the truncation
+  // A NaN stays a NaN of its sign (its payload would carry into the sign bit).
+  for (uint32_t nan : {0x7fffffffu, 0x7fc00000u, 0xffff8000u}) {
+    SplitFloat(std::bit_cast<float>(nan), hi, lo);
+    EXPECT_TRUE(std::isnan(Bf16ToFloat(hi))) << std::hex << nan;
+    EXPECT_TRUE(std::isnan(CombineSplit(hi, lo))) << std::hex << nan;
+    EXPECT_EQ(std::signbit(CombineSplit(hi, lo)), (nan >> 31) != 0) << std::hex << nan;
   }
 }
 
