@@ -1,7 +1,6 @@
 #include "data/criteo_reader.h"
 
 #include <fcntl.h>
-#include <omp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/file.h"
+#include "base/parallel.h"
 #include "base/status_macros.h"
 
 namespace cemb::data {
@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(
     const std::string& path, const CriteoReaderOptions& options) {
   CriteoReaderOptions o = options;
   if (o.threads < 0) return absl::InvalidArgumentError("CriteoReader: threads < 0");
-  if (o.threads == 0) o.threads = std::max(1, omp_get_max_threads());
+  if (o.threads == 0) o.threads = DefaultThreads();
   if (o.max_line_bytes == 0 || o.chunk_bytes < 2 * o.max_line_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("CriteoReader: chunk_bytes (", o.chunk_bytes,
@@ -156,9 +156,7 @@ absl::Status CriteoReader::FillChunks() {
     if (!got) break;
     ++num_filled_;
   }
-  const int n = static_cast<int>(num_filled_);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(options_.threads)
-  for (int i = 0; i < n; ++i) ParseChunk(*chunks_[i]);
+  parallel_for(static_cast<int64_t>(num_filled_), options_.threads, [&](int64_t i) { ParseChunk(*chunks_[i]); });
   return absl::OkStatus();
 }
 

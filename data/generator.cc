@@ -1,13 +1,12 @@
 #include "data/generator.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "base/file.h"
+#include "base/parallel.h"
 #include "base/status_macros.h"
 
 namespace cemb::data {
@@ -24,19 +23,18 @@ double Gaussian(Xoshiro256pp& rng) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
-int ThreadCount(int threads) { return threads > 0 ? threads : std::max(1, omp_get_max_threads()); }
-
 // Generates the chunks in batches of `threads` in parallel and hands each
 // batch to `sink` in order.
 template <typename Sink>
 absl::Status ForEachChunkBatch(const SyntheticGenerator& gen, bool want_raw, Sink&& sink) {
-  const int threads = ThreadCount(gen.options().threads);
+  const int threads = gen.options().threads > 0 ? gen.options().threads : DefaultThreads();
   std::vector<std::vector<float>> records(threads);
   std::vector<std::vector<int64_t>> raw(threads);
   for (uint64_t first = 0; first < gen.num_chunks(); first += threads) {
     const int n = static_cast<int>(std::min<uint64_t>(threads, gen.num_chunks() - first));
-#pragma omp parallel for schedule(static, 1) num_threads(threads)
-    for (int i = 0; i < n; ++i) gen.GenerateChunk(first + i, records[i], want_raw ? &raw[i] : nullptr);
+    parallel_for(n, threads, [&](int64_t i) {
+      gen.GenerateChunk(first + i, records[i], want_raw ? &raw[i] : nullptr);
+    });
     for (int i = 0; i < n; ++i) CEMB_RETURN_IF_ERROR(sink(records[i], raw[i]));
   }
   return absl::OkStatus();
@@ -147,6 +145,37 @@ absl::Status GenerateDataset(const GeneratorOptions& options, const std::string&
     return writer->AppendRecords(records.data(), records.size() / width);
   }));
   return writer->Finish();
+}
+
+absl::Status GenerateSplitDataset(const GeneratorOptions& options, uint64_t validation_samples,
+                                  const std::string& train_path, const std::string& validation_path) {
+  if (validation_samples >= options.num_samples) {
+    return absl::InvalidArgumentError(absl::StrCat("generator: ", validation_samples, " validation samples of ",
+                                                   options.num_samples, " leave nothing to train on"));
+  }
+  CEMB_ASSIGN_OR_RETURN(SyntheticGenerator gen, SyntheticGenerator::Create(options));
+  DatasetSpec spec = gen.spec();
+  spec.part = Part::kTrain;
+  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<DatasetWriter> train, DatasetWriter::Create(train_path, spec));
+  std::unique_ptr<DatasetWriter> validation;
+  if (validation_samples > 0) {
+    spec.part = Part::kValidation;
+    CEMB_ASSIGN_OR_RETURN(validation, DatasetWriter::Create(validation_path, spec));
+  }
+  const uint64_t width = spec.record_floats();
+  const uint64_t n_train = options.num_samples - validation_samples;
+  uint64_t written = 0;
+  CEMB_RETURN_IF_ERROR(ForEachChunkBatch(gen, false, [&](const std::vector<float>& records,
+                                                         const std::vector<int64_t>&) -> absl::Status {
+    const uint64_t n = records.size() / width;
+    const uint64_t to_train = written < n_train ? std::min(n, n_train - written) : 0;
+    if (to_train > 0) CEMB_RETURN_IF_ERROR(train->AppendRecords(records.data(), to_train));
+    if (n > to_train) CEMB_RETURN_IF_ERROR(validation->AppendRecords(records.data() + to_train * width, n - to_train));
+    written += n;
+    return absl::OkStatus();
+  }));
+  CEMB_RETURN_IF_ERROR(train->Finish());
+  return validation ? validation->Finish() : absl::OkStatus();
 }
 
 absl::Status GenerateCriteoTsv(const GeneratorOptions& options, const std::string& path) {

@@ -95,6 +95,14 @@ class SyntheticGenerator {
 // Writes options.num_samples samples as a dataset file (part: kAll).
 [[nodiscard]] absl::Status GenerateDataset(const GeneratorOptions& options, const std::string& path);
 
+// Writes the same samples split in two: the first num_samples -
+// validation_samples as a kTrain file at `train_path`, the rest as a
+// kValidation file at `validation_path` (records as GenerateDataset's); with
+// validation_samples 0 only the kTrain file, of every sample.
+// REQUIRES: validation_samples < num_samples (else InvalidArgument).
+[[nodiscard]] absl::Status GenerateSplitDataset(const GeneratorOptions& options, uint64_t validation_samples,
+                                                const std::string& train_path, const std::string& validation_path);
+
 // Writes the same samples as Criteo TSV: label, the 13 raw integers, and each
 // row index as 8 hex digits, so that preprocessing the TSV with IndexMode::kModulo,
 // the same table sizes and SplitMode::kNone gives the bytes GenerateDataset()

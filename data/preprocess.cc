@@ -1,19 +1,20 @@
 #include "data/preprocess.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/parallel.h"
 #include "base/status_macros.h"
 
 namespace cemb::data {
 namespace {
 
 constexpr uint32_t kRecordFloats = 1 + kNumDense + kNumCategorical;
+// Rows per parallel_for item when records are built from a block.
+constexpr int64_t kRowsPerItem = 1024;
 
 // Which part line `index` (0-based) of input `input` belongs to.
 class Splitter {
@@ -141,7 +142,7 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
   PreprocessOptions o = options;
   if (o.inputs.empty()) return absl::InvalidArgumentError("preprocess: no input files");
   if (o.output_dir.empty()) return absl::InvalidArgumentError("preprocess: no output directory");
-  if (o.reader.threads <= 0) o.reader.threads = std::max(1, omp_get_max_threads());
+  if (o.reader.threads <= 0) o.reader.threads = DefaultThreads();
   const int threads = o.reader.threads;
   PreprocessSummary summary;
   CEMB_ASSIGN_OR_RETURN(summary.input_bytes, TotalBytes(o.inputs));
@@ -171,10 +172,9 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
     vocabulary = std::make_unique<Vocabulary>(kNumCategorical);
     Vocabulary* v = vocabulary.get();
     auto count = [&](size_t, const RowBlock& block) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-      for (int t = 0; t < kNumCategorical; ++t) {
-        for (const CriteoRow& row : block.rows) v->Count(t, row.categorical[t]);
-      }
+      parallel_for(kNumCategorical, threads, [&](int64_t t) {
+        for (const CriteoRow& row : block.rows) v->Count(static_cast<int>(t), row.categorical[t]);
+      });
       return absl::OkStatus();
     };
     CEMB_RETURN_IF_ERROR(ForEachBlock(o, 1, 2, summary.input_bytes, nullptr, count));
@@ -204,19 +204,20 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
         const int64_t n = static_cast<int64_t>(block.rows.size());
         records.resize(static_cast<size_t>(n) * kRecordFloats);
         float* out = records.data();
-#pragma omp parallel for schedule(static) num_threads(threads)
-        for (int64_t i = 0; i < n; ++i) {
-          const CriteoRow& row = block.rows[i];
-          float* r = out + i * kRecordFloats;
-          r[0] = static_cast<float>(row.label);
-          for (int j = 0; j < kNumDense; ++j) r[1 + j] = DenseTransform(row.dense[j]);
-          int32_t idx[kNumCategorical];
-          for (int t = 0; t < kNumCategorical; ++t) {
-            idx[t] = vocab ? vocab->Row(t, row.categorical[t])
-                           : static_cast<int32_t>(row.categorical[t] % table_size[t]);
+        parallel_for((n + kRowsPerItem - 1) / kRowsPerItem, threads, [&](int64_t item) {
+          for (int64_t i = item * kRowsPerItem; i < std::min(n, (item + 1) * kRowsPerItem); ++i) {
+            const CriteoRow& row = block.rows[i];
+            float* r = out + i * kRecordFloats;
+            r[0] = static_cast<float>(row.label);
+            for (int j = 0; j < kNumDense; ++j) r[1 + j] = DenseTransform(row.dense[j]);
+            int32_t idx[kNumCategorical];
+            for (int t = 0; t < kNumCategorical; ++t) {
+              idx[t] = vocab ? vocab->Row(t, row.categorical[t])
+                             : static_cast<int32_t>(row.categorical[t] % table_size[t]);
+            }
+            std::memcpy(r + 1 + kNumDense, idx, sizeof idx);
           }
-          std::memcpy(r + 1 + kNumDense, idx, sizeof idx);
-        }
+        });
         // Runs of consecutive rows in the same part.
         int64_t begin = 0;
         while (begin < n) {

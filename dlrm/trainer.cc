@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -285,43 +284,9 @@ absl::Status Trainer::Impl::PrepareSynthetic() {
   const auto start = Clock::now();
   Print("data: generating %d synthetic samples (%d tables, %s) into %s ...\n", d.samples, g.table_sizes.size(),
         d.distribution == data::IndexDistribution::kZipf ? absl::StrCat("zipf ", d.alpha) : "uniform", work_dir);
-  CEMB_ASSIGN_OR_RETURN(data::SyntheticGenerator gen, data::SyntheticGenerator::Create(g));
-  data::DatasetSpec spec = gen.spec();
-  spec.part = data::Part::kTrain;
-  CEMB_ASSIGN_OR_RETURN(auto train_writer, data::DatasetWriter::Create(train_path, spec));
-  std::unique_ptr<data::DatasetWriter> val_writer;
-  if (n_val > 0) {
-    spec.part = data::Part::kValidation;
-    CEMB_ASSIGN_OR_RETURN(val_writer, data::DatasetWriter::Create(val_path, spec));
-  }
-  const int threads = config.train.threads > 0 ? config.train.threads
-                                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const uint64_t chunks = gen.num_chunks();
-  const size_t record_floats = spec.record_floats();
-  std::vector<std::vector<float>> buffers(static_cast<size_t>(threads));
-  uint64_t written = 0;
-  for (uint64_t c0 = 0; c0 < chunks; c0 += static_cast<uint64_t>(threads)) {
-    const uint64_t c1 = std::min(chunks, c0 + static_cast<uint64_t>(threads));
-    std::vector<std::thread> workers;
-    for (uint64_t c = c0; c < c1; ++c) {
-      workers.emplace_back([&, c] { gen.GenerateChunk(c, buffers[c - c0]); });
-    }
-    for (std::thread& w : workers) w.join();
-    for (uint64_t c = c0; c < c1; ++c) {
-      const std::vector<float>& records = buffers[c - c0];
-      const uint64_t n = records.size() / record_floats;
-      const uint64_t to_train = written < n_train ? std::min(n, n_train - written) : 0;
-      if (to_train > 0) CEMB_RETURN_IF_ERROR(train_writer->AppendRecords(records.data(), to_train));
-      if (n > to_train) {
-        CEMB_RETURN_IF_ERROR(val_writer->AppendRecords(records.data() + to_train * record_floats, n - to_train));
-      }
-      written += n;
-    }
-  }
-  CEMB_RETURN_IF_ERROR(train_writer->Finish());
-  if (val_writer) CEMB_RETURN_IF_ERROR(val_writer->Finish());
+  CEMB_RETURN_IF_ERROR(data::GenerateSplitDataset(g, n_val, train_path, val_path));
   CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(train_path, data::Verify::kHeader));
-  if (val_writer) {
+  if (n_val > 0) {
     CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(val_path, data::Verify::kHeader));
   }
   Print("data: generated in %.1f s\n", Seconds(start, Clock::now()));

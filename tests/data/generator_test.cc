@@ -1,6 +1,8 @@
 #include "data/generator.h"
 
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <numeric>
@@ -63,6 +65,39 @@ TEST(SyntheticGenerator, OutputDoesNotDependOnThreadCount) {
   o.seed = 43;
   ASSERT_TRUE(GenerateDataset(o, dir.File("c.bin")).ok());
   EXPECT_NE(ReadFile(dir.File("a.bin")), ReadFile(dir.File("c.bin")));
+}
+
+// The split files hold GenerateDataset's records, the last
+// validation_samples of them in the validation file (20000 samples span
+// several chunks; the split falls inside one); 0 writes the training file
+// alone; a split that leaves nothing to train on is refused.
+TEST(SyntheticGenerator, SplitDatasetHoldsTheSameRecordsSplitAtTheEnd) {
+  TempDir dir;
+  const GeneratorOptions o = SmallOptions();
+  ASSERT_TRUE(GenerateDataset(o, dir.File("all.bin")).ok());
+  ASSERT_TRUE(GenerateSplitDataset(o, 1234, dir.File("t.bin"), dir.File("v.bin")).ok());
+  auto all = Dataset::Open(dir.File("all.bin"));
+  auto t = Dataset::Open(dir.File("t.bin"));
+  auto v = Dataset::Open(dir.File("v.bin"));
+  ASSERT_TRUE(all.ok() && t.ok() && v.ok());
+  ASSERT_EQ((*t)->num_samples(), 20000u - 1234u);
+  ASSERT_EQ((*v)->num_samples(), 1234u);
+  EXPECT_EQ((*t)->part(), Part::kTrain);
+  EXPECT_EQ((*v)->part(), Part::kValidation);
+  const size_t bytes = (*all)->spec().record_bytes();
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const float* want = (*all)->record(i);
+    const float* got = i < 18766 ? (*t)->record(i) : (*v)->record(i - 18766);
+    ASSERT_EQ(std::memcmp(want, got, bytes), 0) << "sample " << i;
+  }
+  ASSERT_TRUE(GenerateSplitDataset(o, 0, dir.File("t0.bin"), dir.File("v0.bin")).ok());
+  auto t0 = Dataset::Open(dir.File("t0.bin"));
+  ASSERT_TRUE(t0.ok());
+  EXPECT_EQ((*t0)->num_samples(), 20000u);
+  EXPECT_FALSE(std::filesystem::exists(dir.File("v0.bin")));
+  const absl::Status none = GenerateSplitDataset(o, 20000, dir.File("t1.bin"), dir.File("v1.bin"));
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(none.message()), HasSubstr("20000 validation samples of 20000"));
 }
 
 TEST(SyntheticGenerator, WritesTheKaggleShapeByDefault) {

@@ -1,0 +1,43 @@
+// parallel_for: the one way the libraries run work on several threads, an
+// OpenMP loop over work items. Kernels are single-threaded range functions;
+// executors (embedding/ensemble.h, data/ generation and preprocessing, the
+// trainer) split their work into items and hand them to parallel_for, so
+// tests can call a kernel without threads.
+//
+// Thread safety: parallel_for may be called from any thread; nested calls run
+// their items on the calling thread (OpenMP nesting is off).
+//
+//   std::vector<Chunk> out(n);
+//   cemb::parallel_for(n, /*threads=*/0, [&](int64_t i) { out[i] = Make(i); });
+#ifndef CEMB_BASE_PARALLEL_H_
+#define CEMB_BASE_PARALLEL_H_
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace cemb {
+
+// The number of threads parallel_for uses when asked for 0 threads.
+inline int DefaultThreads() { return std::max(1, omp_get_max_threads()); }
+
+// Runs fn(i) for every i in [0, n), items handed out dynamically, on
+// `threads` threads (<= 0: DefaultThreads()). Returns after all items ran.
+// NOTE: which thread runs an item is unspecified; results that must not
+// depend on the thread count must not depend on it.
+template <typename Fn>
+void parallel_for(int64_t n, int threads, Fn&& fn) {
+  if (n <= 0) return;
+  if (threads <= 0) threads = DefaultThreads();
+  if (threads == 1 || n == 1 || omp_in_parallel()) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
+}  // namespace cemb
+
+#endif  // CEMB_BASE_PARALLEL_H_
