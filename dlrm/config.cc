@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <functional>
 #include <set>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -101,7 +102,33 @@ bool ParseCacheSize(absl::string_view text, CacheSize* out) {
 struct Context {
   std::string file;
   std::set<std::string> overridden;  // key paths set by --set
+  // Every key a getter read, with the value it took (the default when
+  // absent), in reading order: TrainConfig::settings.
+  std::vector<std::pair<std::string, std::string>>* read = nullptr;
 };
+
+// A double as the shortest text that reads back as the same value.
+std::string ShortestDouble(double v) {
+  for (int digits = 6; digits < 17; ++digits) {
+    std::string s = absl::StrFormat("%.*g", digits, v);
+    double back;
+    if (absl::SimpleAtod(s, &back) && back == v) return s;
+  }
+  return absl::StrFormat("%.17g", v);
+}
+std::string Text(int64_t v) { return absl::StrCat(v); }
+std::string Text(double v) { return ShortestDouble(v); }
+std::string Text(bool v) { return v ? "true" : "false"; }
+std::string Text(const std::string& v) { return v; }
+std::string Text(const CacheSize& v) {
+  return v.bytes >= 0 ? absl::StrCat(v.bytes) : absl::StrCat(ShortestDouble(v.fraction * 100), "%");
+}
+template <typename T>
+std::string Text(const std::vector<T>& v) {
+  std::vector<std::string> parts;
+  for (const T& x : v) parts.push_back(Text(static_cast<std::conditional_t<std::is_integral_v<T>, int64_t, T>>(x)));
+  return absl::StrJoin(parts, ",");
+}
 
 class MapReader {
  public:
@@ -132,6 +159,13 @@ class MapReader {
     }
     return YAML::Node(YAML::NodeType::Undefined);
   }
+  // Records the value `key` took (Context::read).
+  template <typename T>
+  absl::Status Note(absl::string_view key, const T& value) {
+    if (ctx_.read != nullptr) ctx_.read->emplace_back(Path(key), Text(value));
+    return absl::OkStatus();
+  }
+
   // The value of `key`, or an undefined node when absent or null (a key
   // with no value keeps its default).
   YAML::Node Get(absl::string_view key) {
@@ -143,7 +177,7 @@ class MapReader {
 
   absl::Status Int(absl::string_view key, int64_t* out, int64_t min, int64_t max = INT64_MAX) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
+    if (!n.IsDefined()) return Note(key, *out);
     int64_t v;
     if (!n.IsScalar() || !ParseInt(n.Scalar(), &v)) {
       return Error(key, absl::StrCat("expected an integer, got ", Quote(n)));
@@ -154,19 +188,19 @@ class MapReader {
                             : absl::StrCat("expected an integer in [", min, ", ", max, "], got ", v));
     }
     *out = v;
-    return absl::OkStatus();
+    return Note(key, *out);
   }
   template <typename T>
   absl::Status Integer(absl::string_view key, T* out, int64_t min, int64_t max = INT64_MAX) {
     int64_t v = static_cast<int64_t>(*out);
-    CEMB_RETURN_IF_ERROR(Int(key, &v, min, max));
+    CEMB_RETURN_IF_ERROR(Int(key, &v, min, max));  // notes v
     *out = static_cast<T>(v);
     return absl::OkStatus();
   }
   // A number in [min, max] (open at min when min_open).
   absl::Status Double(absl::string_view key, double* out, double min, double max, bool min_open = false) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
+    if (!n.IsDefined()) return Note(key, *out);
     double v;
     if (!n.IsScalar() || !ParseDouble(n.Scalar(), &v)) {
       return Error(key, absl::StrCat("expected a number, got ", Quote(n)));
@@ -177,32 +211,39 @@ class MapReader {
       return Error(key, absl::StrCat("expected a number ", range, ", got ", n.Scalar()));
     }
     *out = v;
-    return absl::OkStatus();
+    return Note(key, *out);
   }
   absl::Status Bool(absl::string_view key, bool* out) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
-    if (!n.IsScalar() || !ParseBool(n.Scalar(), out)) {
+    if (n.IsDefined() && (!n.IsScalar() || !ParseBool(n.Scalar(), out))) {
       return Error(key, absl::StrCat("expected true or false, got ", Quote(n)));
     }
-    return absl::OkStatus();
+    return Note(key, *out);
   }
   absl::Status String(absl::string_view key, std::string* out) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
-    if (!n.IsScalar()) return Error(key, absl::StrCat("expected a string, got ", Quote(n)));
-    *out = n.Scalar();
-    return absl::OkStatus();
+    if (n.IsDefined()) {
+      if (!n.IsScalar()) return Error(key, absl::StrCat("expected a string, got ", Quote(n)));
+      *out = n.Scalar();
+    }
+    return Note(key, *out);
   }
+  // Noted by name: "model.interaction=dot", never the enum's number.
   template <typename T>
   absl::Status Enum(absl::string_view key, T* out, std::initializer_list<std::pair<const char*, T>> names) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
+    auto note = [&]() {
+      for (const auto& [name, value] : names) {
+        if (value == *out) return Note(key, std::string(name));
+      }
+      return Note(key, std::string("?"));
+    };
+    if (!n.IsDefined()) return note();
     std::vector<std::string> all;
     for (const auto& [name, value] : names) {
       if (n.IsScalar() && absl::AsciiStrToLower(n.Scalar()) == name) {
         *out = value;
-        return absl::OkStatus();
+        return note();
       }
       all.push_back(name);
     }
@@ -210,20 +251,19 @@ class MapReader {
   }
   absl::Status CacheSizeValue(absl::string_view key, CacheSize* out) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
-    if (!n.IsScalar() || !ParseCacheSize(n.Scalar(), out)) {
+    if (n.IsDefined() && (!n.IsScalar() || !ParseCacheSize(n.Scalar(), out))) {
       return Error(key, absl::StrCat("expected a fraction in [0, 1] (0.25, 25%) or a size in bytes "
                                      "(4096, 512MiB, 2GB), got ",
                                      Quote(n)));
     }
-    return absl::OkStatus();
+    return Note(key, *out);
   }
   // A list of integers in [min, max]; a single integer is a list of one.
   template <typename T>
   absl::Status IntList(absl::string_view key, std::vector<T>* out, int64_t min, int64_t max,
                        absl::string_view what) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
+    if (!n.IsDefined()) return Note(key, *out);
     std::vector<T> values;
     auto bad = [&](const YAML::Node& item) -> absl::Status {
       return Error(key, absl::StrCat("expected a list of ", what, ", got ", Quote(item)));
@@ -241,11 +281,11 @@ class MapReader {
       if (values.empty()) return Error(key, absl::StrCat("expected a list of ", what, ", got an empty list"));
     }
     *out = std::move(values);
-    return absl::OkStatus();
+    return Note(key, *out);
   }
   absl::Status StringList(absl::string_view key, std::vector<std::string>* out) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
+    if (!n.IsDefined()) return Note(key, *out);
     std::vector<std::string> values;
     if (n.IsScalar()) {
       values.push_back(n.Scalar());
@@ -258,12 +298,14 @@ class MapReader {
       return Error(key, absl::StrCat("expected a path or a list of paths, got ", Quote(n)));
     }
     *out = std::move(values);
-    return absl::OkStatus();
+    return Note(key, *out);
   }
-  // A sub-map; absent is fine (every key keeps its default).
+  // A sub-map; absent is fine (every key keeps its default). An absent
+  // section is parsed as an empty one, so that its keys' defaults are noted
+  // (and fingerprinted) as when the section is given.
   absl::Status Section(absl::string_view key, const std::function<absl::Status(MapReader&)>& parse) {
     YAML::Node n = Get(key);
-    if (!n.IsDefined()) return absl::OkStatus();
+    if (!n.IsDefined()) n = YAML::Node(YAML::NodeType::Map);
     if (!n.IsMap()) return Error(key, absl::StrCat("expected a map of keys, got ", Quote(n)));
     MapReader sub(ctx_, n, Path(key));
     CEMB_RETURN_IF_ERROR(parse(sub));
@@ -402,6 +444,7 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
     m.dram_budget = budget;
   } else {
     r.Get("dram_budget");
+    r.Note("dram_budget", std::string("none")).IgnoreError();
   }
   CEMB_RETURN_IF_ERROR(r.Section("storage", [&](MapReader& s) { return ParseStorage(s, m.storage); }));
   // Per-table overrides start from the default storage, which is therefore
@@ -591,6 +634,7 @@ absl::StatusOr<TrainConfig> TrainConfig::Parse(std::string_view yaml, std::strin
     for (const std::string& o : overrides) CEMB_RETURN_IF_ERROR(ApplyOverride(root, o, ctx));
     TrainConfig c;
     c.source_name = ctx.file;
+    ctx.read = &c.settings;
     MapReader r(ctx, root, "");
     CEMB_RETURN_IF_ERROR(r.Section("data", [&](MapReader& s) { return ParseData(s, c.data); }));
     CEMB_RETURN_IF_ERROR(r.Section("model", [&](MapReader& s) { return ParseModel(s, c.model); }));
@@ -679,7 +723,44 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
   return o;
 }
 
+namespace {
+// The keys a checkpoint may resume under with another value (TrainConfig::
+// Fingerprint): how long to train, evaluation, logging, checkpoints, threads
+// (warned about: dlrm/trainer.cc) and where the rows live. Any other key the
+// reader reads, a new one included, is fingerprinted.
+constexpr std::string_view kMayChangeOnResume[] = {
+    "data.work_dir",       "model.dram_budget",       "model.storage.",        "model.table_storage.",
+    "train.steps",         "train.epochs",            "train.eval_every",      "train.eval_batches",
+    "train.threads",       "train.checkpoint_dir",    "train.checkpoint_every", "train.keep_checkpoints",
+    "train.log_jsonl",     "train.log_every",         "train.export_dir",      "train.progress",
+    "train.prefetch_batches"};
+}  // namespace
+
+bool TrainConfig::MayChangeOnResume(std::string_view key) {
+  for (std::string_view k : kMayChangeOnResume) {
+    if (k.back() == '.' ? key.starts_with(k) : key == k) return true;
+  }
+  return false;
+}
+
 std::string TrainConfig::Fingerprint() const {
+  std::string s = absl::StrCat(kFingerprintVersion, "\n");
+  for (const auto& [key, value] : settings) {
+    if (!MayChangeOnResume(key)) absl::StrAppend(&s, key, "=", value, "\n");
+  }
+  return s;
+}
+
+void TrainConfig::SetMlpPrecision(Precision precision) {
+  model.mlp_precision = precision;
+  for (auto& [key, value] : settings) {
+    if (key == "model.mlp_precision") value = PrecisionName(precision);
+  }
+}
+
+// The fingerprint of checkpoints written before kFingerprintVersion: fixed
+// keys, enums as numbers. Kept so that those checkpoints still resume.
+std::string TrainConfig::LegacyFingerprint() const {
   std::string s;
   auto line = [&](absl::string_view key, const auto& value) { absl::StrAppend(&s, key, "=", value, "\n"); };
   line("data.source", DataSourceName(data.source));

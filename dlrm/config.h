@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -232,20 +233,37 @@ struct TrainConfig {
   [[nodiscard]] absl::Status ApplyDramBudget(uint32_t hotness, const TableTraffic* traffic,
                                              EmbeddingLayerOptions& emb, DramSplit* split) const;
 
-  // A canonical one-key-per-line rendering of the settings that fix the
-  // model and the order of its training (data, model, optimizer, batch size,
-  // seed, shuffling): a checkpoint stores it and resuming under another
-  // one is refused. Steps, epochs, evaluation, logging and checkpointing
-  // settings are left out, so a run can be continued for longer; so is where
-  // the rows live (model.storage, table_storage, dram_budget,
-  // train.prefetch_batches): they change no bit of the results (tested:
-  // tests/dlrm/ssd_training_test.cc), so a run may resume with its tables
-  // moved: a checkpoint's .rows files and an ssd table's snapshot (.ssd)
-  // load into a table of any kind.
-  // model.mlp_precision is rendered as it stands (0 fp32, 1 bf16, 2 auto):
-  // the trainer sets it to the resolved precision before fingerprinting, so
-  // a checkpoint records what the model ran in.
+  // Every key the reader read (defaults included), in reading order, with
+  // the value it took as text (enums by name: "model.interaction=dot").
+  // Filled by Load / Parse; a TrainConfig made otherwise has none.
+  std::vector<std::pair<std::string, std::string>> settings;
+
+  // The first line of a Fingerprint (checkpoints without it have a
+  // LegacyFingerprint).
+  static constexpr const char* kFingerprintVersion = "fingerprint=2";
+
+  // The settings that fix the model and the order of its training, one
+  // "key=value" line per key after the kFingerprintVersion line: every key
+  // of `settings` but those for which MayChangeOnResume holds. A checkpoint
+  // stores it and resuming under another one is refused. Since it is made
+  // from the keys the reader read, a new key is fingerprinted unless it is
+  // added to MayChangeOnResume's list. Steps, epochs, evaluation, logging,
+  // checkpointing and threads may change, so a run can be continued for
+  // longer; so may where the rows live (model.storage, table_storage,
+  // dram_budget, train.prefetch_batches): they change no bit of the results
+  // (tested: tests/dlrm/ssd_training_test.cc), so a run may resume with its
+  // tables moved: a checkpoint's .rows files and an ssd table's snapshot
+  // (.ssd) load into a table of any kind.
+  // NOTE: the values are those read; a field changed after Load is not
+  // seen, except model.mlp_precision through SetMlpPrecision (the trainer
+  // sets the resolved precision, so a checkpoint records what the model
+  // ran in, not auto).
   std::string Fingerprint() const;
+  static bool MayChangeOnResume(std::string_view key);
+  void SetMlpPrecision(Precision precision);
+  // The fingerprint checkpoints had before kFingerprintVersion (fixed keys,
+  // enums as numbers), for resuming them.
+  std::string LegacyFingerprint() const;
 };
 
 // This machine's physical memory in bytes (what a model.dram_budget fraction

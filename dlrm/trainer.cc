@@ -491,7 +491,7 @@ absl::Status Trainer::Impl::BuildModel() {
   // From here on the config holds the precision the model runs in (auto
   // resolved), so that a checkpoint's fingerprint records it and a bf16
   // checkpoint never resumes as fp32.
-  config.model.mlp_precision = model->options().mlp_precision;
+  config.SetMlpPrecision(model->options().mlp_precision);
   if (!config.model.init_from.empty()) {
     if (absl::Status s = model->ImportNpy(config.model.init_from); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat(config.source_name, ": model.init_from: ", s.message()));
@@ -513,28 +513,70 @@ absl::Status Trainer::Impl::Resume() {
   }
   CEMB_ASSIGN_OR_RETURN(std::string path, LatestCheckpoint(dir));
   CEMB_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(path));
-  const std::string now = config.Fingerprint();
+  // Checkpoints from before the fingerprint's version line compare with the
+  // fingerprint of their time.
+  const bool legacy = !absl::StartsWith(state.config, absl::StrCat(TrainConfig::kFingerprintVersion, "\n"));
+  const std::string now = legacy ? config.LegacyFingerprint() : config.Fingerprint();
   if (state.config != now) {
-    std::vector<std::string> a = absl::StrSplit(state.config, '\n'), b = absl::StrSplit(now, '\n');
-    std::string diff = "the settings differ";
-    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-      const std::string x = i < a.size() ? a[i] : "", y = i < b.size() ? b[i] : "";
-      if (x == y) continue;
-      diff = absl::StrCat("it was written with '", x, "', the config says '", y, "'");
-      constexpr absl::string_view kPrecision = "model.mlp_precision=";
-      if (absl::StartsWith(x, kPrecision) && absl::StartsWith(y, kPrecision)) {
-        // The fingerprint holds the Precision value; name it, and what auto chose.
-        const absl::string_view was = x.substr(kPrecision.size()) == "1" ? "bf16" : "fp32";
-        const MlpPrecisionChoice& p = model->mlp_precision_choice();
-        diff = absl::StrCat("it was written with ", was, " MLPs, this run's are ", PrecisionName(p.precision),
-                            p.reason.empty() ? "" : absl::StrCat(" (", p.reason, ")"),
-                            "; set model.mlp_precision=", was, " to resume it");
+    // The first key, in the checkpoint's order, whose value differs (or that
+    // only one side has).
+    auto parse = [](const std::string& fingerprint) {
+      std::vector<std::pair<std::string, std::string>> lines;
+      for (absl::string_view line : absl::StrSplit(fingerprint, '\n', absl::SkipEmpty())) {
+        const size_t eq = line.find('=');
+        lines.emplace_back(std::string(line.substr(0, eq)),
+                           eq == absl::string_view::npos ? "" : std::string(line.substr(eq + 1)));
       }
-      break;
+      return lines;
+    };
+    auto was = parse(state.config), is = parse(now);
+    if (legacy) {
+      // Legacy fingerprints hold these enums as numbers: name them.
+      static const std::pair<const char*, std::vector<const char*>> kEnums[] = {
+          {"data.distribution", {"uniform", "zipf"}},    {"data.format", {"kaggle", "terabyte"}},
+          {"data.index_mode", {"modulo", "vocabulary"}}, {"model.interaction", {"dot", "concat"}},
+          {"model.mlp_precision", {"fp32", "bf16", "auto"}}, {"optimizer.embedding", {"sgd", "rowwise_adagrad"}}};
+      for (auto* lines : {&was, &is}) {
+        for (auto& [k, v] : *lines) {
+          for (const auto& [name, values] : kEnums) {
+            int i;
+            if (k == name && absl::SimpleAtoi(v, &i) && i >= 0 && i < static_cast<int>(values.size())) v = values[i];
+          }
+        }
+      }
+    }
+    auto find = [](const auto& lines, const std::string& key) -> const std::string* {
+      for (const auto& [k, v] : lines) {
+        if (k == key) return &v;
+      }
+      return nullptr;
+    };
+    std::string key, old_value, new_value;
+    for (const auto& [k, v] : was) {
+      const std::string* n = find(is, k);
+      if (n == nullptr || *n != v) {
+        key = k, old_value = v, new_value = n ? *n : "(not set)";
+        break;
+      }
+    }
+    for (size_t i = 0; key.empty() && i < is.size(); ++i) {
+      if (find(was, is[i].first) == nullptr) key = is[i].first, old_value = "(not set)", new_value = is[i].second;
+    }
+    std::string diff = key.empty() ? std::string("the settings differ")
+                                   : absl::StrCat("it was written with ", key, "=", old_value, ", the config says ",
+                                                  key, "=", new_value);
+    if (key == "model.mlp_precision") {
+      // Name what auto chose.
+      const std::string& name = old_value;
+      const MlpPrecisionChoice& p = model->mlp_precision_choice();
+      diff = absl::StrCat("it was written with ", name, " MLPs, this run's are ", PrecisionName(p.precision),
+                          p.reason.empty() ? "" : absl::StrCat(" (", p.reason, ")"),
+                          "; set model.mlp_precision=", name, " to resume it");
     }
     return absl::FailedPreconditionError(
         absl::StrCat("cannot resume from ", path, ": ", diff,
-                     " (only train.steps, epochs, evaluation, logging and checkpoint settings may change)"));
+                     " (only train.steps, epochs, evaluation, logging, checkpoint, threads and storage settings "
+                     "may change)"));
   }
   CEMB_ASSIGN_OR_RETURN(data::LoaderPosition pos, data::LoaderPosition::Parse(state.loader_position));
   CEMB_RETURN_IF_ERROR(model->Load(path + "/model"));

@@ -12,6 +12,7 @@ namespace cemb::dlrm {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 absl::StatusOr<TrainConfig> Parse(const std::string& yaml, std::vector<std::string> overrides = {}) {
   return TrainConfig::Parse(yaml, "configs/x.yaml", overrides);
@@ -299,6 +300,43 @@ TEST(TrainConfig, FingerprintIgnoresRunLengthButNotTheModel) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(a->Fingerprint(), b->Fingerprint());
   EXPECT_NE(a->Fingerprint(), c->Fingerprint());
+}
+
+// The fingerprint is made of the keys the reader read: every one of them,
+// defaults included, but those that may change on resume; enums by name.
+TEST(TrainConfig, FingerprintHoldsEveryKeyReadButTheRunLengthOnesWithEnumsByName) {
+  absl::StatusOr<TrainConfig> c = Parse("", {"model.interaction=concat", "data.bad_lines=skip"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string f = c->Fingerprint();
+  EXPECT_TRUE(f.starts_with(absl::StrCat(TrainConfig::kFingerprintVersion, "\n"))) << f;
+  EXPECT_THAT(f, HasSubstr("\nmodel.interaction=concat\n"));
+  EXPECT_THAT(f, HasSubstr("\ndata.bad_lines=skip\n"));  // a key the fixed list of old left out
+  EXPECT_THAT(f, HasSubstr("\ndata.distribution=uniform\n"));  // a default, by name
+  EXPECT_THAT(f, HasSubstr("\noptimizer.learning_rate=0.1\n"));
+  int fingerprinted = 0, may_change = 0;
+  for (const auto& [key, value] : c->settings) {
+    const std::string line = absl::StrCat("\n", key, "=", value, "\n");
+    if (TrainConfig::MayChangeOnResume(key)) {
+      ++may_change;
+      EXPECT_THAT(f, Not(HasSubstr(absl::StrCat("\n", key, "=")))) << key;
+    } else {
+      ++fingerprinted;
+      EXPECT_THAT(f, HasSubstr(line)) << key;
+    }
+  }
+  EXPECT_GT(fingerprinted, 30);
+  EXPECT_GT(may_change, 10);
+  for (const char* key : {"train.steps", "train.log_jsonl", "model.storage.kind", "model.dram_budget"}) {
+    EXPECT_TRUE(TrainConfig::MayChangeOnResume(key)) << key;
+  }
+  for (const char* key : {"train.batch_size", "model.storage", "data.seed", "train.stepsize"}) {
+    EXPECT_FALSE(TrainConfig::MayChangeOnResume(key)) << key;
+  }
+  // A learning rate that differs in the 9th digit is another fingerprint.
+  absl::StatusOr<TrainConfig> lr = Parse("", {"model.interaction=concat", "data.bad_lines=skip",
+                                              "optimizer.learning_rate=0.100000001"});
+  ASSERT_TRUE(lr.ok());
+  EXPECT_NE(lr->Fingerprint(), f);
 }
 
 // The keys of the reference's run (configs/fidelity.yaml): split, init_from,

@@ -398,10 +398,10 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
   absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest);
   ASSERT_TRUE(state.ok()) << state.status();
   const bool was_bf16 = chosen->precision == Precision::kBf16;
-  const std::string line = absl::StrCat("model.mlp_precision=", static_cast<int>(chosen->precision), "\n");
+  const std::string line = absl::StrCat("model.mlp_precision=", resolved, "\n");
   const size_t at = state->config.find(line);
   ASSERT_NE(at, std::string::npos) << state->config;
-  state->config.replace(at, line.size(), absl::StrCat("model.mlp_precision=", was_bf16 ? 0 : 1, "\n"));
+  state->config.replace(at, line.size(), absl::StrCat("model.mlp_precision=", was_bf16 ? "fp32" : "bf16", "\n"));
   state->step = 4;
   ASSERT_TRUE(WriteCheckpoint(ck, *state, [&](const std::string& tmp) -> absl::Status {
                 std::error_code ec;
@@ -417,6 +417,55 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr(absl::StrCat("it was written with ", written, " MLPs, this run's are ", resolved, " (",
                                      chosen->reason, "); set model.mlp_precision=", written, " to resume it")));
+}
+
+// A refused resume names the key and both values by name
+// ("model.interaction=dot"), never an enum's number, also for a checkpoint
+// written before the fingerprint listed the keys the reader read (its enums
+// are numbers: they are named); such a checkpoint still resumes.
+TEST_F(TrainerTest, RefusedResumeNamesTheKeyAndBothValues) {
+  const std::string ck = absl::StrCat(dir_, "/ck");
+  absl::StatusOr<TrainConfig> first =
+      Config(SmallYaml(), {"train.steps=2", "train.checkpoint_dir=" + ck, "model.interaction=dot"});
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(Train(*first).ok());
+  absl::StatusOr<TrainConfig> concat =
+      Config(SmallYaml(), {"train.steps=3", "train.checkpoint_dir=" + ck, "model.interaction=concat"});
+  ASSERT_TRUE(concat.ok());
+  absl::StatusOr<TrainSummary> refused = Train(*concat, /*resume=*/true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("it was written with model.interaction=dot, the config says model.interaction=concat"));
+
+  // The same checkpoint with the fingerprint of an older dlrm-train.
+  absl::StatusOr<std::string> latest = LatestCheckpoint(ck);
+  ASSERT_TRUE(latest.ok());
+  absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(state->config.starts_with(absl::StrCat(TrainConfig::kFingerprintVersion, "\n"))) << state->config;
+  absl::StatusOr<TrainConfig> resolved = Config(SmallYaml(), {"train.checkpoint_dir=" + ck});
+  ASSERT_TRUE(resolved.ok());
+  absl::StatusOr<MlpPrecisionChoice> chosen = ResolveMlpPrecision(resolved->model.mlp_precision, DetectMatmulCpu());
+  ASSERT_TRUE(chosen.ok());
+  resolved->SetMlpPrecision(chosen->precision);  // as the trainer records it
+  state->config = resolved->LegacyFingerprint();
+  ASSERT_THAT(state->config, HasSubstr("model.interaction=0\n"));
+  state->step = 4;
+  ASSERT_TRUE(WriteCheckpoint(ck, *state, [&](const std::string& tmp) -> absl::Status {
+                std::error_code ec;
+                fs::copy(*latest + "/model", tmp + "/model", fs::copy_options::recursive, ec);
+                return ec ? absl::InternalError(ec.message()) : absl::OkStatus();
+              }, /*keep=*/3).ok());
+  refused = Train(*concat, /*resume=*/true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("it was written with model.interaction=dot, the config says model.interaction=concat"));
+  absl::StatusOr<TrainConfig> more = Config(SmallYaml(), {"train.steps=5", "train.checkpoint_dir=" + ck});
+  ASSERT_TRUE(more.ok());
+  absl::StatusOr<TrainSummary> resumed = Train(*more, /*resume=*/true);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->first_step, 4);
 }
 
 // data.split: none trains on every sample (no validation, no evaluation);
