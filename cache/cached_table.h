@@ -488,14 +488,7 @@ class CachedTable<T, kDynamic> {
   // ReadSection; it waits for readers), when free slots are below the low
   // water mark; returns the slots it freed. Any thread, any time; for
   // tables made with evictor_thread = false, or to evict ahead of a burst.
-  int64_t evict() {
-    const cache_internal::CacheState& s = *state_;
-    if (eviction_ != CacheEviction::kClock || !s.full.load(std::memory_order_relaxed) ||
-        s.free_slots.size() > s.low_water.load(std::memory_order_relaxed)) {
-      return 0;
-    }
-    return EvictRound();
-  }
+  int64_t evict() { return eviction_ == CacheEviction::kClock && NeedsEviction() ? EvictRound() : 0; }
   // Writes every dirty cached row back (and persists it), keeping the cache:
   // before a checkpoint of the base, or for the static policy.
   void sync() { Writeback(); }
@@ -641,6 +634,22 @@ class CachedTable<T, kDynamic> {
            (eviction_ == CacheEviction::kClock && state_->free_slots.size() > 0);
   }
   void WakeEvictor() const;
+  // kClock: every page is open and free slots are at or below the low-water mark.
+  bool NeedsEviction() const {
+    return state_->full.load(std::memory_order_relaxed) &&
+           state_->free_slots.size() <= state_->low_water.load(std::memory_order_relaxed);
+  }
+  // kClock: holds off eviction rounds (flushes, setters, sync); kFlush: nothing.
+  std::unique_lock<std::mutex> HoldOffEvictor() {
+    return eviction_ == CacheEviction::kClock ? std::unique_lock<std::mutex>(state_->evict_mu)
+                                              : std::unique_lock<std::mutex>();
+  }
+  // Pages the bounds allow: kFlush whole pages within them; kClock rounds up,
+  // so that a cache of 100% holds every row.
+  int64_t MaxPages(int64_t lower, int64_t slack) const {
+    const int64_t round_up = eviction_ == CacheEviction::kClock ? page_bytes() - 1 : 0;
+    return (std::max<int64_t>(0, lower) + std::max<int64_t>(0, slack) + round_up) / page_bytes();
+  }
   void SetBounds(int64_t lower, int64_t slack);
   void Flush(int64_t target_bytes, bool writeback);
   // Flush() without taking evict_mu (the caller holds it, or kFlush).
@@ -841,20 +850,15 @@ void CachedTable<T, kDynamic>::WakeEvictor() const {
 template <StorageType T>
 void CachedTable<T, kDynamic>::SetBounds(int64_t lower, int64_t slack) {
   cache_internal::CacheState& s = *state_;
-  std::unique_lock<std::mutex> evict_lock(s.evict_mu, std::defer_lock);
-  if (eviction_ == CacheEviction::kClock) {
-    evict_lock.lock();
-    // Fewer pages than are open: drop the oldest first (exclusive access).
-    const int64_t max_pages = (std::max<int64_t>(0, lower) + std::max<int64_t>(0, slack) + page_bytes() - 1) / page_bytes();
-    if (static_cast<int64_t>(s.pages.size()) > max_pages) FlushPages(max_pages * page_bytes(), /*writeback=*/true);
+  const std::unique_lock<std::mutex> evict_lock = HoldOffEvictor();
+  const int64_t max_pages = MaxPages(lower, slack);
+  if (eviction_ == CacheEviction::kClock && static_cast<int64_t>(s.pages.size()) > max_pages) {
+    FlushPages(max_pages * page_bytes(), /*writeback=*/true);  // fewer pages than are open: the oldest go
   }
   std::lock_guard<std::mutex> lock(s.mu);
   s.lower_bytes = std::max<int64_t>(0, lower);
   s.slack_bytes = std::max<int64_t>(0, slack);
-  // kFlush: whole pages within the bounds; kClock rounds up, so that a cache of
-  // 100% holds every row.
-  const int64_t round_up = eviction_ == CacheEviction::kClock ? page_bytes() - 1 : 0;
-  s.max_pages = (s.lower_bytes + s.slack_bytes + round_up) / page_bytes();
+  s.max_pages = max_pages;
   s.full.store(false, std::memory_order_relaxed);  // the next miss finds out
   if (eviction_ == CacheEviction::kClock) RebuildClockState();
 }
@@ -914,8 +918,7 @@ void CachedTable<T, kDynamic>::PersistWritten(std::vector<int64_t>& rows) {
 
 template <StorageType T>
 void CachedTable<T, kDynamic>::Flush(int64_t target_bytes, bool writeback) {
-  std::unique_lock<std::mutex> evict_lock(state_->evict_mu, std::defer_lock);
-  if (eviction_ == CacheEviction::kClock) evict_lock.lock();  // no eviction round beside it
+  const std::unique_lock<std::mutex> evict_lock = HoldOffEvictor();
   FlushPages(target_bytes, writeback);
 }
 
@@ -952,8 +955,7 @@ void CachedTable<T, kDynamic>::FlushPages(int64_t target_bytes, bool writeback) 
 template <StorageType T>
 void CachedTable<T, kDynamic>::Writeback() {
   cache_internal::CacheState& s = *state_;
-  std::unique_lock<std::mutex> evict_lock(s.evict_mu, std::defer_lock);
-  if (eviction_ == CacheEviction::kClock) evict_lock.lock();
+  const std::unique_lock<std::mutex> evict_lock = HoldOffEvictor();
   std::lock_guard<std::mutex> lock(s.mu);
   ++s.cold.syncs;
   for (auto& page : s.pages) DrainPage(*page, /*evict=*/false, /*writeback=*/true);
@@ -1012,10 +1014,7 @@ void CachedTable<T, kDynamic>::EvictorLoop() {
     const uint32_t seen = s.wake.load(std::memory_order_acquire);
     if (s.stop.load(std::memory_order_acquire)) return;
     s.wake_pending.store(false, std::memory_order_release);
-    if (s.full.load(std::memory_order_relaxed) && s.free_slots.size() <= s.low_water.load(std::memory_order_relaxed) &&
-        EvictRound() > 0) {
-      continue;
-    }
+    if (NeedsEviction() && EvictRound() > 0) continue;
     s.wake.wait(seen, std::memory_order_acquire);
   }
 }
