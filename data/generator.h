@@ -46,6 +46,7 @@
 namespace cemb::data {
 
 enum class IndexDistribution { kUniform, kZipf };
+const char* IndexDistributionName(IndexDistribution d);  // "uniform", "zipf"
 
 inline constexpr uint64_t kGeneratorChunk = 8192;
 

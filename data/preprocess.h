@@ -49,7 +49,9 @@
 namespace cemb::data {
 
 enum class CriteoFormat { kKaggle, kTerabyte };
+const char* CriteoFormatName(CriteoFormat f);  // "kaggle", "terabyte"
 enum class IndexMode { kModulo, kVocabulary };
+const char* IndexModeName(IndexMode m);  // "modulo", "vocabulary"
 enum class SplitMode { kReference, kNone };
 
 // Reported after every block from the calling thread.

@@ -550,23 +550,6 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& text, Context& c
 
 }  // namespace
 
-const char* DataSourceName(DataSource source) {
-  switch (source) {
-    case DataSource::kSynthetic: return "synthetic";
-    case DataSource::kTsv: return "tsv";
-    case DataSource::kBinary: return "binary";
-  }
-  return "?";
-}
-
-const char* DataSplitName(DataSplit split) {
-  switch (split) {
-    case DataSplit::kAuto: return "auto";
-    case DataSplit::kNone: return "none";
-  }
-  return "?";
-}
-
 StorageConfig TableStorageConfig::ToStorageConfig() const {
   StorageConfig c;
   c.kind = kind;
@@ -684,6 +667,20 @@ absl::Status TrainConfig::ApplyDramBudget(uint32_t hotness, const TableTraffic* 
   CEMB_ASSIGN_OR_RETURN(DramSplit s, SplitDramBudget(request, traffic, emb));
   if (split != nullptr) *split = std::move(s);
   return absl::OkStatus();
+}
+
+data::PrepareOptions TrainConfig::ToPrepareOptions() const {
+  data::PrepareOptions o;
+  o.data = data;
+  if (o.data.work_dir.empty() && !train.checkpoint_dir.empty()) o.data.work_dir = train.checkpoint_dir + "/data";
+  if (!model.table_sizes.empty()) {
+    o.table_sizes = model.table_sizes;
+  } else if (model.table_count > 0) {
+    o.table_sizes.assign(static_cast<size_t>(model.table_count), model.table_rows);
+  }
+  o.threads = train.threads;
+  o.config_name = absl::StrCat(source_name, ": data");
+  return o;
 }
 
 absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes, uint32_t hotness,

@@ -41,61 +41,20 @@
 #include "absl/status/statusor.h"
 #include "cache/storage.h"
 #include "data/generator.h"
+#include "data/prepare.h"
 #include "data/preprocess.h"
 #include "dlrm/dram_budget.h"
 #include "dlrm/model.h"
 
 namespace cemb::dlrm {
 
-enum class DataSource { kSynthetic, kTsv, kBinary };
-const char* DataSourceName(DataSource source);  // "synthetic", "tsv", "binary"
-
-// Which samples are held out for validation.
-enum class DataSplit {
-  // tsv: the reference split (data/preprocess.h); synthetic and binary: the
-  // last validation_fraction (binary: or the validation file).
-  kAuto,
-  // Every sample is a training sample, in file order; no validation (the
-  // run facebookresearch/dlrm makes on a file it is handed whole).
-  kNone,
-};
-const char* DataSplitName(DataSplit split);  // "auto", "none"
-
-struct DataConfig {
-  DataSource source = DataSource::kSynthetic;
-  // tsv: the input files (Kaggle: one train.txt; Terabyte: the days in
-  // order). binary: one file, the training set, or a directory holding
-  // train.bin and val.bin (the output of `dlrm-data preprocess`).
-  std::vector<std::string> paths;
-  // binary: the validation set; empty = val.bin beside a directory's
-  // train.bin, or else the last validation_fraction of the file.
-  std::string validation_path;
-  // synthetic, and binary without a validation file: the fraction of the
-  // samples held out (the last ones). tsv uses the reference split.
-  double validation_fraction = 0.1;
-  DataSplit split = DataSplit::kAuto;  // none: every sample trains, in file order
-
-  // synthetic
-  uint64_t samples = 1 << 18;
-  data::IndexDistribution distribution = data::IndexDistribution::kUniform;
-  double alpha = 1.0;
-  uint32_t hotness = 1;
-  uint64_t seed = 1;
-
-  // tsv
-  data::CriteoFormat format = data::CriteoFormat::kKaggle;
-  data::IndexMode index_mode = data::IndexMode::kModulo;
-  uint32_t frequency_threshold = 1;
-  bool skip_bad_lines = false;
-  // Caps every table at this many rows (row = id % size); 0 = no cap. Also
-  // caps synthetic tables.
-  uint64_t max_ind_range = 0;
-
-  // Where generated and preprocessed datasets go; empty = <checkpoint_dir>/data
-  // when there is a checkpoint directory, else a temporary directory that is
-  // removed at the end.
-  std::string work_dir;
-};
+// The data: section is data/prepare.h's DataConfig, which the trainer hands
+// to data::PrepareData (ToPrepareOptions).
+using data::DataConfig;
+using data::DataSource;
+using data::DataSourceName;
+using data::DataSplit;
+using data::DataSplitName;
 
 // Where one table lives; the YAML spelling of StorageConfig.
 struct TableStorageConfig {
@@ -232,6 +191,11 @@ struct TrainConfig {
   // The model.dram_budget part of ToDlrmOptions.
   [[nodiscard]] absl::Status ApplyDramBudget(uint32_t hotness, const TableTraffic* traffic,
                                              EmbeddingLayerOptions& emb, DramSplit* split) const;
+  // What data::PrepareData needs: the data section, data.work_dir defaulted
+  // to <train.checkpoint_dir>/data, the model's table sizes when given
+  // (model.tables), train.threads, and messages naming this file. The
+  // caller adds the log.
+  data::PrepareOptions ToPrepareOptions() const;
 
   // Every key the reader read (defaults included), in reading order, with
   // the value it took as text (enums by name: "model.interaction=dot").

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -23,11 +22,9 @@
 #include "base/human.h"
 #include "base/random.h"
 #include "base/status_macros.h"
-#include "data/criteo.h"
 #include "data/dataset.h"
-#include "data/generator.h"
 #include "data/loader.h"
-#include "data/preprocess.h"
+#include "data/prepare.h"
 #include "dlrm/checkpoint.h"
 #include "dlrm/step_cycle.h"
 
@@ -89,12 +86,6 @@ bool ParseExactDouble(const std::string& s, double* v) {
   return end && *end == '\0' && !s.empty();
 }
 
-uint64_t Fnv(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
-  return h;
-}
-
 // A one-line progress bar on a terminal, redrawn at most 5 times a second.
 class ProgressBar {
  public:
@@ -133,10 +124,7 @@ class ProgressBar {
 struct Trainer::Impl {
   TrainConfig config;
   TrainerOptions options;
-  std::string work_dir;
-  bool remove_work_dir = false;
-
-  std::shared_ptr<const data::Dataset> train_set, val_set;
+  data::PreparedData datasets;  // the datasets (and a temporary work directory, removed last)
   std::vector<uint64_t> table_sizes;
   std::unique_ptr<Dlrm> model;
   DramSplit dram_split;  // model.dram_budget's split (empty without one)
@@ -162,10 +150,6 @@ struct Trainer::Impl {
     train_cycle.reset();  // joins the prefetcher thread, which reads the loader's batches
     loader.reset();
     if (jsonl) std::fclose(jsonl);
-    if (remove_work_dir && !work_dir.empty()) {
-      std::error_code ec;
-      fs::remove_all(work_dir, ec);
-    }
   }
 
   template <typename... Args>
@@ -176,11 +160,7 @@ struct Trainer::Impl {
     std::fflush(options.out);
   }
 
-  absl::Status PrepareWorkDir();
   absl::Status PrepareData();
-  absl::Status PrepareSynthetic();
-  absl::Status PrepareTsv();
-  absl::Status PrepareBinary();
   absl::Status BuildModel();
   absl::Status Resume();
   absl::StatusOr<MetricsResult> Evaluate(PhaseTimes* times);
@@ -197,245 +177,11 @@ struct Trainer::Impl {
 // ---------------------------------------------------------------------------
 // Data.
 
-absl::Status Trainer::Impl::PrepareWorkDir() {
-  const DataConfig& d = config.data;
-  if (!d.work_dir.empty()) {
-    work_dir = d.work_dir;
-  } else if (!config.train.checkpoint_dir.empty()) {
-    work_dir = config.train.checkpoint_dir + "/data";
-  } else if (d.source != DataSource::kBinary ||
-             (d.split == DataSplit::kAuto && d.validation_path.empty() && d.validation_fraction > 0)) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(tmp && *tmp ? tmp : "/tmp", "/cemb-train-XXXXXX");
-    if (!::mkdtemp(pattern.data())) {
-      return absl::InternalError(absl::StrCat(pattern, ": cannot create a temporary work directory: ",
-                                              std::strerror(errno)));
-    }
-    work_dir = pattern;
-    remove_work_dir = true;
-    return absl::OkStatus();
-  } else {
-    return absl::OkStatus();  // nothing to write
-  }
-  std::error_code ec;
-  fs::create_directories(work_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat(work_dir, ": cannot create the data work directory: ", ec.message()));
-  return absl::OkStatus();
-}
-
-// The model's table sizes before the data has a say: explicit sizes, count x
-// rows, or the Kaggle cardinalities; each capped by max_ind_range.
-static std::vector<uint64_t> ConfiguredTableSizes(const TrainConfig& c) {
-  std::vector<uint64_t> sizes;
-  if (!c.model.table_sizes.empty()) {
-    sizes = c.model.table_sizes;
-  } else if (c.model.table_count > 0) {
-    sizes.assign(static_cast<size_t>(c.model.table_count), c.model.table_rows);
-  } else {
-    sizes.assign(data::kKaggleCardinalities.begin(), data::kKaggleCardinalities.end());
-  }
-  if (c.data.max_ind_range > 0) {
-    for (uint64_t& s : sizes) s = std::min(s, c.data.max_ind_range);
-  }
-  return sizes;
-}
-
-static absl::StatusOr<std::shared_ptr<const data::Dataset>> OpenDataset(const std::string& path,
-                                                                        data::Verify verify) {
-  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<data::Dataset> d, data::Dataset::Open(path, {.verify = verify}));
-  if (d->num_samples() == 0) return absl::InvalidArgumentError(absl::StrCat(path, ": the dataset is empty"));
-  return std::shared_ptr<const data::Dataset>(std::move(d));
-}
-
-absl::Status Trainer::Impl::PrepareSynthetic() {
-  const DataConfig& d = config.data;
-  data::GeneratorOptions g;
-  g.num_samples = d.samples;
-  g.table_sizes = ConfiguredTableSizes(config);
-  g.hotness = d.hotness;
-  g.distribution = d.distribution;
-  g.zipf_alpha = d.alpha;
-  g.seed = d.seed;
-  g.threads = config.train.threads;
-  const uint64_t n_val =
-      d.split == DataSplit::kNone
-          ? 0
-          : std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(d.validation_fraction * d.samples)));
-  if (n_val >= d.samples) {
-    return absl::InvalidArgumentError(absl::StrCat(config.source_name, ": data.samples: ", d.samples,
-                                                   " samples leave nothing to train on after the validation split"));
-  }
-  const uint64_t n_train = d.samples - n_val;
-  const std::string key = absl::StrCat("synthetic v1 n=", d.samples, " sizes=", absl::StrJoin(g.table_sizes, ","),
-                                       " hot=", d.hotness, " dist=", static_cast<int>(d.distribution),
-                                       " alpha=", ExactDouble(d.alpha), " seed=", d.seed, " val=", n_val);
-  const std::string base = absl::StrFormat("%s/synthetic-%016x", work_dir, Fnv(key));
-  const std::string train_path = base + ".train.bin", val_path = base + ".val.bin";
-  if (fs::exists(train_path) && (n_val == 0 || fs::exists(val_path))) {
-    auto t = OpenDataset(train_path, data::Verify::kHeader);
-    auto v = n_val == 0 ? absl::StatusOr<std::shared_ptr<const data::Dataset>>(nullptr)
-                        : OpenDataset(val_path, data::Verify::kHeader);
-    if (t.ok() && v.ok() && (*t)->num_samples() == n_train && (!*v || (*v)->num_samples() == n_val)) {
-      Print("data: reusing %s.%s.bin\n", base, n_val == 0 ? "train" : "{train,val}");
-      train_set = *t, val_set = *v;
-      return absl::OkStatus();
-    }
-  }
-  const auto start = Clock::now();
-  Print("data: generating %d synthetic samples (%d tables, %s) into %s ...\n", d.samples, g.table_sizes.size(),
-        d.distribution == data::IndexDistribution::kZipf ? absl::StrCat("zipf ", d.alpha) : "uniform", work_dir);
-  CEMB_RETURN_IF_ERROR(data::GenerateSplitDataset(g, n_val, train_path, val_path));
-  CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(train_path, data::Verify::kHeader));
-  if (n_val > 0) {
-    CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(val_path, data::Verify::kHeader));
-  }
-  Print("data: generated in %.1f s\n", Seconds(start, Clock::now()));
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::Impl::PrepareTsv() {
-  const DataConfig& d = config.data;
-  for (const std::string& p : d.paths) {
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) {
-      return absl::NotFoundError(absl::StrCat(config.source_name, ": data.path: ", p, ": no such file"));
-    }
-  }
-  data::PreprocessOptions o;
-  o.format = d.format;
-  o.inputs = d.paths;
-  o.index_mode = d.index_mode;
-  if (d.index_mode == data::IndexMode::kModulo) o.table_sizes = ConfiguredTableSizes(config);
-  o.max_index_range = d.max_ind_range;
-  o.frequency_threshold = d.frequency_threshold;
-  o.split = d.split == DataSplit::kNone ? data::SplitMode::kNone : data::SplitMode::kReference;
-  o.reader.threads = config.train.threads;
-  o.reader.bad_lines = d.skip_bad_lines ? data::BadLines::kSkip : data::BadLines::kFail;
-  std::string key = absl::StrCat("tsv v1 format=", static_cast<int>(d.format), " mode=", static_cast<int>(d.index_mode),
-                                 " sizes=", absl::StrJoin(o.table_sizes, ","), " cap=", d.max_ind_range,
-                                 " thr=", d.frequency_threshold, " skip=", d.skip_bad_lines,
-                                 d.split == DataSplit::kNone ? " split=none" : "");
-  for (const std::string& p : d.paths) {
-    std::error_code ec;
-    absl::StrAppend(&key, " ", fs::absolute(p, ec).string(), ":", fs::file_size(p, ec));
-  }
-  o.output_dir = absl::StrFormat("%s/criteo-%016x", work_dir, Fnv(key));
-  const std::string stamp = o.output_dir + "/DONE";
-  bool reuse = false;
-  {
-    std::ifstream in(stamp);
-    std::string line;
-    reuse = in && std::getline(in, line) && line == key;
-  }
-  if (!reuse) {
-    Print("data: preprocessing %s into %s ...\n", absl::StrJoin(d.paths, " "), o.output_dir);
-    const auto start = Clock::now();
-    CEMB_ASSIGN_OR_RETURN(data::PreprocessSummary s, data::Preprocess(o));
-    Print("data: %d lines (%d bad, skipped) preprocessed in %.1f s\n", s.lines, s.bad_lines,
-          Seconds(start, Clock::now()));
-    std::ofstream out(stamp);
-    out << key << "\n";
-  } else {
-    Print("data: reusing %s\n", o.output_dir);
-  }
-  if (d.split == DataSplit::kNone) {
-    CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(o.output_dir + "/all.bin", data::Verify::kHeader));
-    return absl::OkStatus();
-  }
-  CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(o.output_dir + "/train.bin", data::Verify::kHeader));
-  absl::StatusOr<std::shared_ptr<const data::Dataset>> v = OpenDataset(o.output_dir + "/val.bin", data::Verify::kHeader);
-  if (v.ok()) val_set = *v;  // a tiny input may leave no validation lines
-  return absl::OkStatus();
-}
-
-absl::Status Trainer::Impl::PrepareBinary() {
-  const DataConfig& d = config.data;
-  std::string train_path = d.paths[0], val_path = d.validation_path;
-  std::error_code ec;
-  if (fs::is_directory(train_path, ec)) {
-    const std::string dir = train_path;
-    train_path = dir + "/train.bin";
-    if (d.split == DataSplit::kAuto && val_path.empty() && fs::exists(dir + "/val.bin", ec)) val_path = dir + "/val.bin";
-  }
-  if (!fs::exists(train_path, ec)) {
-    return absl::NotFoundError(absl::StrCat(config.source_name, ": data.path: ", train_path, ": no such file"));
-  }
-  if (!val_path.empty() && !fs::exists(val_path, ec)) {
-    return absl::NotFoundError(
-        absl::StrCat(config.source_name, ": data.validation_path: ", val_path, ": no such file"));
-  }
-  CEMB_ASSIGN_OR_RETURN(std::shared_ptr<const data::Dataset> all, OpenDataset(train_path, data::Verify::kFull));
-  if (!val_path.empty()) {
-    train_set = all;
-    CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(val_path, data::Verify::kFull));
-    return absl::OkStatus();
-  }
-  if (d.split == DataSplit::kNone || d.validation_fraction <= 0) {
-    train_set = all;
-    return absl::OkStatus();
-  }
-  // Hold out the last samples: copy both parts into the work directory.
-  const uint64_t n = all->num_samples();
-  const uint64_t n_val = std::max<uint64_t>(1, static_cast<uint64_t>(std::llround(d.validation_fraction * n)));
-  if (n_val >= n) return absl::InvalidArgumentError(absl::StrCat(train_path, ": too few samples to split (", n, ")"));
-  const std::string key = absl::StrCat("split v1 ", fs::absolute(train_path, ec).string(), " ",
-                                       all->payload_checksum(), " ", n_val);
-  const std::string base = absl::StrFormat("%s/split-%016x", work_dir, Fnv(key));
-  const std::string tp = base + ".train.bin", vp = base + ".val.bin";
-  if (!fs::exists(tp, ec) || !fs::exists(vp, ec)) {
-    Print("data: holding out the last %d samples of %s for validation (copies in %s)\n", n_val, train_path, work_dir);
-    data::DatasetSpec spec = all->spec();
-    spec.part = data::Part::kTrain;
-    CEMB_ASSIGN_OR_RETURN(auto tw, data::DatasetWriter::Create(tp, spec));
-    spec.part = data::Part::kValidation;
-    CEMB_ASSIGN_OR_RETURN(auto vw, data::DatasetWriter::Create(vp, spec));
-    constexpr uint64_t kBlock = 65536;
-    for (uint64_t i = 0; i < n; i += kBlock) {
-      const uint64_t end = std::min(n, i + kBlock);
-      const uint64_t split = n - n_val;
-      if (i < split) CEMB_RETURN_IF_ERROR(tw->AppendRecords(all->record(i), std::min(end, split) - i));
-      if (end > split) {
-        const uint64_t from = std::max(i, split);
-        CEMB_RETURN_IF_ERROR(vw->AppendRecords(all->record(from), end - from));
-      }
-    }
-    CEMB_RETURN_IF_ERROR(tw->Finish());
-    CEMB_RETURN_IF_ERROR(vw->Finish());
-  }
-  CEMB_ASSIGN_OR_RETURN(train_set, OpenDataset(tp, data::Verify::kHeader));
-  CEMB_ASSIGN_OR_RETURN(val_set, OpenDataset(vp, data::Verify::kHeader));
-  return absl::OkStatus();
-}
-
 absl::Status Trainer::Impl::PrepareData() {
-  // Missing inputs first, before anything is created on disk.
-  const DataConfig& d = config.data;
-  for (size_t i = 0; i < d.paths.size() && d.source != DataSource::kSynthetic; ++i) {
-    std::error_code ec;
-    if (!fs::exists(d.paths[i], ec)) {
-      return absl::NotFoundError(absl::StrCat(config.source_name, ": data.", d.paths.size() > 1 ? "paths" : "path",
-                                              ": ", d.paths[i], ": no such file"));
-    }
-  }
-  CEMB_RETURN_IF_ERROR(PrepareWorkDir());
-  switch (config.data.source) {
-    case DataSource::kSynthetic: CEMB_RETURN_IF_ERROR(PrepareSynthetic()); break;
-    case DataSource::kTsv: CEMB_RETURN_IF_ERROR(PrepareTsv()); break;
-    case DataSource::kBinary: CEMB_RETURN_IF_ERROR(PrepareBinary()); break;
-  }
-  table_sizes.assign(train_set->table_sizes().begin(), train_set->table_sizes().end());
-  const bool explicit_sizes = !config.model.table_sizes.empty() || config.model.table_count > 0;
-  if (config.data.source == DataSource::kBinary && explicit_sizes) {
-    CEMB_RETURN_IF_ERROR(train_set->CheckTableSizes(ConfiguredTableSizes(config)));
-  }
-  if (val_set) {
-    if (val_set->num_dense() != train_set->num_dense() || val_set->hotness() != train_set->hotness()) {
-      return absl::InvalidArgumentError(absl::StrCat(val_set->path(), ": the validation set's shape (",
-                                                     val_set->num_dense(), " dense, hotness ", val_set->hotness(),
-                                                     ") differs from the training set's"));
-    }
-    CEMB_RETURN_IF_ERROR(val_set->CheckTableSizes(table_sizes));
-  }
+  data::PrepareOptions o = config.ToPrepareOptions();
+  o.log = [this](std::string_view line) { Print("%s\n", line); };
+  CEMB_ASSIGN_OR_RETURN(datasets, data::PrepareData(o));
+  table_sizes.assign(datasets.train->table_sizes().begin(), datasets.train->table_sizes().end());
   return absl::OkStatus();
 }
 
@@ -452,7 +198,7 @@ absl::Status Trainer::Impl::BuildModel() {
   lo.last_batch = data::LastBatch::kPartial;
   lo.num_epochs = 0;  // endless: the trainer counts steps
   lo.prefetch = std::max<uint32_t>(lo.prefetch, static_cast<uint32_t>(t.prefetch_batches));  // Peek's reach
-  CEMB_ASSIGN_OR_RETURN(loader, data::Loader::Create(train_set, lo));
+  CEMB_ASSIGN_OR_RETURN(loader, data::Loader::Create(datasets.train, lo));
   total_steps = t.steps > 0 ? t.steps : t.epochs * static_cast<int64_t>(loader->batches_per_epoch());
 
   // model.dram_budget is split by the traffic of the first batches (of the
@@ -465,11 +211,11 @@ absl::Status Trainer::Impl::BuildModel() {
   }
   TableTraffic traffic;
   if (config.model.dram_budget && any_share) {
-    traffic = SampleTraffic(*train_set, kTrafficSampleBatches * static_cast<uint64_t>(t.batch_size), shares);
+    traffic = SampleTraffic(*datasets.train, kTrafficSampleBatches * static_cast<uint64_t>(t.batch_size), shares);
   }
   CEMB_ASSIGN_OR_RETURN(DlrmOptions mo,
-                        config.ToDlrmOptions(table_sizes, train_set->hotness(), &traffic, &dram_split));
-  mo.num_dense = train_set->num_dense();
+                        config.ToDlrmOptions(table_sizes, datasets.train->hotness(), &traffic, &dram_split));
+  mo.num_dense = datasets.train->num_dense();
   mo.embeddings.progress = [this](std::string_view line) { Print("%s\n", line); };  // ssd snapshots
   if (options.wrap_ssd_io) {
     for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
@@ -482,8 +228,8 @@ absl::Status Trainer::Impl::BuildModel() {
     const int64_t partial = static_cast<int64_t>(samples % static_cast<uint64_t>(t.batch_size));
     if (partial > 0) extra.push_back(partial);
   };
-  plan(train_set->num_samples());
-  if (val_set) plan(val_set->num_samples());
+  plan(datasets.train->num_samples());
+  if (datasets.validation) plan(datasets.validation->num_samples());
   std::sort(extra.begin(), extra.end());
   extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
   mo.extra_batch_sizes = extra;
@@ -609,14 +355,14 @@ BatchView Trainer::Impl::View(const data::Batch& b) {
 
 absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
   BinaryMetrics metrics;
-  if (!val_set) return metrics.Compute();
+  if (!datasets.validation) return metrics.Compute();
   CEMB_RETURN_IF_ERROR(train_cycle->Drain());  // the training's prefetches done: the tables are quiet
   data::LoaderOptions lo;
   lo.batch_size = static_cast<uint32_t>(config.train.batch_size);
   lo.shuffle = data::Shuffle::kNone;
   lo.num_epochs = 1;
   lo.prefetch = 2;
-  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<data::Loader> eval_loader, data::Loader::Create(val_set, lo));
+  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<data::Loader> eval_loader, data::Loader::Create(datasets.validation, lo));
   int64_t batches = 0;
   while (config.train.eval_batches == 0 || batches < config.train.eval_batches) {
     const auto t0 = Clock::now();
@@ -738,10 +484,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
           "\n");
     }
   }
-  const uint64_t train_n = impl->train_set->num_samples();
+  const uint64_t train_n = impl->datasets.train->num_samples();
   impl->Print("data: %s, %d train / %d validation samples, %d tables, hotness %d\n",
-              DataSourceName(config.data.source), train_n, impl->val_set ? impl->val_set->num_samples() : 0,
-              impl->table_sizes.size(), impl->train_set->hotness());
+              DataSourceName(config.data.source), train_n, impl->datasets.validation ? impl->datasets.validation->num_samples() : 0,
+              impl->table_sizes.size(), impl->datasets.train->hotness());
   const MlpPrecisionChoice& precision = impl->model->mlp_precision_choice();
   impl->Print("model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables: %s in DRAM, %s on the slow tier%s\n",
               mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
@@ -780,7 +526,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   TrainSummary summary;
   summary.first_step = m.step;
   summary.losses.reserve(static_cast<size_t>(std::max<int64_t>(0, m.total_steps - m.step)));
-  const double train_n = static_cast<double>(m.train_set->num_samples());
+  const double train_n = static_cast<double>(m.datasets.train->num_samples());
   const auto run_start = Clock::now();
   double step_wall = 0;
   int64_t samples_done = 0;
@@ -876,7 +622,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.train_times[Phase::kOther] += std::max(0.0, step_wall - accounted);
 
   // Final evaluation and checkpoint.
-  if (m.val_set) {
+  if (m.datasets.validation) {
     CEMB_RETURN_IF_ERROR(eval_record(lr));
     summary.final_metrics = summary.evals.back().metrics;
   }
@@ -947,7 +693,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     }
   }
   if (any_cached || any_ssd) m.Print("(tables in DRAM without a cache are not listed)\n");
-  if (m.val_set) {
+  if (m.datasets.validation) {
     const MetricsResult& f = summary.final_metrics;
     m.Print("\nfinal validation (%d samples): log loss %.5f, AUC %.4f, accuracy %.4f\n", f.samples, f.log_loss, f.auc,
             f.accuracy);
@@ -1000,8 +746,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       ",\"eval_seconds\":", JsonNumber(summary.eval_seconds),
       ",\"checkpoint_seconds\":", JsonNumber(summary.checkpoint_seconds),
       ",\"export_seconds\":", JsonNumber(summary.export_seconds), ",\"val_log_loss\":",
-      JsonNumber(m.val_set ? f.log_loss : NAN), ",\"val_auc\":", JsonNumber(m.val_set ? f.auc : NAN),
-      ",\"val_accuracy\":", JsonNumber(m.val_set ? f.accuracy : NAN), ",\"phases\":{", phases, "},\"tables\":[",
+      JsonNumber(m.datasets.validation ? f.log_loss : NAN), ",\"val_auc\":", JsonNumber(m.datasets.validation ? f.auc : NAN),
+      ",\"val_accuracy\":", JsonNumber(m.datasets.validation ? f.accuracy : NAN), ",\"phases\":{", phases, "},\"tables\":[",
       tables, "]}"));
   return summary;
 }

@@ -313,8 +313,8 @@ TEST_F(TrainerTest, BinaryDatasetIsSplitForValidation) {
   ASSERT_TRUE(gen.ok());
   ASSERT_TRUE(Train(*gen).ok());
   std::string train_file;
-  for (const auto& e : fs::directory_iterator(dir_ + "/data")) {
-    if (e.path().string().ends_with(".train.bin")) train_file = e.path().string();
+  for (const auto& e : fs::recursive_directory_iterator(dir_ + "/data")) {  // <work_dir>/synthetic-<hash>/train.bin
+    if (e.path().filename() == "train.bin") train_file = e.path().string();
   }
   ASSERT_FALSE(train_file.empty());
   absl::StatusOr<TrainConfig> c = Config(absl::StrCat(R"(
