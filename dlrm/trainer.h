@@ -1,17 +1,19 @@
 // Trainer: the training driver behind `dlrm-train`. It builds everything
 // around the model from a TrainConfig and runs the loop:
 //
-//   data     synthetic (generated into <work_dir>, split train/validation),
-//            Criteo TSV (preprocessed into <work_dir> with the reference
-//            split), or a binary dataset (data/dataset.h), memory-mapped;
-//            a shuffled loader for training, an in-order one for evaluation
+//   data     data::PrepareData (data/prepare.h): synthetic (generated into
+//            <work_dir>, split train/validation), Criteo TSV (preprocessed
+//            into <work_dir> with the reference split), or a binary dataset
+//            (data/dataset.h), memory-mapped, reused from <work_dir> when
+//            unchanged; a shuffled loader for training, an in-order one for
+//            evaluation
 //   model    Dlrm::Create(config.ToDlrmOptions(table sizes))
 //   loop     Next batch -> TrainStep(lr(step)) -> flush full caches; a
 //            progress bar on stderr (terminals only); evaluation (log loss,
 //            ROC AUC, accuracy) every eval_every steps and at the end;
 //            checkpoints every checkpoint_every steps and at the end
-//   report   per-phase times, the per-table cache report, JSON lines
-//            (with train.log_every, one record per step's loss)
+//   report   dlrm/report.h: per-phase times, the per-table cache report,
+//            JSON lines (with train.log_every, one record per step's loss)
 //   export   with train.export_dir, every parameter as .npy files under
 //            PyTorch's state_dict names (Dlrm::ExportNpy)
 //
@@ -50,6 +52,7 @@
 #include "dlrm/embedding_layer.h"
 #include "dlrm/metrics.h"
 #include "dlrm/model.h"
+#include "dlrm/report.h"
 #include "ssd/block_io.h"
 
 namespace cemb::dlrm {
@@ -62,29 +65,6 @@ struct TrainerOptions {
   // (emb<table>), e.g. in a FaultInjectingBlockIo (ssd/block_io.h), so that
   // an I/O error during training is tested without breaking a disk.
   std::function<std::unique_ptr<BlockIo>(int table, std::unique_ptr<BlockIo>)> wrap_ssd_io;
-};
-
-struct EvalRecord {
-  int64_t step = 0;         // steps done when evaluated
-  double epoch = 0;         // step * batch_size / train samples
-  float lr = 0;             // the learning rate of the last step
-  double train_loss = 0;    // mean step loss since the previous record
-  MetricsResult metrics;    // on the validation set
-  double elapsed_seconds = 0;
-};
-
-struct TrainSummary {
-  int64_t first_step = 0;  // where this run started (0, or the checkpoint's step)
-  int64_t steps = 0;       // steps done at the end
-  std::vector<double> losses;  // the mean loss of each step in [first_step, steps)
-  std::vector<EvalRecord> evals;  // including the final one (when there is validation data)
-  MetricsResult final_metrics;
-  PhaseTimes train_times;  // data, model phases, cache flush, other
-  PhaseTimes eval_times;
-  double train_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0, export_seconds = 0;
-  double samples_per_second = 0;
-  std::vector<TableReport> tables;
-  std::string last_checkpoint;  // empty when none was written
 };
 
 class Trainer {
