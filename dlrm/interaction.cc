@@ -1,13 +1,12 @@
 #include "dlrm/interaction.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstring>
 #include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/parallel.h"
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
 #include "dlrm/internal/interaction_rows.h"
@@ -73,13 +72,10 @@ struct Interaction::Impl {
       fn(0, batch, base);
       return;
     }
-#pragma omp parallel num_threads(n)
-    {
-      const int t = omp_get_thread_num();
-      const int nt = omp_get_num_threads();
-      const int64_t begin = batch * t / nt, end = batch * (t + 1) / nt;
-      fn(begin, end, base + t * scratch_floats);
-    }
+    parallel_for(n, n, [&](int64_t i) {
+      const int64_t begin = batch * i / n, end = batch * (i + 1) / n;
+      fn(begin, end, base + i * scratch_floats);  // scratch per item: one item per thread
+    });
   }
 };
 
@@ -101,7 +97,7 @@ absl::StatusOr<Interaction> Interaction::Create(const InteractionOptions& option
   impl->width = options.kind == InteractionKind::kConcat
                     ? F * D
                     : D + (options.self_interaction ? F * (F + 1) / 2 : F * (F - 1) / 2);
-  impl->threads = options.threads > 0 ? options.threads : std::max(1, omp_get_max_threads());
+  impl->threads = options.threads > 0 ? options.threads : DefaultThreads();
   const bool have512 = IsaAvailable(Isa::kAvx512);
   switch (options.isa) {
     case InteractionIsa::kAuto:

@@ -1,7 +1,5 @@
 #include "dlrm/mlp.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/parallel.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
@@ -417,7 +416,7 @@ absl::Status Mlp::Impl::Build() {
     std::memcpy(layers[l].bias.data(), b.data(), b.size() * 4);
   }
 
-  threads = std::max(1, omp_get_max_threads());
+  threads = DefaultThreads();
   bias_block = internal::BiasGradBlockForThisCpu();
   {
     const int64_t widest = *std::max_element(options.sizes.begin() + 1, options.sizes.end());
@@ -586,8 +585,7 @@ void Mlp::SgdStep(float lr) {
     const int64_t n = layer.in * layer.out;
     const int64_t chunks = (n + kSgdChunk - 1) / kSgdChunk;
     const float* g = layer.dw.as<const float>();
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
+    parallel_for(chunks, /*threads=*/0, [&](int64_t c) {
       const int64_t begin = c * kSgdChunk;
       const size_t len = static_cast<size_t>(std::min(n, begin + kSgdChunk) - begin);
       if (m.bf16()) {
@@ -596,7 +594,7 @@ void Mlp::SgdStep(float lr) {
       } else {
         SgdUpdate(std::span(layer.w.as<float>() + begin, len), std::span(g + begin, len), lr);
       }
-    }
+    });
     SgdUpdate(std::span(layer.bias.as<float>(), static_cast<size_t>(layer.out)),
               std::span(layer.db.as<const float>(), static_cast<size_t>(layer.out)), lr);
   }

@@ -1,8 +1,7 @@
 // The bias-gradient block built for the baseline ISA, and the driver.
-#include <omp.h>
-
 #include <algorithm>
 
+#include "base/parallel.h"
 #include "dlrm/internal/bias_grad_kernel.h"
 #include "embedding/cpu.h"
 
@@ -47,13 +46,12 @@ void BiasGrad(BiasGradBlockFn block, const BiasGradArgs& a, int threads, float* 
   // Item i: column block i % blocks, row chunk i / blocks; its sums go to
   // scratch[(chunk * blocks + block) * kBiasGradCols], or straight to db
   // when there is one chunk.
-#pragma omp parallel for schedule(static) num_threads(threads) if (items > 1)
-  for (int64_t i = 0; i < items; ++i) {
+  parallel_for(items, threads, [&](int64_t i) {
     const int64_t b = i % blocks, chunk = i / blocks;
     const int64_t c0 = b * kBiasGradCols, c1 = std::min(a.out, c0 + kBiasGradCols);
     const int64_t r0 = a.n * chunk / chunks, r1 = a.n * (chunk + 1) / chunks;
     block(a, r0, r1, c0, c1, chunks == 1 ? db + c0 : scratch + i * kBiasGradCols);
-  }
+  });
   if (chunks == 1) return;
   for (int64_t c = 0; c < a.out; ++c) {
     const int64_t b = c / kBiasGradCols, k = c % kBiasGradCols;
