@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "embedding/internal/feature_sizes.h"
 #include "embedding/internal/kernel_args.h"
@@ -63,6 +64,56 @@ template <typename Table, typename Index>
     if (j + 2 * distance < n) __builtin_prefetch(t.indirection_address(rows[j + 2 * distance]), 0, 3);
   }
 }
+
+// The row addresses of positions [begin, end) of `indices` in a table with an
+// indirection word, resolved a block at a time ahead of their use. Resolving
+// (rowpointer: the word's load, its tag tests, the miss path's call) happens
+// here, apart from the loop that sums rows, so that loop holds no call (a
+// call clobbers every vector register: the accumulators would live on the
+// stack) and its row prefetches read an address already resolved instead of
+// waiting on the word's load. Resolving block k also prefetches block k+1's
+// words. Resolution never reaches past `end`: a row is looked up (counted,
+// admitted) only by the kernel call that owns its position.
+template <typename Table, typename Index>
+class ResolvedRows {
+ public:
+  using T = typename Table::value_type;
+  static constexpr int64_t kBlock = 64;
+  static constexpr int64_t kRing = 512;  // a span of a bag, the prefetch distance and a block
+  static constexpr int kMaxDistance = 128;
+
+  ResolvedRows(const Table& t, const Index* indices, int64_t begin, int64_t end)
+      : t_(t), indices_(indices), resolved_(begin), end_(end) {
+    for (int64_t j = begin; j < std::min(end, begin + kBlock); ++j) {
+      __builtin_prefetch(t.indirection_address(indices[j]), 0, 3);
+    }
+  }
+
+  // Makes positions up to `j` (exclusive; at most end) resolved.
+  [[gnu::always_inline]] void Reach(int64_t j) {
+    if (j > resolved_) [[unlikely]] ResolveBlocks(std::min(j, end_));
+  }
+  [[gnu::always_inline]] const T* operator[](int64_t j) const { return ring_[j & (kRing - 1)]; }
+
+ private:
+  [[gnu::noinline]] void ResolveBlocks(int64_t j) {
+    while (resolved_ < j) {
+      const int64_t stop = std::min(resolved_ + kBlock, end_);
+      for (int64_t k = stop; k < std::min(stop + kBlock, end_); ++k) {
+        __builtin_prefetch(t_.indirection_address(indices_[k]), 0, 3);
+      }
+      for (; resolved_ < stop; ++resolved_) {
+        ring_[resolved_ & (kRing - 1)] = t_.rowpointer(indices_[resolved_], Access::kForward);
+      }
+    }
+  }
+
+  const Table& t_;
+  const Index* indices_;
+  int64_t resolved_;
+  int64_t end_;
+  const T* ring_[kRing];
+};
 
 // --- gather (non-reducing lookup) ------------------------------------------
 
@@ -171,20 +222,79 @@ template <typename A, typename Table, int KD, typename Index>
   }
 }
 
+// PooledBagInRegisters for a table with an indirection word: the rows come
+// resolved from `rows` (ResolvedRows) and are prefetched `distance` positions
+// ahead from addresses already known. A bag is summed in spans whose rows
+// (and the prefetch window past them) are resolved before the span starts,
+// so the loop that sums holds no call and the accumulators stay in registers
+// (a span's sum goes through the output row only in bags over kSpan rows).
+template <typename A, typename Table, int KD, typename Index>
+[[gnu::always_inline]] inline void PooledBagResolved(const PooledArgs<Index>& a, int64_t b,
+                                                     ResolvedRows<Table, Index>& rows, int distance,
+                                                     int64_t range_end) {
+  using S = Simd<A>;
+  using T = typename Table::value_type;
+  using R = ResolvedRows<Table, Index>;
+  constexpr int kVecs = KD / S::kWidth;
+  constexpr int64_t kRowBytes = KD * static_cast<int64_t>(sizeof(T));
+  constexpr int64_t kSpan = R::kRing - R::kBlock - R::kMaxDistance;
+  float* out = a.out.row(b);
+  const int64_t begin = a.offsets[b], end = a.offsets[b + 1];
+  for (int64_t c0 = begin;; c0 += kSpan) {
+    const int64_t c1 = std::min(end, c0 + kSpan);
+    rows.Reach(std::min(c1 + distance, range_end));
+    typename S::F acc[kVecs];
+    for (int v = 0; v < kVecs; ++v) acc[v] = c0 == begin ? S::zero() : S::load(out + v * S::kWidth);
+    for (int64_t j = c0; j < c1; ++j) {
+      if (distance > 0 && j + distance < range_end) PrefetchRow(rows[j + distance], kRowBytes);
+      const T* row = rows[j];
+      if (a.weights != nullptr) {
+        const typename S::F w = S::broadcast(a.weights[j]);
+        for (int v = 0; v < kVecs; ++v) acc[v] = S::fma(S::load(row + v * S::kWidth), w, acc[v]);
+      } else {
+        for (int v = 0; v < kVecs; ++v) acc[v] = acc[v] + S::load(row + v * S::kWidth);
+      }
+    }
+    if (c1 < end) {
+      for (int v = 0; v < kVecs; ++v) S::store(out + v * S::kWidth, acc[v]);
+      continue;
+    }
+    if (a.pooling == Pooling::kMean && end > begin) {
+      const typename S::F s = S::broadcast(1.0f / static_cast<float>(end - begin));
+      for (int v = 0; v < kVecs; ++v) acc[v] = acc[v] * s;
+    }
+    StoreRow<A, T, kVecs>(out, acc, a.stream);
+    return;
+  }
+}
+
 template <typename A, typename Table, int KD, typename Index>
 [[gnu::flatten]] void PooledRange(const Table& t, const PooledArgs<Index>& a, int64_t bag_begin,
                                   int64_t bag_end) {
   [[maybe_unused]] const auto scope = ReadScopeOf(t);
   using S = Simd<A>;
   constexpr bool kInRegisters = KD > 0 && KD / S::kWidth <= S::kMaxAccumulators;
+  constexpr bool kResolveAhead = kInRegisters && HasRowIndirection<Table>;
   const int64_t out_bytes = (KD > 0 ? KD : t.featuresize()) * static_cast<int64_t>(sizeof(float));
+  const int64_t range_end = bag_end > bag_begin ? static_cast<int64_t>(a.offsets[bag_end]) : 0;
+  using Resolver = std::conditional_t<kResolveAhead, ResolvedRows<Table, Index>, int>;
+  Resolver rows = [&] {
+    if constexpr (kResolveAhead) {
+      return Resolver(t, a.indices, bag_end > bag_begin ? a.offsets[bag_begin] : 0, range_end);
+    } else {
+      return 0;
+    }
+  }();
+  const int distance = std::clamp(a.prefetch, 0, ResolvedRows<Table, Index>::kMaxDistance);
   for (int64_t b = bag_begin; b < bag_end; ++b) {
     // The output row a.prefetch bags ahead: its read-for-ownership then
     // overlaps the gathers instead of stalling the stores (short bags).
     if (a.prefetch > 0 && !a.stream && b + a.prefetch < bag_end) {
       PrefetchRow(a.out.row(b + a.prefetch), out_bytes);
     }
-    if constexpr (kInRegisters) {
+    if constexpr (kResolveAhead) {
+      PooledBagResolved<A, Table, KD>(a, b, rows, distance, range_end);
+    } else if constexpr (kInRegisters) {
       PooledBagInRegisters<A, Table, KD>(t, a, b);
     } else {
       PooledBagBlocked<A, Table, KD>(t, a, b);

@@ -155,6 +155,25 @@ TYPED_TEST_P(TableContract, KernelsMatchReference) {
   for (size_t i = 0; i < got.v.size(); ++i) ASSERT_NEAR(got.v[i], rows.v[i], std::abs(rows.v[i]) / 128 + 1e-5);
 }
 
+// Long bags (past a cached table's resolve span of 320 rows), weighted, mean
+// pooled, beside short and empty ones.
+TYPED_TEST_P(TableContract, LongWeightedMeanBagsMatchReference) {
+  auto table = this->Make(7);
+  const int64_t d = table->featuresize();
+  auto kernels = TableKernels<TypeParam>::Create(*table);
+  ASSERT_TRUE(kernels.ok()) << kernels.status();
+  const auto bags = MakeBags<int64_t>(12, 0, 1200, this->kRows, 11);
+  const reference::Rows rows = reference::Snapshot(*table);
+  const std::vector<double> expected =
+      reference::Pooled<int64_t>(rows, bags.offsets, bags.indices, bags.weights, Pooling::kMean);
+  PaddedMatrix out(12, d);
+  ASSERT_TRUE(kernels->pooled_lookup(bags.bags(true), out.view(), {.pooling = Pooling::kMean}).ok());
+  for (int64_t b = 0; b < 12; ++b) {
+    for (int64_t c = 0; c < d; ++c) ASSERT_NEAR(out.at(b, c), expected[b * d + c], 1e-4) << "bag " << b;
+  }
+  EXPECT_TRUE(out.SentinelsIntact());
+}
+
 TYPED_TEST_P(TableContract, OutOfRangeIndexIsRejectedAndNothingIsWritten) {
   auto table = this->Make(6);
   const int64_t d = table->featuresize();
@@ -171,7 +190,8 @@ TYPED_TEST_P(TableContract, OutOfRangeIndexIsRejectedAndNothingIsWritten) {
 
 REGISTER_TYPED_TEST_SUITE_P(TableContract, ReportsItsShape, WritesThroughUpdateAreSeenByLookups,
                             InitUniformIsSeededAndBounded, SaveLoadRoundTrip, BadRowsFileLeavesTableUntouched,
-                            KernelsMatchReference, OutOfRangeIndexIsRejectedAndNothingIsWritten);
+                            KernelsMatchReference, LongWeightedMeanBagsMatchReference,
+                            OutOfRangeIndexIsRejectedAndNothingIsWritten);
 
 }  // namespace cemb::testing
 
