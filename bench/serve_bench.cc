@@ -32,9 +32,13 @@
 //
 //   build/bench/serve_bench                                  (8 x 500k rows, D=64; threads 1, 2, all cores)
 //   build/bench/serve_bench --rows 1000000 --dim 128 --threads 1,4,16 --seconds 10
+//   build/bench/serve_bench --pairs 10 --seconds 1 --threads 1,2    (the hit path, paired: below)
 // Flags: --tables --rows --dim (64|128) --batch --bag --alpha --cache_fraction
 // --seconds (per measurement) --warmup_seconds --threads (a list)
-// --storages (a list of dram,full,clock10) --slow_tier (dram or a directory).
+// --storages (a list of dram,full,clock10) --slow_tier (dram or a directory)
+// --pairs N (dram and full side by side, measured in N alternating pairs:
+// the ratio of each pair and their median, the figure for a machine whose
+// speed drifts between minutes).
 // Memory: one storage's tables at a time: rows x tables x D x 4 bytes, twice
 // for `full`, plus 4 bytes per trace entry (at most 8 x rows per table).
 #include <algorithm>
@@ -83,6 +87,7 @@ struct Flags {
   std::vector<int> threads;  // default: 1, 2, hardware_concurrency()
   std::vector<std::string> storages = {"dram", "full", "clock10"};
   std::string slow_tier = "dram";
+  int pairs = 0;  // > 0: the paired comparison of dram and full instead of the table
 };
 
 absl::Status BadFlag(absl::string_view flag, absl::string_view expected, absl::string_view got) {
@@ -121,6 +126,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f) {
     else if (flag == "--seconds") s = real(&f->seconds, 0, true, 3600);
     else if (flag == "--warmup_seconds") s = real(&f->warmup_seconds, 0, false, 3600);
     else if (flag == "--slow_tier") f->slow_tier = std::string(v);
+    else if (flag == "--pairs") s = integer(&f->pairs, 0, 1000);
     else if (flag == "--threads") {
       f->threads.clear();
       for (absl::string_view part : absl::StrSplit(v, ',')) {
@@ -297,7 +303,7 @@ void CheckOk(const absl::StatusOr<Table>& t) {
 }
 
 template <int64_t D>
-void RunDram(const Flags& f, const Traces& traces, std::vector<double>* dram_rates) {
+std::vector<SimpleTable<float, D>> MakeDramTables(const Flags& f) {
   using Table = SimpleTable<float, D>;
   std::vector<Table> tables;
   for (int t = 0; t < f.tables; ++t) {
@@ -306,6 +312,12 @@ void RunDram(const Flags& f, const Traces& traces, std::vector<double>* dram_rat
     InitUniform(*table, static_cast<uint64_t>(t));
     tables.push_back(std::move(*table));
   }
+  return tables;
+}
+
+template <int64_t D>
+void RunDram(const Flags& f, const Traces& traces, std::vector<double>* dram_rates) {
+  const auto tables = MakeDramTables<D>(f);
   const auto kernels = MakeKernels(tables);
   for (size_t i = 0; i < f.threads.size(); ++i) {
     const Measurement m = Measure(kernels, traces, f, f.threads[i], f.seconds);
@@ -314,8 +326,9 @@ void RunDram(const Flags& f, const Traces& traces, std::vector<double>* dram_rat
   }
 }
 
+// The cached tables of `full` (every row cached by one pass) or clock10.
 template <int64_t D>
-void RunCached(const Flags& f, const Traces& traces, bool full, const std::vector<double>& dram_rates) {
+std::vector<CachedTable<float, D>> MakeCachedTables(const Flags& f, bool full) {
   using Table = CachedTable<float, D>;
   const TierOptions tier = f.slow_tier == "dram" ? TierOptions::Dram() : TierOptions::Pmem(f.slow_tier);
   const CacheOptions options =
@@ -331,8 +344,6 @@ void RunCached(const Flags& f, const Traces& traces, bool full, const std::vecto
     InitUniform(*table, static_cast<uint64_t>(t));
     tables.push_back(std::move(*table));
   }
-  const auto kernels = MakeKernels(tables);
-  const std::string name = full ? "full" : "clock10";
   if (full) {  // every row cached by one pass
     parallel_for(f.tables, 0, [&](int64_t t) {
       const ReadSection section;
@@ -345,13 +356,22 @@ void RunCached(const Flags& f, const Traces& traces, bool full, const std::vecto
         std::exit(1);
       }
     }
-  } else if (f.warmup_seconds > 0) {
+  }
+  return tables;
+}
+
+template <int64_t D>
+void RunCached(const Flags& f, const Traces& traces, bool full, const std::vector<double>& dram_rates) {
+  const auto tables = MakeCachedTables<D>(f, full);
+  const auto kernels = MakeKernels(tables);
+  const std::string name = full ? "full" : "clock10";
+  if (!full && f.warmup_seconds > 0) {
     (void)Measure(kernels, traces, f, f.threads.back(), f.warmup_seconds);
   }
   const double ideal = full ? 1.0 : IdealHitRate(f.rows, f.alpha, tables[0].capacity_rows());
   for (size_t i = 0; i < f.threads.size(); ++i) {
     std::vector<CacheStats> before;
-    for (const Table& t : tables) before.push_back(t.stats());
+    for (const auto& t : tables) before.push_back(t.stats());
     const Measurement m = Measure(kernels, traces, f, f.threads[i], f.seconds);
     uint64_t lookups = 0, hits = 0, migrations = 0, evicted = 0;
     for (size_t t = 0; t < tables.size(); ++t) {
@@ -366,6 +386,47 @@ void RunCached(const Flags& f, const Traces& traces, bool full, const std::vecto
              {.hit_rate = static_cast<double>(hits) / n, .ideal = ideal,
               .copied = static_cast<double>(migrations) / n, .evicted = evicted});
   }
+}
+
+double LookupRate(const Measurement& m, const Flags& f) {
+  return static_cast<double>(m.latency_us.size()) * f.tables * f.batch * f.bag / m.seconds;
+}
+
+// --pairs N: the hit path's cost, robust to a machine whose speed drifts.
+// The DRAM and the fully cached tables live side by side; each pair measures
+// both for --seconds, in alternating order (dram first in even pairs), so a
+// drift lands on both; the ratio of each pair, then their median.
+template <int64_t D>
+int RunPairs(const Flags& f, const Traces& traces) {
+  const auto dram = MakeDramTables<D>(f);
+  const auto full = MakeCachedTables<D>(f, /*full=*/true);
+  const auto dram_kernels = MakeKernels(dram);
+  const auto full_kernels = MakeKernels(full);
+  std::printf("\n%d pairs of %.2f s each; lookups/s\n\n", f.pairs, f.seconds);
+  std::printf("| threads | dram best | full best | full / dram, bests | full / dram, median of pairs | pairs within 1.15x |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (int threads : f.threads) {
+    std::vector<double> ratios;
+    double dram_best = 0, full_best = 0;
+    for (int p = 0; p < f.pairs; ++p) {
+      double d = 0, c = 0;
+      for (int k = 0; k < 2; ++k) {
+        if ((k == 0) == (p % 2 == 0)) {
+          d = LookupRate(Measure(dram_kernels, traces, f, threads, f.seconds), f);
+        } else {
+          c = LookupRate(Measure(full_kernels, traces, f, threads, f.seconds), f);
+        }
+      }
+      dram_best = std::max(dram_best, d);
+      full_best = std::max(full_best, c);
+      ratios.push_back(c / d);
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const auto within = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r >= 1 / 1.15; });
+    std::printf("| %d | %.3g | %.3g | %.2fx | %.2fx | %lld of %d |\n", threads, dram_best, full_best,
+                full_best / dram_best, ratios[ratios.size() / 2], static_cast<long long>(within), f.pairs);
+  }
+  return 0;
 }
 
 template <int64_t D>
@@ -387,6 +448,7 @@ int Run(const Flags& f) {
                               100 * f.cache_fraction, static_cast<long long>(capacity_guess))
                   .c_str());
   const Traces traces = DrawTraces(f);
+  if (f.pairs > 0) return RunPairs<D>(f, traces);
   std::printf("\n| storage | threads | lookups/s | vs dram | requests/s | p50 us | p99 us | p99.9 us | stall (max) us "
               "| hit rate | ideal | copied | rows evicted | cpu share |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
