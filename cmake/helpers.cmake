@@ -20,6 +20,8 @@ function(_cemb_package_of target out)
     set(${out} uring PARENT_SCOPE)
   elseif(target STREQUAL "DNNL::dnnl")
     set(${out} dnnl PARENT_SCOPE)
+  elseif(target MATCHES "^MPI::")
+    set(${out} MPI PARENT_SCOPE)
   elseif(target STREQUAL "yaml-cpp")
     set(${out} yaml-cpp PARENT_SCOPE)
   else()
@@ -54,6 +56,8 @@ function(_cemb_install_component name)
     elseif(package STREQUAL "uring")
       string(APPEND content "find_dependency(PkgConfig)\n"
              "pkg_check_modules(URING REQUIRED IMPORTED_TARGET GLOBAL liburing)\n")
+    elseif(package STREQUAL "MPI")
+      string(APPEND content "set(MPI_CXX_SKIP_MPICXX ON)\nfind_dependency(MPI COMPONENTS CXX)\n")
     else()
       string(APPEND content "find_dependency(${package})\n")
     endif()
@@ -118,6 +122,28 @@ function(cemb_add_test name)
   # ctest -L matches a regular expression, so "cache_tsan" is selected by
   # both -L cache and -L tsan.
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+endfunction()
+
+# cemb_mpiexec(<out> <ranks>): the command that starts a program on <ranks>
+# ranks, the program and its arguments to be appended: FindMPI's mpirun
+# (dist/ finds MPI) and its flags, plus --oversubscribe (more ranks than
+# cores, as on a 2-core machine) and --allow-run-as-root (Open MPI refuses
+# root without it; harmless for other users).
+function(cemb_mpiexec out ranks)
+  set(${out} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${MPIEXEC_PREFLAGS}
+      --oversubscribe --allow-run-as-root PARENT_SCOPE)
+endfunction()
+
+# cemb_add_mpi_test(<name> SOURCES ... RANKS n DEPS ... [LABELS ...])
+# A GoogleTest program run as one ctest test under mpirun with n ranks
+# (tests/dist/mpi_test_main.cc: rank 0 prints, a failure on any rank fails).
+function(cemb_add_mpi_test name)
+  cmake_parse_arguments(ARG "" "RANKS" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/dist/mpi_test_main.cc)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} cemb::dist GTest::gtest GTest::gmock)
+  cemb_mpiexec(mpiexec ${ARG_RANKS})
+  add_test(NAME ${name} COMMAND ${mpiexec} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+  set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 120 PROCESSORS ${ARG_RANKS})
 endfunction()
 
 # cemb_add_bench(<name> SOURCES ... DEPS ...)
