@@ -29,19 +29,39 @@ class ScopedSeconds {
   double start_;
 };
 
+// The columns of `tables` (dim each) of m's rows, from / into a block that
+// holds them row after row: block row i = [table 0's dim | table 1's | ...].
+void ScatterColumns(const float* block, std::span<const int> tables, int64_t dim, MatrixView m) {
+  for (int64_t i = 0; i < m.rows; ++i) {
+    float* row = m.row(i);
+    for (int t : tables) {
+      std::memcpy(row + t * dim, block, dim * sizeof(float));
+      block += dim;
+    }
+  }
+}
+
+void GatherColumns(ConstMatrixView m, std::span<const int> tables, int64_t dim, float* block) {
+  for (int64_t i = 0; i < m.rows; ++i) {
+    const float* row = m.row(i);
+    for (int t : tables) {
+      std::memcpy(block, row + t * dim, dim * sizeof(float));
+      block += dim;
+    }
+  }
+}
+
 absl::Status OutOfOrder(const char* call) {
   return absl::FailedPreconditionError(absl::StrCat("EmbeddingExchange::", call, " called out of order"));
 }
 
 }  // namespace
 
-void EmbeddingExchange::Exchange::Resize(int ranks) {
+void EmbeddingExchange::Counts::Resize(int ranks) {
   send_counts.assign(ranks, 0);
   send_displs.assign(ranks, 0);
   recv_counts.assign(ranks, 0);
   recv_displs.assign(ranks, 0);
-  send_types.assign(ranks, MPI_FLOAT);
-  recv_types.assign(ranks, MPI_FLOAT);
 }
 
 absl::StatusOr<std::unique_ptr<EmbeddingExchange>> EmbeddingExchange::Create(const Comm& comm,
@@ -55,16 +75,15 @@ absl::StatusOr<std::unique_ptr<EmbeddingExchange>> EmbeddingExchange::Create(con
     return absl::InvalidArgumentError(absl::StrCat("EmbeddingExchange: dim ", options.dim, " and max_local_batch ",
                                                    options.max_local_batch, " must be >= 1"));
   }
-  // MPI counts and byte displacements are ints: the largest owned block
-  // ([N x K*dim] floats) and one matrix row's extent must fit.
+  // MPI counts and displacements are ints: the largest owned block
+  // ([N x K*dim] floats) and a rank's received rows must fit.
   const int64_t max_global = options.max_local_batch * comm.size();
   for (int r = 0; r < plan.num_ranks(); ++r) {
-    const int64_t bytes = max_global * static_cast<int64_t>(plan.tables_of(r).size()) * options.dim *
-                          static_cast<int64_t>(sizeof(float));
-    if (bytes > INT_MAX) {
+    const int64_t floats = max_global * static_cast<int64_t>(plan.tables_of(r).size()) * options.dim;
+    if (floats > INT_MAX || options.max_local_batch * plan.num_tables() * options.dim > INT_MAX) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "EmbeddingExchange: rank ", r, "'s pooled rows of a global batch of ", max_global, " take ", bytes,
-          " bytes, more than MPI's int displacements reach (", INT_MAX, "); use a smaller batch or more ranks"));
+          "EmbeddingExchange: rank ", r, "'s pooled rows of a global batch of ", max_global, " are ", floats,
+          " floats, more than MPI's int counts reach (", INT_MAX, "); use a smaller batch or more ranks"));
     }
   }
   return std::unique_ptr<EmbeddingExchange>(new EmbeddingExchange(comm, plan, options));
@@ -78,67 +97,20 @@ EmbeddingExchange::EmbeddingExchange(const Comm& comm, const ShardPlan& plan, co
   first_.assign(ranks_, 0);
   meta_send_.assign(2 * ranks_, 0);
   meta_recv_.assign(2 * ranks_, 0);
-  words_send_counts_.assign(ranks_, 0);
-  words_send_displs_.assign(ranks_, 0);
-  words_recv_counts_.assign(ranks_, 0);
-  words_recv_displs_.assign(ranks_, 0);
+  words_.Resize(ranks_);
+  rows_.Resize(ranks_);
+  grads_.Resize(ranks_);
+  column_of_.assign(ranks_, 0);
+  for (int r = 1; r < ranks_; ++r) {
+    column_of_[r] = column_of_[r - 1] + static_cast<int64_t>(plan.tables_of(r - 1).size());
+  }
   owned_offsets_.assign(owned_, std::vector<int32_t>(max_global + 1, 0));
   owned_indices_.resize(owned_);
   owned_bags_.resize(owned_);
   owned_output_.assign(max_global * owned_ * options.dim, 0.0f);
   owned_grad_.assign(max_global * owned_ * options.dim, 0.0f);
-  pooled_.Resize(ranks_);
-  gradients_.Resize(ranks_);
-}
-
-EmbeddingExchange::~EmbeddingExchange() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
-  FreeRowTypes(&emb_types_);
-  FreeRowTypes(&grad_types_);
-}
-
-void EmbeddingExchange::FreeRowTypes(std::vector<MPI_Datatype>* types) {
-  for (int r = 0; r < static_cast<int>(types->size()); ++r) {
-    if (!plan_.tables_of(r).empty()) MPI_Type_free(&(*types)[r]);
-  }
-  types->clear();
-}
-
-// Per rank r: one row's columns [t*dim, (t+1)*dim) for r's tables t, with
-// the extent of a whole row of `ld` floats, so `n` of them are n rows.
-absl::Status EmbeddingExchange::RowTypes(int64_t ld, int64_t* current_ld, std::vector<MPI_Datatype>* types) {
-  if (ld == *current_ld) return absl::OkStatus();
-  FreeRowTypes(types);
-  *current_ld = -1;
-  types->assign(ranks_, MPI_FLOAT);
-  std::vector<int> displs;
-  for (int r = 0; r < ranks_; ++r) {
-    const std::span<const int> tables = plan_.tables_of(r);
-    if (tables.empty()) continue;
-    displs.clear();
-    for (int t : tables) displs.push_back(static_cast<int>(t * options_.dim));
-    MPI_Datatype row;
-    CEMB_RETURN_IF_ERROR(MpiStatus(MPI_Type_create_indexed_block(static_cast<int>(tables.size()),
-                                                                 static_cast<int>(options_.dim), displs.data(),
-                                                                 MPI_FLOAT, &row),
-                                   "MPI_Type_create_indexed_block"));
-    absl::Status s = MpiStatus(
-        MPI_Type_create_resized(row, 0, static_cast<MPI_Aint>(ld * sizeof(float)), &(*types)[r]),
-        "MPI_Type_create_resized");
-    MPI_Type_free(&row);
-    if (s.ok()) s = MpiStatus(MPI_Type_commit(&(*types)[r]), "MPI_Type_commit");
-    if (!s.ok()) {
-      for (int q = 0; q < r; ++q) {
-        if (!plan_.tables_of(q).empty()) MPI_Type_free(&(*types)[q]);
-      }
-      types->clear();
-      return s;
-    }
-  }
-  *current_ld = ld;
-  return absl::OkStatus();
+  rows_recv_.assign(options.max_local_batch * plan.num_tables() * options.dim, 0.0f);
+  grads_send_.assign(options.max_local_batch * plan.num_tables() * options.dim, 0.0f);
 }
 
 absl::Status EmbeddingExchange::CheckBags(std::span<const Bags<int32_t>> bags) const {
@@ -198,14 +170,14 @@ absl::Status EmbeddingExchange::StartIndices(std::span<const Bags<int32_t>> bags
                                                       " exceed what MPI's int counts reach from ", ranks_,
                                                       " ranks"));
     }
-    words_send_counts_[r] = static_cast<int>(words);
-    words_send_displs_[r] = static_cast<int>(total);
+    words_.send_counts[r] = static_cast<int>(words);
+    words_.send_displs[r] = static_cast<int>(total);
     total += words;
   }
   if (local.ok()) {
     if (words_send_.size() < static_cast<size_t>(total)) words_send_.resize(total);
     for (int r = 0; r < ranks_; ++r) {
-      int32_t* out = words_send_.data() + words_send_displs_[r];
+      int32_t* out = words_send_.data() + words_.send_displs[r];
       for (int t : plan_.tables_of(r)) {
         const std::span<const int32_t> offsets = bags[t].offsets;
         for (int64_t i = 0; i < n; ++i) *out++ = offsets[i + 1] - offsets[i];
@@ -220,7 +192,7 @@ absl::Status EmbeddingExchange::StartIndices(std::span<const Bags<int32_t>> bags
   }
   for (int r = 0; r < ranks_; ++r) {
     meta_send_[2 * r] = local.ok() ? static_cast<int32_t>(n) : -1;
-    meta_send_[2 * r + 1] = local.ok() ? words_send_counts_[r] : 0;
+    meta_send_[2 * r + 1] = local.ok() ? words_.send_counts[r] : 0;
   }
   CEMB_RETURN_IF_ERROR(comm_.Alltoall(meta_send_, meta_recv_));
   for (int s = 0; s < ranks_; ++s) {
@@ -233,24 +205,38 @@ absl::Status EmbeddingExchange::StartIndices(std::span<const Bags<int32_t>> bags
     local_[s] = meta_recv_[2 * s];
     first_[s] = global_batch_;
     global_batch_ += local_[s];
-    words_recv_counts_[s] = meta_recv_[2 * s + 1];
-    words_recv_displs_[s] = static_cast<int>(words);
-    words += words_recv_counts_[s];
+    // This rank's own words stay in words_send_ (Chunk), never through MPI.
+    words_.recv_counts[s] = s == rank_ ? 0 : meta_recv_[2 * s + 1];
+    words_.recv_displs[s] = static_cast<int>(words);
+    words += words_.recv_counts[s];
   }
+  const int self_words = words_.send_counts[rank_];
+  words_.send_counts[rank_] = 0;
   if (words_recv_.size() < static_cast<size_t>(words)) words_recv_.resize(words);
-  CEMB_RETURN_IF_ERROR(MpiStatus(
-      MPI_Ialltoallv(words_send_.data(), words_send_counts_.data(), words_send_displs_.data(), MPI_INT32_T,
-                     words_recv_.data(), words_recv_counts_.data(), words_recv_displs_.data(), MPI_INT32_T,
-                     comm_.raw(), &request_),
-      "MPI_Ialltoallv"));
+  absl::Status posted = Post(words_send_.data(), words_, words_recv_.data(), MPI_INT32_T);
+  words_.send_counts[rank_] = self_words;
+  CEMB_RETURN_IF_ERROR(posted);
   for (int r = 0; r < ranks_; ++r) {
     if (r == rank_) continue;
-    stats_.bytes_sent += int64_t{words_send_counts_[r]} * 4;
-    stats_.bytes_received += int64_t{words_recv_counts_[r]} * 4;
+    stats_.bytes_sent += int64_t{words_.send_counts[r]} * 4;
+    stats_.bytes_received += int64_t{words_.recv_counts[r]} * 4;
   }
   ++stats_.steps;
   state_ = State::kIndices;
   return absl::OkStatus();
+}
+
+// kBlocking: the whole MPI_Alltoallv now (request_ stays null, so Wait only
+// finishes the step's local part); kNonblocking: MPI_Ialltoallv.
+absl::Status EmbeddingExchange::Post(const void* send, const Counts& counts, void* recv, MPI_Datatype type) {
+  if (options_.transfer == Transfer::kBlocking) {
+    return MpiStatus(MPI_Alltoallv(send, counts.send_counts.data(), counts.send_displs.data(), type, recv,
+                                   counts.recv_counts.data(), counts.recv_displs.data(), type, comm_.raw()),
+                     "MPI_Alltoallv");
+  }
+  return MpiStatus(MPI_Ialltoallv(send, counts.send_counts.data(), counts.send_displs.data(), type, recv,
+                                  counts.recv_counts.data(), counts.recv_displs.data(), type, comm_.raw(), &request_),
+                   "MPI_Ialltoallv");
 }
 
 absl::Status EmbeddingExchange::Wait(State expected, State next, double* seconds) {
@@ -261,6 +247,11 @@ absl::Status EmbeddingExchange::Wait(State expected, State next, double* seconds
   return absl::OkStatus();
 }
 
+// Rank s's words for this rank: received, or this rank's own packed ones.
+const int32_t* EmbeddingExchange::Chunk(int s) const {
+  return s == rank_ ? words_send_.data() + words_.send_displs[s] : words_recv_.data() + words_.recv_displs[s];
+}
+
 absl::Status EmbeddingExchange::WaitIndices() {
   CEMB_RETURN_IF_ERROR(Wait(State::kIndices, State::kOwnedBags, &stats_.indices_seconds));
   ScopedSeconds timer(&stats_.indices_seconds);
@@ -268,7 +259,7 @@ absl::Status EmbeddingExchange::WaitIndices() {
   int64_t n_all = global_batch_;
   for (int k = 0; k < owned_; ++k) owned_offsets_[k][0] = 0;
   for (int s = 0; s < ranks_; ++s) {
-    const int32_t* lengths = words_recv_.data() + words_recv_displs_[s];
+    const int32_t* lengths = Chunk(s);
     for (int k = 0; k < owned_; ++k) {
       int32_t* offsets = owned_offsets_[k].data() + first_[s];
       const int32_t* len = lengths + k * local_[s];
@@ -281,7 +272,7 @@ absl::Status EmbeddingExchange::WaitIndices() {
     if (owned_indices_[k].size() < count) owned_indices_[k].resize(count);
   }
   for (int s = 0; s < ranks_; ++s) {
-    const int32_t* in = words_recv_.data() + words_recv_displs_[s] + int64_t{owned_} * local_[s];
+    const int32_t* in = Chunk(s) + int64_t{owned_} * local_[s];
     for (int k = 0; k < owned_; ++k) {
       const int32_t begin = owned_offsets_[k][first_[s]];
       const int32_t count = owned_offsets_[k][first_[s] + local_[s]] - begin;
@@ -307,72 +298,71 @@ ConstMatrixView EmbeddingExchange::owned_grad() const {
   return ConstMatrixView(owned_grad_.data(), global_batch_, cols, cols);
 }
 
+absl::Status EmbeddingExchange::CheckMatrix(const char* call, int64_t rows, int64_t cols, int64_t ld) const {
+  const int64_t want = plan_.num_tables() * options_.dim;
+  if (rows == local_[rank_] && cols == want && ld >= cols) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("EmbeddingExchange::", call, ": a ", rows, " x ", cols, " (ld ", ld,
+                                                 ") matrix where ", local_[rank_], " x ", want, " is needed"));
+}
+
+// Rows of this rank's samples, grouped by owner: owner r's block is
+// [n_me x K_r*dim], its tables in order, at column_of_[r] * n_me * dim.
 absl::Status EmbeddingExchange::StartPooled(MatrixView emb) {
   if (state_ != State::kOwnedBags) return OutOfOrder("StartPooled");
   ScopedSeconds timer(&stats_.pooled_seconds);
-  const int64_t cols = plan_.num_tables() * options_.dim;
-  if (emb.rows != local_[rank_] || emb.cols != cols || emb.ld < cols) {
-    return absl::InvalidArgumentError(absl::StrCat("EmbeddingExchange::StartPooled: a ", emb.rows, " x ", emb.cols,
-                                                   " (ld ", emb.ld, ") matrix where ", local_[rank_], " x ", cols,
-                                                   " is needed"));
-  }
-  CEMB_RETURN_IF_ERROR(RowTypes(emb.ld, &emb_ld_, &emb_types_));
-  // Sends: rank s's rows of owned_output, contiguous. Receives: n_me rows of
-  // each owner's columns, straight into emb.
-  const int64_t row_bytes = owned_ * options_.dim * static_cast<int64_t>(sizeof(float));
+  CEMB_RETURN_IF_ERROR(CheckMatrix("StartPooled", emb.rows, emb.cols, emb.ld));
+  const int64_t n = local_[rank_], dim = options_.dim;
   for (int r = 0; r < ranks_; ++r) {
-    pooled_.send_counts[r] = static_cast<int>(local_[r] * owned_ * options_.dim);
-    pooled_.send_displs[r] = static_cast<int>(first_[r] * row_bytes);
-    const bool owner = !plan_.tables_of(r).empty();
-    pooled_.recv_counts[r] = owner ? static_cast<int>(local_[rank_]) : 0;
-    pooled_.recv_types[r] = owner ? emb_types_[r] : MPI_FLOAT;
+    const int64_t k = static_cast<int64_t>(plan_.tables_of(r).size());
+    // Rank r's rows of owned_output; this rank's own are copied below.
+    rows_.send_counts[r] = r == rank_ ? 0 : static_cast<int>(local_[r] * owned_ * dim);
+    rows_.send_displs[r] = static_cast<int>(first_[r] * owned_ * dim);
+    rows_.recv_counts[r] = r == rank_ ? 0 : static_cast<int>(n * k * dim);
+    rows_.recv_displs[r] = static_cast<int>(n * column_of_[r] * dim);
     if (r != rank_) {
-      stats_.bytes_sent += pooled_.send_counts[r] * int64_t{sizeof(float)};
-      stats_.bytes_received += local_[rank_] * int64_t(plan_.tables_of(r).size()) * options_.dim * 4;
+      stats_.bytes_sent += int64_t{rows_.send_counts[r]} * 4;
+      stats_.bytes_received += int64_t{rows_.recv_counts[r]} * 4;
     }
   }
-  CEMB_RETURN_IF_ERROR(MpiStatus(
-      MPI_Ialltoallw(owned_output_.data(), pooled_.send_counts.data(), pooled_.send_displs.data(),
-                     pooled_.send_types.data(), emb.data, pooled_.recv_counts.data(), pooled_.recv_displs.data(),
-                     pooled_.recv_types.data(), comm_.raw(), &request_),
-      "MPI_Ialltoallw"));
+  CEMB_RETURN_IF_ERROR(Post(owned_output_.data(), rows_, rows_recv_.data(), MPI_FLOAT));
+  // This rank's samples of its own tables, while the others' travel.
+  ScatterColumns(owned_output_.data() + first_[rank_] * owned_ * dim, plan_.tables_of(rank_), dim, emb);
+  pending_emb_ = emb;
   state_ = State::kPooled;
   return absl::OkStatus();
 }
 
 absl::Status EmbeddingExchange::WaitPooled() {
-  return Wait(State::kPooled, State::kForwardDone, &stats_.pooled_seconds);
+  CEMB_RETURN_IF_ERROR(Wait(State::kPooled, State::kForwardDone, &stats_.pooled_seconds));
+  ScopedSeconds timer(&stats_.pooled_seconds);
+  for (int r = 0; r < ranks_; ++r) {
+    if (r == rank_) continue;  // copied by StartPooled
+    ScatterColumns(rows_recv_.data() + rows_.recv_displs[r], plan_.tables_of(r), options_.dim, pending_emb_);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status EmbeddingExchange::StartGradients(ConstMatrixView d_emb) {
   if (state_ != State::kForwardDone) return OutOfOrder("StartGradients");
   ScopedSeconds timer(&stats_.gradient_seconds);
-  const int64_t cols = plan_.num_tables() * options_.dim;
-  if (d_emb.rows != local_[rank_] || d_emb.cols != cols || d_emb.ld < cols) {
-    return absl::InvalidArgumentError(absl::StrCat("EmbeddingExchange::StartGradients: a ", d_emb.rows, " x ",
-                                                   d_emb.cols, " (ld ", d_emb.ld, ") matrix where ",
-                                                   local_[rank_], " x ", cols, " is needed"));
-  }
-  CEMB_RETURN_IF_ERROR(RowTypes(d_emb.ld, &grad_ld_, &grad_types_));
-  // Sends: n_me rows of each owner's columns, read in place from d_emb.
-  // Receives: rank s's rows of owned_grad, contiguous.
-  const int64_t row_bytes = owned_ * options_.dim * static_cast<int64_t>(sizeof(float));
+  CEMB_RETURN_IF_ERROR(CheckMatrix("StartGradients", d_emb.rows, d_emb.cols, d_emb.ld));
+  // Packs this rank's gradient rows by owner (StartPooled's layout); each
+  // owner receives rank s's rows of owned_grad, contiguous.
+  const int64_t n = local_[rank_], dim = options_.dim;
   for (int r = 0; r < ranks_; ++r) {
-    const bool owner = !plan_.tables_of(r).empty();
-    gradients_.send_counts[r] = owner ? static_cast<int>(local_[rank_]) : 0;
-    gradients_.send_types[r] = owner ? grad_types_[r] : MPI_FLOAT;
-    gradients_.recv_counts[r] = static_cast<int>(local_[r] * owned_ * options_.dim);
-    gradients_.recv_displs[r] = static_cast<int>(first_[r] * row_bytes);
-    if (r != rank_) {
-      stats_.bytes_sent += local_[rank_] * int64_t(plan_.tables_of(r).size()) * options_.dim * 4;
-      stats_.bytes_received += gradients_.recv_counts[r] * int64_t{sizeof(float)};
-    }
+    const int64_t k = static_cast<int64_t>(plan_.tables_of(r).size());
+    grads_.send_counts[r] = r == rank_ ? 0 : static_cast<int>(n * k * dim);
+    grads_.send_displs[r] = static_cast<int>(n * column_of_[r] * dim);
+    grads_.recv_counts[r] = r == rank_ ? 0 : static_cast<int>(local_[r] * owned_ * dim);
+    grads_.recv_displs[r] = static_cast<int>(first_[r] * owned_ * dim);
+    if (r == rank_) continue;  // copied below
+    GatherColumns(d_emb, plan_.tables_of(r), dim, grads_send_.data() + grads_.send_displs[r]);
+    stats_.bytes_sent += int64_t{grads_.send_counts[r]} * 4;
+    stats_.bytes_received += int64_t{grads_.recv_counts[r]} * 4;
   }
-  CEMB_RETURN_IF_ERROR(MpiStatus(
-      MPI_Ialltoallw(d_emb.data, gradients_.send_counts.data(), gradients_.send_displs.data(),
-                     gradients_.send_types.data(), owned_grad_.data(), gradients_.recv_counts.data(),
-                     gradients_.recv_displs.data(), gradients_.recv_types.data(), comm_.raw(), &request_),
-      "MPI_Ialltoallw"));
+  CEMB_RETURN_IF_ERROR(Post(grads_send_.data(), grads_, owned_grad_.data(), MPI_FLOAT));
+  // This rank's samples of its own tables, while the others' travel.
+  GatherColumns(d_emb, plan_.tables_of(rank_), dim, owned_grad_.data() + first_[rank_] * owned_ * dim);
   state_ = State::kGradients;
   return absl::OkStatus();
 }

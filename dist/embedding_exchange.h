@@ -17,12 +17,11 @@
 //   StartPooled(emb)     each owner sends each rank the rows of its samples;
 //   WaitPooled()         they land in emb [n_me x T*dim], columns
 //                        [t*dim, (t+1)*dim) for table t: the layout of one
-//                        process's embedding output, written in place by
-//                        MPI derived datatypes (no unpacking copy).
+//                        process's embedding output.
 //   ... interaction, MLPs ...
 //   StartGradients(d_emb) d_emb: [n_me x T*dim], emb's layout. Each
-//   WaitGradients()      table's columns go to its owner, read in place;
-//                        owned_grad() is then [N x K*dim] in owned_output's
+//   WaitGradients()      table's columns go to its owner; owned_grad() is
+//                        then [N x K*dim] in owned_output's
 //                        layout, for the owner's fused update over the
 //                        whole global batch's bags (owned_bags()).
 // A forward-only step (evaluation) ends after WaitPooled.
@@ -38,13 +37,22 @@
 // MPI_Alltoall carries {n_s, words} per pair, and n_s = -1 when rank s found
 // its bags malformed: then every rank returns that rank's error
 // (Comm::AgreeOnStatus), at no cost to a step that succeeds. Pooled rows and
-// gradients travel as fp32 rows of dim floats, one MPI_Ialltoallw each.
+// gradients travel as fp32, one MPI_Ialltoallv each, in one contiguous
+// block per pair: an owner's rows of rank s are rows [first_s, first_s +
+// n_s) of owned_output / owned_grad as they are; on rank s they are
+// unpacked into emb's columns (WaitPooled) or packed from d_emb's
+// (StartGradients). That copy costs less than letting MPI scatter them
+// with derived datatypes (MPI_Ialltoallw), which takes Open MPI off its
+// single-copy path (docs/distributed.md: 0.19 against 0.14 ms).
 //
-// Nonblocking: each Start posts an MPI_Ialltoallv / MPI_Ialltoallw and
-// returns; the buffers it names (bags, emb, d_emb) must stay untouched until
-// the matching Wait. Open MPI advances a nonblocking collective only inside
-// MPI calls, so work placed between Start and Wait overlaps the transfer
-// only partly (docs/distributed.md says where the trainer can overlap).
+// Start and Wait: with Transfer::kNonblocking each Start posts an
+// MPI_Ialltoallv and returns, and the matching Wait completes it (see
+// Transfer for what that buys on Open MPI). StartIndices and
+// StartGradients copy what they send, so bags and d_emb may change as soon
+// as they return; emb is written by StartPooled and WaitPooled. A rank's
+// own share never goes through MPI: its rows of its own tables are copied
+// once, in the Start, while the other ranks' are in flight. docs/distributed.md says
+// where the trainer can overlap.
 //
 // Errors: malformed local bags (count, sizes, decreasing offsets, weights)
 // are agreed on as above. A bad row index is found by the owner's pooling
@@ -56,9 +64,9 @@
 // exchange), as is an MPI error (Internal): the caller aborts (Comm::Abort).
 //
 // Allocation: Create sizes every buffer for options.max_local_batch per
-// rank; the index buffers grow to the largest step seen; the datatypes are
-// built on the first use of a leading dimension. A steady-state step
-// allocates nothing.
+// rank; the index buffers grow to the largest step seen. A steady-state
+// step allocates nothing (Open MPI's nonblocking collectives allocate their
+// schedules inside MPI).
 // Thread safety: one thread calls it (MPI_THREAD_FUNNELED).
 //
 //   CEMB_ASSIGN_OR_RETURN(auto ex, EmbeddingExchange::Create(comm, plan, {.dim = 16, .max_local_batch = 1024}));
@@ -86,9 +94,18 @@
 
 namespace cemb::dist {
 
+// How a Start moves the data. kNonblocking: Start posts an MPI_Ialltoallv
+// that Wait completes, so the caller can compute between them; kBlocking:
+// Start runs the whole MPI_Alltoallv and Wait only finishes locally. Open
+// MPI 4.1 has no progress thread, so a posted exchange moves mostly inside
+// Wait; even with nothing in between, kNonblocking was no slower
+// (bench/dist_exchange_bench, docs/distributed.md), so it is the default.
+enum class Transfer { kBlocking, kNonblocking };
+
 struct ExchangeOptions {
   int64_t dim = 16;              // the feature size of every table
   int64_t max_local_batch = 0;   // the largest local batch any rank passes; REQUIRES: >= 1
+  Transfer transfer = Transfer::kNonblocking;
 };
 
 // Where the exchange spent its time, summed over calls: the seconds inside
@@ -109,20 +126,19 @@ struct ExchangeStats {
 class EmbeddingExchange {
  public:
   // The tables of `plan` on `comm` (plan.num_ranks() == comm.size()).
-  // InvalidArgument for bad options or a batch whose byte offsets overflow
-  // MPI's int displacements. Not collective.
+  // InvalidArgument for bad options or a batch whose element offsets
+  // overflow MPI's int displacements. Not collective.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<EmbeddingExchange>> Create(const Comm& comm,
                                                                                  const ShardPlan& plan,
                                                                                  const ExchangeOptions& options);
-  // Frees the datatypes. REQUIRES: no operation in flight; before World ends.
-  ~EmbeddingExchange();
+  // REQUIRES: no operation in flight.
+  ~EmbeddingExchange() = default;
   EmbeddingExchange(const EmbeddingExchange&) = delete;
   EmbeddingExchange& operator=(const EmbeddingExchange&) = delete;
 
   // Forward, part 1. REQUIRES: bags.size() == num_tables; every bags[t] has
   // the same nbags() = n_me <= max_local_batch, offsets[0] == 0,
   // non-decreasing offsets ending at most at indices.size(), no weights.
-  // NOTE: bags' memory is read until WaitIndices returns.
   [[nodiscard]] absl::Status StartIndices(std::span<const Bags<int32_t>> bags);
   [[nodiscard]] absl::Status WaitIndices();
 
@@ -137,6 +153,8 @@ class EmbeddingExchange {
   // Forward, part 2. REQUIRES: after WaitIndices; emb.rows == n_me,
   // emb.cols == num_tables * dim, emb.ld >= emb.cols; owned_output()
   // filled. Columns past num_tables * dim are left as they are.
+  // NOTE: emb's columns of this rank's tables are written here, the others'
+  // by WaitPooled; it must stay valid until then.
   [[nodiscard]] absl::Status StartPooled(MatrixView emb);
   [[nodiscard]] absl::Status WaitPooled();
 
@@ -161,17 +179,17 @@ class EmbeddingExchange {
 
  private:
   enum class State { kIdle, kIndices, kOwnedBags, kPooled, kForwardDone, kGradients };
-  // Send and receive arrays of one MPI_Ialltoallw (bytes displacements).
-  struct Exchange {
+  // Counts and displacements (in elements) of one MPI_Ialltoallv.
+  struct Counts {
     std::vector<int> send_counts, send_displs, recv_counts, recv_displs;
-    std::vector<MPI_Datatype> send_types, recv_types;
     void Resize(int ranks);
   };
 
   EmbeddingExchange(const Comm& comm, const ShardPlan& plan, const ExchangeOptions& options);
   absl::Status CheckBags(std::span<const Bags<int32_t>> bags) const;
-  absl::Status RowTypes(int64_t ld, int64_t* current_ld, std::vector<MPI_Datatype>* types);
-  void FreeRowTypes(std::vector<MPI_Datatype>* types);
+  absl::Status CheckMatrix(const char* call, int64_t rows, int64_t cols, int64_t ld) const;
+  absl::Status Post(const void* send, const Counts& counts, void* recv, MPI_Datatype type);
+  const int32_t* Chunk(int s) const;
   absl::Status Wait(State expected, State next, double* seconds);
 
   Comm comm_;
@@ -190,19 +208,22 @@ class EmbeddingExchange {
   // Indices: the {n, words} pairs, the packed words, their counts and displacements.
   std::vector<int32_t> meta_send_, meta_recv_;
   std::vector<int32_t> words_send_, words_recv_;
-  std::vector<int> words_send_counts_, words_send_displs_, words_recv_counts_, words_recv_displs_;
+  Counts words_;
 
   // The owner's view of the global batch.
   std::vector<std::vector<int32_t>> owned_offsets_, owned_indices_;
   std::vector<Bags<int32_t>> owned_bags_;
   std::vector<float> owned_output_, owned_grad_;
 
-  // Pooled rows and gradients: one MPI_Ialltoallw each, and per rank r the
-  // datatype of one row's columns of r's tables in a matrix of leading
-  // dimension *_ld_ (built when the ld changes).
-  Exchange pooled_, gradients_;
-  std::vector<MPI_Datatype> emb_types_, grad_types_;
-  int64_t emb_ld_ = -1, grad_ld_ = -1;
+  // Pooled rows and gradients, one MPI_Ialltoallv each. This rank's rows
+  // travel grouped by owner: owner r's block is [n_me x K_r*dim] at
+  // element n_me * column_of_[r] * dim (column_of_[r]: the tables of ranks
+  // before r), unpacked into emb (WaitPooled) or packed from d_emb
+  // (StartGradients).
+  Counts rows_, grads_;
+  std::vector<int64_t> column_of_;
+  std::vector<float> rows_recv_, grads_send_;
+  MatrixView pending_emb_;
 };
 
 }  // namespace cemb::dist
