@@ -183,8 +183,8 @@ absl::Status EmbeddingExchange::StartIndices(std::span<const Bags<int32_t>> bags
         for (int64_t i = 0; i < n; ++i) *out++ = offsets[i + 1] - offsets[i];
       }
       for (int t : plan_.tables_of(r)) {
-        if (n == 0) continue;
-        const int32_t count = bags[t].offsets[n];
+        const int32_t count = n == 0 ? 0 : bags[t].offsets[n];
+        if (count == 0) continue;  // indices may be empty, its data() null
         std::memcpy(out, bags[t].indices.data(), count * sizeof(int32_t));
         out += count;
       }
@@ -276,7 +276,7 @@ absl::Status EmbeddingExchange::WaitIndices() {
     for (int k = 0; k < owned_; ++k) {
       const int32_t begin = owned_offsets_[k][first_[s]];
       const int32_t count = owned_offsets_[k][first_[s] + local_[s]] - begin;
-      std::memcpy(owned_indices_[k].data() + begin, in, count * sizeof(int32_t));
+      if (count > 0) std::memcpy(owned_indices_[k].data() + begin, in, count * sizeof(int32_t));  // in may be null
       in += count;
     }
   }

@@ -285,8 +285,10 @@ TEST(EmbeddingExchange, OwnersRunningTheKernelsTrainTheSameTablesAsOneProcess) {
           },
           MatrixView{emb.data(), n, cols, cols});
       ASSERT_TRUE(s.ok()) << s;
-      EXPECT_EQ(std::memcmp(emb.data(), expected.data() + first * cols, n * cols * sizeof(float)), 0)
-          << "step " << step << ", rank " << me;
+      if (n > 0) {  // emb.data() may be null
+        EXPECT_EQ(std::memcmp(emb.data(), expected.data() + first * cols, n * cols * sizeof(float)), 0)
+            << "step " << step << ", rank " << me;
+      }
       s = (*ex)->Backward(ConstMatrixView(global.grad.data() + first * cols, n, cols, cols),
                           [&](std::span<const Bags<int32_t>> bags, ConstMatrixView grad) {
                             absl::Status r = my_ensemble.reindex<int32_t>(bags, Pooling::kSum);
