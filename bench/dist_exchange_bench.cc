@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "base/random.h"
+#include "bench/bench_util.h"
 #include "dist/comm.h"
 #include "dist/embedding_exchange.h"
 #include "dist/shard_plan.h"
@@ -204,11 +205,7 @@ int Run(const dist::Comm& comm, const Flags& f) {
 }  // namespace cemb
 
 int main(int argc, char** argv) {
-#ifndef NDEBUG
-  std::fprintf(stderr, "dist_exchange_bench: refusing to run a debug build (NDEBUG is not defined); "
-                       "configure with -DCMAKE_BUILD_TYPE=Release.\n");
-  return 1;
-#endif
+  cemb::bench::RequireOptimizedBuild("dist_exchange_bench");
   absl::StatusOr<cemb::dist::World> world = cemb::dist::World::Init(&argc, &argv);
   if (!world.ok()) {
     std::fprintf(stderr, "%s\n", world.status().ToString().c_str());

@@ -124,15 +124,16 @@ function(cemb_add_test name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
 endfunction()
 
+# The environment of every test under mpirun: Open MPI's own leaks at
+# MPI_Finalize are suppressed for LeakSanitizer (the ASan build's tests).
+set(CEMB_MPI_TEST_ENVIRONMENT
+    "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/dist/lsan_suppressions.txt:fast_unwind_on_malloc=0")
+
 # cemb_mpiexec(<out> <ranks>): the command that starts a program on <ranks>
 # ranks, the program and its arguments to be appended: FindMPI's mpirun
 # (dist/ finds MPI) and its flags, plus --oversubscribe (more ranks than
 # cores, as on a 2-core machine) and --allow-run-as-root (Open MPI refuses
 # root without it; harmless for other users).
-# The environment of every test under mpirun: Open MPI's own leaks at
-# MPI_Finalize are suppressed for LeakSanitizer (the ASan build's tests).
-set(CEMB_MPI_TEST_ENVIRONMENT
-    "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/dist/lsan_suppressions.txt:fast_unwind_on_malloc=0")
 function(cemb_mpiexec out ranks)
   set(${out} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} ${MPIEXEC_PREFLAGS}
       --oversubscribe --allow-run-as-root PARENT_SCOPE)

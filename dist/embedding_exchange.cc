@@ -210,25 +210,41 @@ absl::Status EmbeddingExchange::StartIndices(std::span<const Bags<int32_t>> bags
     words_.recv_displs[s] = static_cast<int>(words);
     words += words_.recv_counts[s];
   }
-  const int self_words = words_.send_counts[rank_];
+  // (MPI reads the count arrays until the exchange completes: they stay as
+  // posted until the next StartIndices.)
   words_.send_counts[rank_] = 0;
   if (words_recv_.size() < static_cast<size_t>(words)) words_recv_.resize(words);
-  absl::Status posted = Post(words_send_.data(), words_, words_recv_.data(), MPI_INT32_T);
-  words_.send_counts[rank_] = self_words;
-  CEMB_RETURN_IF_ERROR(posted);
-  for (int r = 0; r < ranks_; ++r) {
-    if (r == rank_) continue;
-    stats_.bytes_sent += int64_t{words_.send_counts[r]} * 4;
-    stats_.bytes_received += int64_t{words_.recv_counts[r]} * 4;
-  }
+  CEMB_RETURN_IF_ERROR(Post(words_send_.data(), words_, words_recv_.data(), MPI_INT32_T));
   ++stats_.steps;
   state_ = State::kIndices;
   return absl::OkStatus();
 }
 
+// Per rank r, the blocks of this step's pooled rows: `owner` is rank r's
+// rows of owned_output / owned_grad ([n_r x K*dim] at row first_r), `mine`
+// this rank's rows of r's tables ([n_me x K_r*dim] at element
+// n_me * column_of_[r] * dim of rows_recv_ / grads_send_). This rank's own
+// block is 0: it is copied, never sent.
+void EmbeddingExchange::RowBlocks(std::vector<int>* owner_counts, std::vector<int>* owner_displs,
+                                  std::vector<int>* mine_counts, std::vector<int>* mine_displs) const {
+  const int64_t n = local_[rank_], dim = options_.dim;
+  for (int r = 0; r < ranks_; ++r) {
+    const int64_t k = static_cast<int64_t>(plan_.tables_of(r).size());
+    (*owner_counts)[r] = r == rank_ ? 0 : static_cast<int>(local_[r] * owned_ * dim);
+    (*owner_displs)[r] = static_cast<int>(first_[r] * owned_ * dim);
+    (*mine_counts)[r] = r == rank_ ? 0 : static_cast<int>(n * k * dim);
+    (*mine_displs)[r] = static_cast<int>(n * column_of_[r] * dim);
+  }
+}
+
 // kBlocking: the whole MPI_Alltoallv now (request_ stays null, so Wait only
-// finishes the step's local part); kNonblocking: MPI_Ialltoallv.
+// finishes the step's local part); kNonblocking: MPI_Ialltoallv. Counts the
+// bytes (this rank's own block is always 0 here).
 absl::Status EmbeddingExchange::Post(const void* send, const Counts& counts, void* recv, MPI_Datatype type) {
+  for (int r = 0; r < ranks_; ++r) {
+    stats_.bytes_sent += int64_t{counts.send_counts[r]} * 4;  // int32 and float
+    stats_.bytes_received += int64_t{counts.recv_counts[r]} * 4;
+  }
   if (options_.transfer == Transfer::kBlocking) {
     return MpiStatus(MPI_Alltoallv(send, counts.send_counts.data(), counts.send_displs.data(), type, recv,
                                    counts.recv_counts.data(), counts.recv_displs.data(), type, comm_.raw()),
@@ -305,25 +321,13 @@ absl::Status EmbeddingExchange::CheckMatrix(const char* call, int64_t rows, int6
                                                  ") matrix where ", local_[rank_], " x ", want, " is needed"));
 }
 
-// Rows of this rank's samples, grouped by owner: owner r's block is
-// [n_me x K_r*dim], its tables in order, at column_of_[r] * n_me * dim.
 absl::Status EmbeddingExchange::StartPooled(MatrixView emb) {
   if (state_ != State::kOwnedBags) return OutOfOrder("StartPooled");
   ScopedSeconds timer(&stats_.pooled_seconds);
   CEMB_RETURN_IF_ERROR(CheckMatrix("StartPooled", emb.rows, emb.cols, emb.ld));
-  const int64_t n = local_[rank_], dim = options_.dim;
-  for (int r = 0; r < ranks_; ++r) {
-    const int64_t k = static_cast<int64_t>(plan_.tables_of(r).size());
-    // Rank r's rows of owned_output; this rank's own are copied below.
-    rows_.send_counts[r] = r == rank_ ? 0 : static_cast<int>(local_[r] * owned_ * dim);
-    rows_.send_displs[r] = static_cast<int>(first_[r] * owned_ * dim);
-    rows_.recv_counts[r] = r == rank_ ? 0 : static_cast<int>(n * k * dim);
-    rows_.recv_displs[r] = static_cast<int>(n * column_of_[r] * dim);
-    if (r != rank_) {
-      stats_.bytes_sent += int64_t{rows_.send_counts[r]} * 4;
-      stats_.bytes_received += int64_t{rows_.recv_counts[r]} * 4;
-    }
-  }
+  const int64_t dim = options_.dim;
+  // Sends rank r's rows of owned_output; receives this rank's rows of r's tables.
+  RowBlocks(&rows_.send_counts, &rows_.send_displs, &rows_.recv_counts, &rows_.recv_displs);
   CEMB_RETURN_IF_ERROR(Post(owned_output_.data(), rows_, rows_recv_.data(), MPI_FLOAT));
   // This rank's samples of its own tables, while the others' travel.
   ScatterColumns(owned_output_.data() + first_[rank_] * owned_ * dim, plan_.tables_of(rank_), dim, emb);
@@ -346,19 +350,13 @@ absl::Status EmbeddingExchange::StartGradients(ConstMatrixView d_emb) {
   if (state_ != State::kForwardDone) return OutOfOrder("StartGradients");
   ScopedSeconds timer(&stats_.gradient_seconds);
   CEMB_RETURN_IF_ERROR(CheckMatrix("StartGradients", d_emb.rows, d_emb.cols, d_emb.ld));
-  // Packs this rank's gradient rows by owner (StartPooled's layout); each
-  // owner receives rank s's rows of owned_grad, contiguous.
-  const int64_t n = local_[rank_], dim = options_.dim;
+  // StartPooled's blocks the other way: sends this rank's rows of r's
+  // tables, packed from d_emb; receives rank r's rows of owned_grad.
+  const int64_t dim = options_.dim;
+  RowBlocks(&grads_.recv_counts, &grads_.recv_displs, &grads_.send_counts, &grads_.send_displs);
   for (int r = 0; r < ranks_; ++r) {
-    const int64_t k = static_cast<int64_t>(plan_.tables_of(r).size());
-    grads_.send_counts[r] = r == rank_ ? 0 : static_cast<int>(n * k * dim);
-    grads_.send_displs[r] = static_cast<int>(n * column_of_[r] * dim);
-    grads_.recv_counts[r] = r == rank_ ? 0 : static_cast<int>(local_[r] * owned_ * dim);
-    grads_.recv_displs[r] = static_cast<int>(first_[r] * owned_ * dim);
     if (r == rank_) continue;  // copied below
     GatherColumns(d_emb, plan_.tables_of(r), dim, grads_send_.data() + grads_.send_displs[r]);
-    stats_.bytes_sent += int64_t{grads_.send_counts[r]} * 4;
-    stats_.bytes_received += int64_t{grads_.recv_counts[r]} * 4;
   }
   CEMB_RETURN_IF_ERROR(Post(grads_send_.data(), grads_, owned_grad_.data(), MPI_FLOAT));
   // This rank's samples of its own tables, while the others' travel.

@@ -188,6 +188,8 @@ class EmbeddingExchange {
   EmbeddingExchange(const Comm& comm, const ShardPlan& plan, const ExchangeOptions& options);
   absl::Status CheckBags(std::span<const Bags<int32_t>> bags) const;
   absl::Status CheckMatrix(const char* call, int64_t rows, int64_t cols, int64_t ld) const;
+  void RowBlocks(std::vector<int>* owner_counts, std::vector<int>* owner_displs, std::vector<int>* mine_counts,
+                 std::vector<int>* mine_displs) const;
   absl::Status Post(const void* send, const Counts& counts, void* recv, MPI_Datatype type);
   const int32_t* Chunk(int s) const;
   absl::Status Wait(State expected, State next, double* seconds);

@@ -101,6 +101,21 @@ absl::StatusOr<ShardPlan> PlanFor(const Case& c) {
   return ShardPlan::FromOwners(costs, c.owners, 2);
 }
 
+// A case's plan and an exchange for it (max_local_batch 64).
+struct PlannedExchange {
+  ShardPlan plan;
+  std::unique_ptr<EmbeddingExchange> exchange;
+};
+
+absl::StatusOr<PlannedExchange> MakeExchange(const Comm& comm, const Case& c, Transfer transfer = Transfer::kNonblocking) {
+  absl::StatusOr<ShardPlan> plan = PlanFor(c);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<std::unique_ptr<EmbeddingExchange>> exchange =
+      EmbeddingExchange::Create(comm, *plan, {.dim = c.dim, .max_local_batch = 64, .transfer = transfer});
+  if (!exchange.ok()) return exchange.status();
+  return PlannedExchange{*std::move(plan), *std::move(exchange)};
+}
+
 // The obvious pooling: out.row(b) = sum of the bag's rows, in index order.
 void PoolReference(const std::vector<float>& table, int64_t dim, const Bags<int32_t>& bags, MatrixView out) {
   for (int64_t b = 0; b < bags.nbags(); ++b) {
@@ -129,11 +144,10 @@ void ExpectSameAsOneProcess(const Comm& comm, const Case& c, Transfer transfer) 
   const int me = comm.rank();
   SCOPED_TRACE(c.name + ", seed " + std::to_string(c.seed) +
                (transfer == Transfer::kBlocking ? ", blocking" : ", nonblocking"));
-  absl::StatusOr<ShardPlan> plan = PlanFor(c);
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  absl::StatusOr<std::unique_ptr<EmbeddingExchange>> ex =
-      EmbeddingExchange::Create(comm, *plan, {.dim = c.dim, .max_local_batch = 64, .transfer = transfer});
-  ASSERT_TRUE(ex.ok()) << ex.status();
+  absl::StatusOr<PlannedExchange> setup = MakeExchange(comm, c, transfer);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  const ShardPlan& plan = setup->plan;
+  EmbeddingExchange& ex = *setup->exchange;
   const int tables = static_cast<int>(c.rows.size());
   const int64_t cols = tables * c.dim, ld = cols + 3, n = c.local[me], first = me == 0 ? 0 : c.local[0];
   const std::vector<std::vector<float>> rows = MakeTables(c);
@@ -149,13 +163,13 @@ void ExpectSameAsOneProcess(const Comm& comm, const Case& c, Transfer transfer) 
     }
 
     std::vector<float> emb(n * ld + 1, kSentinel);  // one more: past the last row
-    absl::Status s = (*ex)->Forward(
+    absl::Status s = ex.Forward(
         local.bags,
         [&](std::span<const Bags<int32_t>> owned, MatrixView out) {
-          EXPECT_EQ(owned.size(), plan->tables_of(me).size());
+          EXPECT_EQ(owned.size(), plan.tables_of(me).size());
           EXPECT_EQ(out.rows, global.n);
           for (size_t k = 0; k < owned.size(); ++k) {
-            const int t = plan->tables_of(me)[k];
+            const int t = plan.tables_of(me)[k];
             // The owner sees exactly the single process's bags of table t.
             EXPECT_EQ(std::vector<int32_t>(owned[k].offsets.begin(), owned[k].offsets.end()), global.offsets[t])
                 << "table " << t;
@@ -180,12 +194,12 @@ void ExpectSameAsOneProcess(const Comm& comm, const Case& c, Transfer transfer) 
       std::memcpy(d_emb.data() + i * ld, global.grad.data() + (first + i) * cols, cols * sizeof(float));
     }
     int updates = 0;
-    s = (*ex)->Backward(ConstMatrixView(d_emb.data(), n, cols, ld),
+    s = ex.Backward(ConstMatrixView(d_emb.data(), n, cols, ld),
                         [&](std::span<const Bags<int32_t>> owned, ConstMatrixView grad) {
                           ++updates;
                           EXPECT_EQ(grad.rows, global.n);
                           for (size_t k = 0; k < owned.size(); ++k) {
-                            const int t = plan->tables_of(me)[k];
+                            const int t = plan.tables_of(me)[k];
                             for (int64_t g = 0; g < global.n; ++g) {
                               EXPECT_EQ(std::memcmp(grad.row(g) + k * c.dim, global.grad.data() + g * cols + t * c.dim,
                                                     c.dim * sizeof(float)),
@@ -196,11 +210,11 @@ void ExpectSameAsOneProcess(const Comm& comm, const Case& c, Transfer transfer) 
                           return absl::OkStatus();
                         });
     ASSERT_TRUE(s.ok()) << s;
-    EXPECT_EQ(updates, plan->tables_of(me).empty() ? 0 : 1);
+    EXPECT_EQ(updates, plan.tables_of(me).empty() ? 0 : 1);
   }
-  EXPECT_EQ((*ex)->stats().steps, 2);
-  EXPECT_GE((*ex)->stats().seconds(), 0.0);
-  EXPECT_GT((*ex)->stats().bytes_sent, 0) << "every case has traffic between the ranks both ways";
+  EXPECT_EQ(ex.stats().steps, 2);
+  EXPECT_GE(ex.stats().seconds(), 0.0);
+  EXPECT_GT(ex.stats().bytes_sent, 0) << "every case has traffic between the ranks both ways";
 }
 
 TEST(EmbeddingExchange, PooledRowsBagsAndGradientsEqualOneProcessExactly) {
@@ -248,18 +262,17 @@ TEST(EmbeddingExchange, OwnersRunningTheKernelsTrainTheSameTablesAsOneProcess) {
   const int me = comm.rank();
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name + ", seed " + std::to_string(c.seed));
-    absl::StatusOr<ShardPlan> plan = PlanFor(c);
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    absl::StatusOr<std::unique_ptr<EmbeddingExchange>> ex =
-        EmbeddingExchange::Create(comm, *plan, {.dim = c.dim, .max_local_batch = 64});
-    ASSERT_TRUE(ex.ok()) << ex.status();
-    const int tables = static_cast<int>(c.rows.size()), owned = static_cast<int>(plan->tables_of(me).size());
+    absl::StatusOr<PlannedExchange> setup = MakeExchange(comm, c);
+    ASSERT_TRUE(setup.ok()) << setup.status();
+    const ShardPlan& plan = setup->plan;
+    EmbeddingExchange& ex = *setup->exchange;
+    const int tables = static_cast<int>(c.rows.size()), owned = static_cast<int>(plan.tables_of(me).size());
     const int64_t cols = tables * c.dim, n = c.local[me], first = me == 0 ? 0 : c.local[0];
 
     std::vector<std::unique_ptr<Table>> single = MakeSimpleTables(c), mine = MakeSimpleTables(c);
     Ensemble single_ensemble({.threads = 1}), my_ensemble({.threads = 1});
     for (const auto& t : single) ASSERT_TRUE(single_ensemble.add(*t).ok());
-    for (int t : plan->tables_of(me)) ASSERT_TRUE(my_ensemble.add(*mine[t]).ok());
+    for (int t : plan.tables_of(me)) ASSERT_TRUE(my_ensemble.add(*mine[t]).ok());
     const UpdateOptions sgd{.learning_rate = 0.5f};
 
     for (uint64_t step = 0; step < 3; ++step) {
@@ -278,7 +291,7 @@ TEST(EmbeddingExchange, OwnersRunningTheKernelsTrainTheSameTablesAsOneProcess) {
 
       // Two ranks.
       std::vector<float> emb(n * cols, kSentinel);
-      absl::Status s = (*ex)->Forward(
+      absl::Status s = ex.Forward(
           local.bags,
           [&](std::span<const Bags<int32_t>> bags, MatrixView out) {
             return my_ensemble.pooled_lookup<int32_t>(bags, Slices(out, owned, c.dim));
@@ -289,7 +302,7 @@ TEST(EmbeddingExchange, OwnersRunningTheKernelsTrainTheSameTablesAsOneProcess) {
         EXPECT_EQ(std::memcmp(emb.data(), expected.data() + first * cols, n * cols * sizeof(float)), 0)
             << "step " << step << ", rank " << me;
       }
-      s = (*ex)->Backward(ConstMatrixView(global.grad.data() + first * cols, n, cols, cols),
+      s = ex.Backward(ConstMatrixView(global.grad.data() + first * cols, n, cols, cols),
                           [&](std::span<const Bags<int32_t>> bags, ConstMatrixView grad) {
                             absl::Status r = my_ensemble.reindex<int32_t>(bags, Pooling::kSum);
                             if (!r.ok()) return r;
@@ -297,7 +310,7 @@ TEST(EmbeddingExchange, OwnersRunningTheKernelsTrainTheSameTablesAsOneProcess) {
                           });
       ASSERT_TRUE(s.ok()) << s;
     }
-    for (int t : plan->tables_of(me)) {
+    for (int t : plan.tables_of(me)) {
       for (int64_t r = 0; r < c.rows[t]; ++r) {
         ASSERT_EQ(std::memcmp(mine[t]->rowpointer(r, Access::kRead), single[t]->rowpointer(r, Access::kRead),
                               c.dim * sizeof(float)),
@@ -312,11 +325,9 @@ TEST(EmbeddingExchange, MalformedBagsOnOneRankFailTheStepOnEveryRankWithThatRank
   const Comm comm(MPI_COMM_WORLD);
   ASSERT_EQ(comm.size(), 2);
   const Case c = Cases()[0];
-  absl::StatusOr<ShardPlan> plan = PlanFor(c);
-  ASSERT_TRUE(plan.ok());
-  absl::StatusOr<std::unique_ptr<EmbeddingExchange>> ex =
-      EmbeddingExchange::Create(comm, *plan, {.dim = c.dim, .max_local_batch = 64});
-  ASSERT_TRUE(ex.ok());
+  absl::StatusOr<PlannedExchange> setup = MakeExchange(comm, c);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  EmbeddingExchange& ex = *setup->exchange;
   const GlobalBatch global = MakeBatch(c, 9);
   LocalBatch local = Share(c, global, comm.rank());
   if (comm.rank() == 1) {  // rank 1's table 2: bag 1 ends before it starts
@@ -332,14 +343,14 @@ TEST(EmbeddingExchange, MalformedBagsOnOneRankFailTheStepOnEveryRankWithThatRank
     pooled = true;
     return absl::OkStatus();
   };
-  absl::Status s = (*ex)->Forward(local.bags, pool, emb_view);
+  absl::Status s = ex.Forward(local.bags, pool, emb_view);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "rank 1: EmbeddingExchange: table 2, bag 1: offsets 3 > 1");
   EXPECT_FALSE(pooled);
 
   // The next step runs (here with good bags on both ranks).
   local = Share(c, global, comm.rank());
-  s = (*ex)->Forward(local.bags, pool, emb_view);
+  s = ex.Forward(local.bags, pool, emb_view);
   EXPECT_TRUE(s.ok()) << s;
 }
 
@@ -347,16 +358,14 @@ TEST(EmbeddingExchange, AnOwnersPoolingErrorFailsTheStepOnEveryRank) {
   const Comm comm(MPI_COMM_WORLD);
   ASSERT_EQ(comm.size(), 2);
   Case c = Cases()[1];  // every table on rank 0
-  absl::StatusOr<ShardPlan> plan = PlanFor(c);
-  ASSERT_TRUE(plan.ok());
-  absl::StatusOr<std::unique_ptr<EmbeddingExchange>> ex =
-      EmbeddingExchange::Create(comm, *plan, {.dim = c.dim, .max_local_batch = 64});
-  ASSERT_TRUE(ex.ok());
+  absl::StatusOr<PlannedExchange> setup = MakeExchange(comm, c);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  EmbeddingExchange& ex = *setup->exchange;
   const GlobalBatch global = MakeBatch(c, 11);
   const LocalBatch local = Share(c, global, comm.rank());
   const int64_t cols = static_cast<int64_t>(c.rows.size()) * c.dim;
   std::vector<float> emb(c.local[comm.rank()] * cols);
-  absl::Status s = (*ex)->Forward(
+  absl::Status s = ex.Forward(
       local.bags,
       [&](std::span<const Bags<int32_t>>, MatrixView) {
         return absl::OutOfRangeError("table t1, bag 7, index 0: row 20 >= nvectors 20");
@@ -369,14 +378,12 @@ TEST(EmbeddingExchange, AnOwnersPoolingErrorFailsTheStepOnEveryRank) {
 TEST(EmbeddingExchange, CallsOutOfOrderAreRefused) {
   const Comm comm(MPI_COMM_WORLD);
   const Case c = Cases()[0];
-  absl::StatusOr<ShardPlan> plan = PlanFor(c);
-  ASSERT_TRUE(plan.ok());
-  absl::StatusOr<std::unique_ptr<EmbeddingExchange>> ex =
-      EmbeddingExchange::Create(comm, *plan, {.dim = c.dim, .max_local_batch = 64});
-  ASSERT_TRUE(ex.ok());
-  EXPECT_EQ((*ex)->WaitIndices().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*ex)->StartPooled(MatrixView{}).code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*ex)->StartGradients(ConstMatrixView{}).code(), absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<PlannedExchange> setup = MakeExchange(comm, c);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  EmbeddingExchange& ex = *setup->exchange;
+  EXPECT_EQ(ex.WaitIndices().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ex.StartPooled(MatrixView{}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ex.StartGradients(ConstMatrixView{}).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(EmbeddingExchange, CreateRefusesAPlanForAnotherWorldAndBadOptions) {
