@@ -98,8 +98,10 @@ namespace cemb::dist {
 // that Wait completes, so the caller can compute between them; kBlocking:
 // Start runs the whole MPI_Alltoallv and Wait only finishes locally. Open
 // MPI 4.1 has no progress thread, so a posted exchange moves mostly inside
-// Wait; even with nothing in between, kNonblocking was no slower
-// (bench/dist_exchange_bench, docs/distributed.md), so it is the default.
+// Wait. With nothing in between the two cost the same within the noise
+// of this machine, either one ahead by up to 10% from run to run
+// (bench/dist_exchange_bench, docs/distributed.md); kNonblocking is the
+// default because it is the one the trainer can overlap.
 enum class Transfer { kBlocking, kNonblocking };
 
 struct ExchangeOptions {
