@@ -255,6 +255,12 @@ absl::Status EmbeddingExchange::Post(const void* send, const Counts& counts, voi
                    "MPI_Ialltoallv");
 }
 
+absl::Status EmbeddingExchange::Progress() {
+  if (request_ == MPI_REQUEST_NULL) return absl::OkStatus();
+  int done = 0;  // when done, MPI_Test sets request_ to MPI_REQUEST_NULL and Wait returns at once
+  return MpiStatus(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+}
+
 absl::Status EmbeddingExchange::Wait(State expected, State next, double* seconds) {
   ScopedSeconds timer(seconds);
   if (state_ != expected) return absl::FailedPreconditionError("EmbeddingExchange: no exchange of that kind in flight");

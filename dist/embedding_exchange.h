@@ -166,6 +166,12 @@ class EmbeddingExchange {
   // After WaitGradients: [N x K*dim] in owned_output()'s layout.
   ConstMatrixView owned_grad() const;
 
+  // Between a Start and its Wait: lets MPI move the posted exchange along
+  // (MPI_Test; Open MPI has no progress thread), e.g. between the layers of
+  // an MLP that runs meanwhile. Not collective; nothing to do (OK) with
+  // Transfer::kBlocking or when nothing is in flight.
+  [[nodiscard]] absl::Status Progress();
+
   // The owner's work: pool(owned_bags, owned_output) and
   // update(owned_bags, owned_grad). Not called on a rank that owns no table.
   using PoolFn = absl::FunctionRef<absl::Status(std::span<const Bags<int32_t>>, MatrixView)>;

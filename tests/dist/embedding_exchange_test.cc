@@ -321,6 +321,56 @@ TEST(EmbeddingExchange, OwnersRunningTheKernelsTrainTheSameTablesAsOneProcess) {
   }
 }
 
+// Start, Progress between, Wait: the same rows and gradients as Forward and
+// Backward, with the caller's work (here: nothing but Progress) in between.
+TEST(EmbeddingExchange, ProgressBetweenStartAndWaitGivesTheSameRowsAndGradients) {
+  const Comm comm(MPI_COMM_WORLD);
+  ASSERT_EQ(comm.size(), 2);
+  const int me = comm.rank();
+  const Case c = Cases()[0];
+  absl::StatusOr<PlannedExchange> setup = MakeExchange(comm, c);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  const ShardPlan& plan = setup->plan;
+  EmbeddingExchange& ex = *setup->exchange;
+  const int tables = static_cast<int>(c.rows.size());
+  const int64_t cols = tables * c.dim, n = c.local[me], first = me == 0 ? 0 : c.local[0];
+  const std::vector<std::vector<float>> rows = MakeTables(c);
+  const GlobalBatch global = MakeBatch(c, 77);
+  const LocalBatch local = Share(c, global, me);
+  std::vector<float> expected(global.n * cols);
+  for (int t = 0; t < tables; ++t) {
+    const Bags<int32_t> bags{.offsets = global.offsets[t], .indices = global.indices[t]};
+    PoolReference(rows[t], c.dim, bags, MatrixView{expected.data(), global.n, cols, cols}.slice(t * c.dim, c.dim));
+  }
+
+  ASSERT_TRUE(ex.Progress().ok());  // nothing in flight
+  ASSERT_TRUE(ex.StartIndices(local.bags).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(ex.Progress().ok());
+  ASSERT_TRUE(ex.WaitIndices().ok());
+  const MatrixView out = ex.owned_output();
+  for (size_t k = 0; k < plan.tables_of(me).size(); ++k) {
+    PoolReference(rows[plan.tables_of(me)[k]], c.dim, ex.owned_bags()[k], out.slice(k * c.dim, c.dim));
+  }
+  std::vector<float> emb(n * cols, kSentinel);
+  ASSERT_TRUE(ex.StartPooled(MatrixView{emb.data(), n, cols, cols}).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(ex.Progress().ok());
+  ASSERT_TRUE(ex.WaitPooled().ok());
+  EXPECT_EQ(std::memcmp(emb.data(), expected.data() + first * cols, n * cols * sizeof(float)), 0);
+
+  ASSERT_TRUE(ex.StartGradients(ConstMatrixView(global.grad.data() + first * cols, n, cols, cols)).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(ex.Progress().ok());
+  ASSERT_TRUE(ex.WaitGradients().ok());
+  for (size_t k = 0; k < plan.tables_of(me).size(); ++k) {
+    const int t = plan.tables_of(me)[k];
+    for (int64_t g = 0; g < global.n; ++g) {
+      EXPECT_EQ(std::memcmp(ex.owned_grad().row(g) + k * c.dim, global.grad.data() + g * cols + t * c.dim,
+                            c.dim * sizeof(float)),
+                0)
+          << "table " << t << ", global sample " << g;
+    }
+  }
+}
+
 TEST(EmbeddingExchange, MalformedBagsOnOneRankFailTheStepOnEveryRankWithThatRanksMessage) {
   const Comm comm(MPI_COMM_WORLD);
   ASSERT_EQ(comm.size(), 2);
