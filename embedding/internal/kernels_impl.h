@@ -49,6 +49,7 @@ template <typename Table>
 
 // A table whose rows are found through a per-row word (CachedTable): the
 // address of row r's word, so it can be prefetched before the row is.
+// Such a table also resolves a block of rows at once (access_and_cache(rows, n, out)).
 template <typename Table>
 concept HasRowIndirection = requires(const Table& t, int64_t r) { t.indirection_address(r); };
 
@@ -83,7 +84,7 @@ class ResolvedRows {
   static constexpr int kMaxDistance = 128;
 
   ResolvedRows(const Table& t, const Index* indices, int64_t begin, int64_t end)
-      : t_(t), indices_(indices), resolved_(begin), end_(end) {
+      : t_(t), indices_(indices), begin_(begin), resolved_(begin), end_(end) {
     for (int64_t j = begin; j < std::min(end, begin + kBlock); ++j) {
       __builtin_prefetch(t.indirection_address(indices[j]), 0, 3);
     }
@@ -93,23 +94,25 @@ class ResolvedRows {
   [[gnu::always_inline]] void Reach(int64_t j) {
     if (j > resolved_) [[unlikely]] ResolveBlocks(std::min(j, end_));
   }
-  [[gnu::always_inline]] const T* operator[](int64_t j) const { return ring_[j & (kRing - 1)]; }
+  [[gnu::always_inline]] const T* operator[](int64_t j) const { return ring_[(j - begin_) & (kRing - 1)]; }
 
  private:
+  // Blocks start at begin_ + a multiple of kBlock, so each is contiguous in
+  // the ring; the table resolves (and counts) a block at a time.
   [[gnu::noinline]] void ResolveBlocks(int64_t j) {
     while (resolved_ < j) {
       const int64_t stop = std::min(resolved_ + kBlock, end_);
       for (int64_t k = stop; k < std::min(stop + kBlock, end_); ++k) {
         __builtin_prefetch(t_.indirection_address(indices_[k]), 0, 3);
       }
-      for (; resolved_ < stop; ++resolved_) {
-        ring_[resolved_ & (kRing - 1)] = t_.rowpointer(indices_[resolved_], Access::kForward);
-      }
+      t_.access_and_cache(indices_ + resolved_, stop - resolved_, ring_ + ((resolved_ - begin_) & (kRing - 1)));
+      resolved_ = stop;
     }
   }
 
   const Table& t_;
   const Index* indices_;
+  int64_t begin_;
   int64_t resolved_;
   int64_t end_;
   const T* ring_[kRing];
