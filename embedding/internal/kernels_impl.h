@@ -68,8 +68,8 @@ template <typename Table, typename Index>
 
 // The row addresses of positions [begin, end) of `indices` in a table with an
 // indirection word, resolved a block at a time ahead of their use. Resolving
-// (rowpointer: the word's load, its tag tests, the miss path's call) happens
-// here, apart from the loop that sums rows, so that loop holds no call (a
+// (the table's access_and_cache(rows, n, out): the words' loads, their tag
+// tests, the miss path's call) happens here, apart from the loop that sums rows, so that loop holds no call (a
 // call clobbers every vector register: the accumulators would live on the
 // stack) and its row prefetches read an address already resolved instead of
 // waiting on the word's load. Resolving block k also prefetches block k+1's
