@@ -7,13 +7,22 @@
 //
 // Exit status: 0 on success, 1 on a config, data, checkpoint or training
 // error (the message names the key, file or step), 2 on a usage error.
+//
+// Under mpirun (issue 13, docs/distributed.md) every rank initialises MPI;
+// one rank trains as without mpirun, and more than one are refused at start
+// on every rank (exit 1) until the trainer uses cemb::dist.
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "dist/comm.h"
 #include "dlrm/config.h"
 #include "dlrm/trainer.h"
 
@@ -46,8 +55,25 @@ int Main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;  // --help: 0; a usage error: its message and 2
   }
 
+  // MPI only when mpirun started this process (Open MPI sets
+  // OMPI_COMM_WORLD_SIZE): a plain run stays a plain process, with no
+  // singleton MPI_Init (which forks Open MPI's runtime daemon).
+  std::optional<dist::World> world;  // outlives everything below: ~World is MPI_Finalize
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
+    absl::StatusOr<dist::World> init = dist::World::Init(&argc, &argv);
+    if (!init.ok()) return Fail(init.status());
+    world.emplace(std::move(*init));
+  }
   absl::StatusOr<TrainConfig> config = TrainConfig::Load(config_path, overrides);
   if (!config.ok()) return Fail(config.status());
+  if (world && world->comm().size() > 1) {
+    // Every rank decides alike from the world's size, so every rank exits
+    // here and none waits in a collective for the others.
+    return Fail(absl::UnimplementedError(absl::StrCat(
+        "rank ", world->comm().rank(), ": training on ", world->comm().size(),
+        " ranks is not supported yet (issue 13: the trainer does not use cemb::dist; see "
+        "docs/distributed.md); run dlrm-train without mpirun or with mpirun --bind-to none -np 1")));
+  }
   if (!export_dir.empty()) config->train.export_dir = export_dir;
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, {.resume = resume});
   if (!trainer.ok()) return Fail(trainer.status());
