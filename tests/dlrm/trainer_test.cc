@@ -373,6 +373,17 @@ TEST_F(TrainerTest, ModelLineSaysWhichPrecisionAutoChoseAndBf16WarnsOrIsRefused)
   }
 }
 
+// Writes `state` as a new checkpoint in `dir`, with the model files of the
+// checkpoint `model_from` (a test's edited copy of a real checkpoint).
+absl::StatusOr<std::string> RewriteCheckpoint(const std::string& dir, const CheckpointState& state,
+                                              const std::string& model_from) {
+  return WriteCheckpoint(dir, state, [&](const std::string& tmp) -> absl::Status {
+    std::error_code ec;
+    fs::copy(model_from + "/model", tmp + "/model", fs::copy_options::recursive, ec);
+    return ec ? absl::InternalError(ec.message()) : absl::OkStatus();
+  }, /*keep=*/3);
+}
+
 // A checkpoint records the precision the model ran in, not "auto": auto
 // resumes a checkpoint of the precision it resolves to, and refuses one of the
 // other precision, naming both (a bf16 checkpoint must not resume as fp32).
@@ -403,11 +414,7 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
   ASSERT_NE(at, std::string::npos) << state->config;
   state->config.replace(at, line.size(), absl::StrCat("model.mlp_precision=", was_bf16 ? "fp32" : "bf16", "\n"));
   state->step = 4;
-  ASSERT_TRUE(WriteCheckpoint(ck, *state, [&](const std::string& tmp) -> absl::Status {
-                std::error_code ec;
-                fs::copy(*latest + "/model", tmp + "/model", fs::copy_options::recursive, ec);
-                return ec ? absl::InternalError(ec.message()) : absl::OkStatus();
-              }, /*keep=*/3).ok());
+  ASSERT_TRUE(RewriteCheckpoint(ck, *state, *latest).ok());
   absl::StatusOr<TrainConfig> other = Config(SmallYaml(), {"train.steps=6", "train.checkpoint_dir=" + ck});
   ASSERT_TRUE(other.ok());
   absl::StatusOr<TrainSummary> refused = Train(*other, /*resume=*/true);
@@ -452,11 +459,7 @@ TEST_F(TrainerTest, RefusedResumeNamesTheKeyAndBothValues) {
   state->config = resolved->LegacyFingerprint();
   ASSERT_THAT(state->config, HasSubstr("model.interaction=0\n"));
   state->step = 4;
-  ASSERT_TRUE(WriteCheckpoint(ck, *state, [&](const std::string& tmp) -> absl::Status {
-                std::error_code ec;
-                fs::copy(*latest + "/model", tmp + "/model", fs::copy_options::recursive, ec);
-                return ec ? absl::InternalError(ec.message()) : absl::OkStatus();
-              }, /*keep=*/3).ok());
+  ASSERT_TRUE(RewriteCheckpoint(ck, *state, *latest).ok());
   refused = Train(*concat, /*resume=*/true);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.status().message()),
