@@ -97,6 +97,9 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dat
   if (dataset == nullptr) return absl::InvalidArgumentError("Loader: no dataset");
   if (options.batch_size == 0) return absl::InvalidArgumentError("Loader: batch_size must be >= 1");
   if (options.prefetch == 0) return absl::InvalidArgumentError("Loader: prefetch must be >= 1");
+  if (options.rank >= options.ranks) {
+    return absl::InvalidArgumentError(absl::StrCat("Loader: rank ", options.rank, " of ", options.ranks, " ranks"));
+  }
   if (options.block_samples == 0 || options.block_samples > (uint64_t{1} << 32)) {
     return absl::InvalidArgumentError("Loader: block_samples must be in [1, 2^32]");
   }
@@ -183,19 +186,27 @@ void Loader::Run() {
   }
 }
 
+BatchSlice SliceOf(uint32_t size, uint32_t rank, uint32_t ranks) {
+  const uint32_t base = size / ranks, extra = size % ranks;
+  return {.offset = rank * base + std::min(rank, extra), .size = base + (rank < extra ? 1 : 0)};
+}
+
 void Loader::Fill(uint64_t global_batch, Batch& batch) {
   const uint64_t epoch = global_batch / batches_per_epoch_;
   const uint64_t index = global_batch % batches_per_epoch_;
   const uint64_t first = index * options_.batch_size;
-  const uint32_t size =
+  const uint32_t global_size =
       static_cast<uint32_t>(std::min<uint64_t>(options_.batch_size, samples_per_epoch_ - first));
+  const BatchSlice slice = SliceOf(global_size, options_.rank, options_.ranks);
+  const uint32_t size = slice.size;
   const Dataset& ds = *dataset_;
   const uint32_t d = ds.num_dense(), tables = ds.num_tables(), k = ds.hotness();
   batch.size_ = size;
+  batch.global_size_ = global_size;
   batch.epoch_ = epoch;
   batch.index_ = index;
   for (uint32_t i = 0; i < size; ++i) {
-    const uint64_t s = producer_order_.Sample(*this, epoch, first + i);
+    const uint64_t s = producer_order_.Sample(*this, epoch, first + slice.offset + i);
     const float* r = ds.record(s);
     batch.labels_[i] = r[0];
     std::memcpy(batch.dense_.data() + size_t{i} * d, r + 1, size_t{d} * sizeof(float));

@@ -72,12 +72,30 @@ struct LoaderOptions {
   uint32_t prefetch = 4;    // batches prepared ahead; REQUIRES: >= 1
   LastBatch last_batch = LastBatch::kPartial;
   uint64_t num_epochs = 1;  // 0 = endless
+  // Data-parallel training (issue 13): the loaders of `ranks` processes,
+  // made with the same options but their own `rank`, visit the same batches
+  // in the same order, and each one's Batch holds only its slice of every
+  // batch (BatchSlice). The position and its fingerprint do not depend on
+  // them, so a checkpoint resumes on another number of ranks.
+  // REQUIRES: rank < ranks.
+  uint32_t rank = 0;
+  uint32_t ranks = 1;
 };
+
+// Rank `rank`'s samples of a batch of `size` on `ranks` ranks: the rank-th
+// contiguous part, size / ranks samples, one more for the first size % ranks
+// ranks (as dist::EmbeddingExchange orders a global batch).
+struct BatchSlice {
+  uint32_t offset = 0;
+  uint32_t size = 0;
+};
+BatchSlice SliceOf(uint32_t size, uint32_t rank, uint32_t ranks);
 
 // One batch. Its buffers are sized for batch_size at Create() and reused.
 class Batch {
  public:
-  uint32_t size() const { return size_; }
+  uint32_t size() const { return size_; }  // this rank's samples (LoaderOptions::rank)
+  uint32_t global_size() const { return global_size_; }  // the batch's samples on every rank
   uint64_t epoch() const { return epoch_; }
   uint64_t index() const { return index_; }  // within the epoch
   uint32_t num_dense() const { return num_dense_; }
@@ -91,7 +109,7 @@ class Batch {
 
  private:
   friend class Loader;
-  uint32_t size_ = 0;
+  uint32_t size_ = 0, global_size_ = 0;
   uint64_t epoch_ = 0, index_ = 0;
   uint32_t num_dense_ = 0;
   std::vector<float> dense_, labels_;

@@ -137,6 +137,40 @@ TEST(Loader, EachEpochVisitsEverySampleOnceInANewOrder) {
   EXPECT_NE(orders[0], identity);
 }
 
+TEST(Loader, RanksSlicesMakeUpEveryBatchAtTheSamePosition) {
+  TempDir dir;
+  auto ds = MakeDataset(dir, 203, 2);  // batches of 16: the last holds 11 samples
+  const LoaderOptions whole_options{.batch_size = 16, .block_samples = 40, .seed = 3, .num_epochs = 2};
+  auto whole = Loader::Create(ds, whole_options);
+  ASSERT_TRUE(whole.ok());
+  std::vector<std::unique_ptr<Loader>> ranks;
+  for (uint32_t r = 0; r < 3; ++r) {
+    LoaderOptions o = whole_options;
+    o.rank = r;
+    o.ranks = 3;
+    auto l = Loader::Create(ds, o);
+    ASSERT_TRUE(l.ok());
+    EXPECT_EQ((*l)->position(), (*whole)->position());  // a checkpoint resumes on any number of ranks
+    ranks.push_back(std::move(*l));
+  }
+  while (const Batch* b = (*whole)->Next()) {
+    std::vector<uint64_t> joined;
+    for (uint32_t r = 0; r < 3; ++r) {
+      const Batch* part = ranks[r]->Next();
+      ASSERT_NE(part, nullptr);
+      ExpectConsistent(*part, 2);
+      EXPECT_EQ(part->global_size(), b->size());
+      const BatchSlice slice = SliceOf(b->size(), r, 3);
+      EXPECT_EQ(part->size(), slice.size);
+      EXPECT_EQ(part->size(), b->size() / 3 + (r < b->size() % 3 ? 1 : 0));
+      for (uint64_t id : Ids(*part)) joined.push_back(id);
+    }
+    EXPECT_EQ(joined, Ids(*b));
+  }
+  for (auto& l : ranks) EXPECT_EQ(l->Next(), nullptr);
+  EXPECT_FALSE(Loader::Create(ds, {.rank = 2, .ranks = 2}).ok());
+}
+
 TEST(Loader, SameSeedSameOrderOtherSeedOtherOrder) {
   TempDir dir;
   auto ds = MakeDataset(dir, 300);
