@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -72,6 +73,34 @@ absl::Status Comm::AllreduceSum(std::span<float> data) const {
   return MpiStatus(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM,
                                  comm_),
                    "MPI_Allreduce");
+}
+
+absl::Status Comm::AllreduceSum(std::span<double> data) const {
+  if (data.size() > static_cast<size_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("AllreduceSum: ", data.size(), " doubles > INT_MAX"));
+  }
+  return MpiStatus(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM,
+                                 comm_),
+                   "MPI_Allreduce");
+}
+
+absl::Status Comm::Allgatherv(std::span<const float> local, std::vector<float>* all) const {
+  if (local.size() > static_cast<size_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat("Allgatherv: ", local.size(), " floats > INT_MAX"));
+  }
+  int count = static_cast<int>(local.size());
+  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  CEMB_RETURN_IF_ERROR(MpiStatus(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather"));
+  int64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (total > INT_MAX) return absl::InvalidArgumentError(absl::StrCat("Allgatherv: ", total, " floats > INT_MAX"));
+    displs[r] = static_cast<int>(total);
+    total += counts[r];
+  }
+  all->resize(static_cast<size_t>(total));
+  return MpiStatus(MPI_Allgatherv(local.data(), count, MPI_FLOAT, all->data(), counts.data(), displs.data(),
+                                  MPI_FLOAT, comm_),
+                   "MPI_Allgatherv");
 }
 
 absl::Status Comm::Broadcast(std::string* text, int root) const {

@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -68,6 +69,11 @@ class Comm {
   // NOTE: MPI's reduction order is fixed for a given size and layout, so
   // every rank gets the same bits, but not a single process's sum.
   [[nodiscard]] absl::Status AllreduceSum(std::span<float> data) const;
+  [[nodiscard]] absl::Status AllreduceSum(std::span<double> data) const;
+  // all = every rank's `local`, rank 0's first (ranks may give different
+  // counts); `*all` is resized to the total. Allocates (counts, the result):
+  // for evaluation, not for a training step.
+  [[nodiscard]] absl::Status Allgatherv(std::span<const float> local, std::vector<float>* all) const;
   // `*text` of rank `root` on every rank (the length travels first).
   [[nodiscard]] absl::Status Broadcast(std::string* text, int root) const;
   // recv[r * k .. (r + 1) * k) = what rank r sent to this rank from its

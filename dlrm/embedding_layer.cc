@@ -170,13 +170,13 @@ class EmbeddingSet final : public EmbeddingLayer {
     CEMB_RETURN_IF_ERROR(Sync());
     for (int t = 0; t < num_tables(); ++t) {
       if (auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get())) {
-        CEMB_RETURN_IF_ERROR(s->SaveSnapshot(SnapshotPath(dir, prefix, t), SnapshotOpts()).status());
+        CEMB_RETURN_IF_ERROR(s->SaveSnapshot(SnapshotPath(dir, prefix, Id(t)), SnapshotOpts()).status());
       } else {
-        const std::string path = RowsPath(dir, prefix, t);
+        const std::string path = RowsPath(dir, prefix, Id(t));
         CEMB_RETURN_IF_ERROR(std::visit([&](const auto& table) { return SaveRows(table, path); }, *tables_[t]));
       }
       if (!states_.empty()) {
-        CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, t, ".adagrad.npy"),
+        CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, Id(t), ".adagrad.npy"),
                                              states_[t].values(), {states_[t].nvectors()}));
       }
     }
@@ -185,7 +185,7 @@ class EmbeddingSet final : public EmbeddingLayer {
 
   absl::Status Load(const std::string& dir, const std::string& prefix) override {
     for (int t = 0; t < num_tables(); ++t) {
-      const std::string rows = RowsPath(dir, prefix, t), snapshot = SnapshotPath(dir, prefix, t);
+      const std::string rows = RowsPath(dir, prefix, Id(t)), snapshot = SnapshotPath(dir, prefix, Id(t));
       std::error_code ec;
       auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get());
       if (s != nullptr && std::filesystem::exists(snapshot, ec)) {
@@ -198,11 +198,11 @@ class EmbeddingSet final : public EmbeddingLayer {
         CEMB_RETURN_IF_ERROR(SsdStatus(t));
       }
       if (!states_.empty()) {
-        const std::string state_path = absl::StrCat(dir, "/", prefix, t, ".adagrad.npy");
+        const std::string state_path = absl::StrCat(dir, "/", prefix, Id(t), ".adagrad.npy");
         CEMB_ASSIGN_OR_RETURN(NpyArray<float> state, ReadNpy<float>(state_path));
         if (state.shape != std::vector<int64_t>{states_[t].nvectors()}) {
           return absl::InvalidArgumentError(
-              absl::StrCat(state_path, ": AdaGrad state of the wrong shape for table ", t));
+              absl::StrCat(state_path, ": AdaGrad state of the wrong shape for table ", Id(t)));
         }
         std::copy(state.data.begin(), state.data.end(), states_[t].values().begin());
       }
@@ -216,7 +216,7 @@ class EmbeddingSet final : public EmbeddingLayer {
     for (int t = 0; t < num_tables(); ++t) {
       const int64_t n = rows(t);
       const int64_t shape[] = {n, d};
-      CEMB_ASSIGN_OR_RETURN(NpyWriter writer, NpyWriter::Create(NpyPath(dir, prefix, t), shape));
+      CEMB_ASSIGN_OR_RETURN(NpyWriter writer, NpyWriter::Create(NpyPath(dir, prefix, Id(t)), shape));
       CEMB_RETURN_IF_ERROR(StreamRows(t, [&](const auto& table) -> absl::Status {
         for (int64_t begin = 0; begin < n; begin += kNpyBlockRows) {
           const int64_t end = std::min(n, begin + kNpyBlockRows);
@@ -240,15 +240,15 @@ class EmbeddingSet final : public EmbeddingLayer {
     const int64_t d = options_.dim;
     std::vector<NpyReader> readers;
     for (int t = 0; t < num_tables(); ++t) {
-      const std::string path = NpyPath(dir, prefix, t);
+      const std::string path = NpyPath(dir, prefix, Id(t));
       CEMB_ASSIGN_OR_RETURN(NpyReader r, NpyReader::Open(path));
       if (r.dtype() != NpyDtype::kFloat32 && r.dtype() != NpyDtype::kBfloat16) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": dtype ", NpyDtypeName(r.dtype()),
-                                                       " where float32 or bfloat16 is needed (table ", t, ")"));
+                                                       " where float32 or bfloat16 is needed (table ", Id(t), ")"));
       }
       if (r.shape() != std::vector<int64_t>{rows(t), d}) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": shape ", r.shape_text(), " where (", rows(t), ", ", d,
-                                                       ") is needed (table ", t, ": ", rows(t), " rows of dim ", d,
+                                                       ") is needed (table ", Id(t), ": ", rows(t), " rows of dim ", d,
                                                        ")"));
       }
       readers.push_back(std::move(r));
@@ -297,6 +297,8 @@ class EmbeddingSet final : public EmbeddingLayer {
     std::vector<TableReport> reports;
     for (int t = 0; t < num_tables(); ++t) {
       TableReport r;
+      r.id = Id(t);
+      r.rows = rows(t);
       r.storage = StorageKindName(options_.tables[t].storage.kind);
       r.kernel = ensemble_.table(t).description();
       std::visit(
@@ -326,6 +328,8 @@ class EmbeddingSet final : public EmbeddingLayer {
   explicit EmbeddingSet(const EmbeddingLayerOptions& options)
       : options_(options), ensemble_({.threads = options.threads, .kernels = options.kernels}) {}
 
+  // Table t's number in the model (EmbeddingTableSpec::id).
+  int Id(int t) const { return options_.tables[t].id >= 0 ? options_.tables[t].id : t; }
   static std::string RowsPath(const std::string& dir, const std::string& prefix, int t) {
     return absl::StrCat(dir, "/", prefix, t, ".rows");
   }
@@ -351,10 +355,10 @@ class EmbeddingSet final : public EmbeddingLayer {
       const char* tmp = std::getenv("TMPDIR");
       o.file.directory = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
     }
-    o.init_seed = options_.seed + static_cast<uint64_t>(t);
+    o.init_seed = options_.seed + static_cast<uint64_t>(Id(t));
     const int64_t rows = this->rows(t);
     o.capacity_bytes = std::min<int64_t>(rows, 2 * 65536) * ((options_.dim * static_cast<int64_t>(sizeof(T)) + 7) / 8 * 8);
-    const TableOptions shape{.name = absl::StrCat("emb", t), .nvectors = rows, .featuresize = options_.dim};
+    const TableOptions shape{.name = absl::StrCat("emb", Id(t)), .nvectors = rows, .featuresize = options_.dim};
     using Ssd = SsdTable<T, D>;
     CEMB_ASSIGN_OR_RETURN(Ssd from, Ssd::Create(shape, o));
     CEMB_RETURN_IF_ERROR(from.LoadSnapshot(snapshot, SnapshotOpts()).status());
@@ -388,11 +392,11 @@ class EmbeddingSet final : public EmbeddingLayer {
     const int n = static_cast<int>(options_.tables.size());
     for (int t = 0; t < n; ++t) {
       const EmbeddingTableSpec& spec = options_.tables[t];
-      const uint64_t seed = options_.seed + static_cast<uint64_t>(t);
+      const uint64_t seed = options_.seed + static_cast<uint64_t>(Id(t));
       StorageConfig storage = spec.storage;
       storage.ssd.init_seed = seed;  // lazy: a row is InitUniform's row when first needed
       absl::StatusOr<StoredTable<T, D>> table = MakeStoredTable<T, D>(
-          {.name = absl::StrCat("emb", t), .nvectors = spec.rows, .featuresize = options_.dim}, storage);
+          {.name = absl::StrCat("emb", Id(t)), .nvectors = spec.rows, .featuresize = options_.dim}, storage);
       if (!table.ok()) return table.status();
       tables_.push_back(std::make_unique<StoredTable<T, D>>(*std::move(table)));
       StoredTable<T, D>& stored = *tables_.back();
@@ -403,7 +407,7 @@ class EmbeddingSet final : public EmbeddingLayer {
       }
       if (auto* c = std::get_if<CachedTable<T, D>>(&stored)) cached_.push_back(c);
       if (auto* c = std::get_if<CachedTable<T, D>>(&stored); c != nullptr && c->policy() == CachePolicy::kStatic) {
-        absl::StatusOr<int64_t> filled = c->fill_random(options_.seed + static_cast<uint64_t>(t));
+        absl::StatusOr<int64_t> filled = c->fill_random(seed);
         if (!filled.ok()) return filled.status();
       }
       CEMB_RETURN_IF_ERROR(std::visit([&](const auto& tb) { return ensemble_.add(tb); }, stored));

@@ -55,6 +55,12 @@ namespace cemb::dlrm {
 
 struct EmbeddingTableSpec {
   int64_t rows = 0;
+  // The table's number in the model: its name "emb<id>", its seed (seed +
+  // id) and its files ("<prefix><id>.rows", ...). -1: its position in the
+  // layer. A layer that holds some of a model's tables (one rank's, issue 13)
+  // gives each its model-wide number, so that every rank initialises, saves
+  // and loads a table as a single process does.
+  int id = -1;
   // kind (dram, simple, static, dynamic, ssd), slow tier, cache sizes; ssd:
   // capacity_bytes and the directory (init_seed is set from `seed`).
   StorageConfig storage;
@@ -70,7 +76,7 @@ struct EmbeddingLayerOptions {
   float adagrad_eps = 1e-8f;
   Store update_store = Store::kStandard;
   int threads = 0;  // 0: all
-  uint64_t seed = 1;  // InitUniform seed of table t: seed + t
+  uint64_t seed = 1;  // InitUniform seed of table t: seed + its id
   KernelOptions kernels;
   // Lines about long copies (an ssd table's snapshot in Save and Load,
   // "emb0: snapshot 12.3 of 40.0 GiB", every few seconds); none when empty.
@@ -79,6 +85,8 @@ struct EmbeddingLayerOptions {
 
 // What a table is and how its cache did, for the end-of-run report.
 struct TableReport {
+  int id = 0;          // EmbeddingTableSpec::id
+  int64_t rows = 0;
   std::string name;
   std::string storage;  // "dram", "simple", "static", "dynamic", "ssd"
   std::string kernel;   // TableKernels::description()
@@ -123,7 +131,7 @@ class EmbeddingLayer {
   // is then complete, e.g. before a checkpoint).
   [[nodiscard]] virtual absl::Status Sync() = 0;
 
-  // Rows and optimizer state of every table: "<dir>/<prefix><t>.rows"
+  // Rows and optimizer state of every table: "<dir>/<prefix><id>.rows"
   // (embedding/table_io.h format; an ssd table: "<prefix><t>.ssd", a snapshot
   // of its written blocks, ssd/ssd_table.h) and "<dir>/<prefix><t>.adagrad.npy".
   // Load reads an ssd table from a .rows file too, and a .ssd file into a

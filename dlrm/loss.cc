@@ -23,7 +23,7 @@ double BceWithLogitsOne(float logit, float label) {
 }
 
 absl::StatusOr<double> BceWithLogits(std::span<const float> logits, std::span<const float> labels,
-                                     std::span<float> grad) {
+                                     std::span<float> grad, int64_t mean_over) {
   if (logits.empty()) return absl::InvalidArgumentError("BceWithLogits: empty batch");
   if (labels.size() != logits.size() || (!grad.empty() && grad.size() != logits.size())) {
     return absl::InvalidArgumentError(absl::StrCat("BceWithLogits: ", logits.size(), " logits, ",
@@ -31,7 +31,8 @@ absl::StatusOr<double> BceWithLogits(std::span<const float> logits, std::span<co
                                                    " gradient slots (must be equal)"));
   }
   const size_t n = logits.size();
-  const float inv_n = 1.0f / static_cast<float>(n);
+  const int64_t over = mean_over > 0 ? mean_over : static_cast<int64_t>(n);
+  const float inv_n = 1.0f / static_cast<float>(over);
   double sum = 0;
   for (size_t i = 0; i < n; ++i) {
     const float z = logits[i];
@@ -39,7 +40,7 @@ absl::StatusOr<double> BceWithLogits(std::span<const float> logits, std::span<co
     sum += BceWithLogitsOne(z, y);
     if (!grad.empty()) grad[i] = (SigmoidOne(z) - y) * inv_n;
   }
-  return sum / static_cast<double>(n);
+  return sum / static_cast<double>(over);
 }
 
 void Sigmoid(std::span<const float> logits, std::span<float> probabilities) {

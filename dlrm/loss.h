@@ -24,10 +24,13 @@ namespace cemb::dlrm {
 
 // Returns the mean loss (accumulated in double) and, if `grad` is not empty,
 // writes dloss/dz into it. `grad` may alias `logits` (computed in place).
+// `mean_over` (0: logits.size()) is the n of the mean: a slice of a batch
+// spread over processes gives its share of the whole batch's loss and
+// gradient (the sum over the slices is the batch's).
 // Errors: InvalidArgument when the sizes differ or the batch is empty.
 [[nodiscard]] absl::StatusOr<double> BceWithLogits(std::span<const float> logits,
                                                    std::span<const float> labels,
-                                                   std::span<float> grad);
+                                                   std::span<float> grad, int64_t mean_over = 0);
 
 // The loss of one sample: max(z, 0) - z y + log1p(exp(-|z|)).
 double BceWithLogitsOne(float logit, float label);

@@ -77,8 +77,8 @@ struct Mlp::Impl {
     AlignedBuffer w;     // fp32 [out, in], or bf16 hi halves in bf16 mode
     AlignedBuffer w_lo;  // bf16 mode: low halves of the master weights
     AlignedBuffer bias;  // fp32 [out]
-    AlignedBuffer dw;    // fp32 [out, in]
-    AlignedBuffer db;    // fp32 [out]
+    float* dw = nullptr;  // fp32 [out, in], in `gradients`
+    float* db = nullptr;  // fp32 [out], in `gradients`
     WeightCopy fwd_w, bwd_w;  // for the forward (W^T) and backward-data (W) matmuls
   };
   struct LayerPlan {
@@ -102,6 +102,9 @@ struct Mlp::Impl {
   dnnl::engine engine;
   dnnl::stream stream;
   std::vector<Layer> layers;
+  // Every layer's dw and db, one after the other (each 64-byte aligned), so
+  // that a data-parallel step sums them across processes in one allreduce.
+  AlignedBuffer gradients;
   // act[l]: output of layer l-1 (l >= 1), [max_batch x sizes[l]];
   // act[0] unused (the input is the caller's, or x_bf16).
   std::vector<AlignedBuffer> act;
@@ -219,8 +222,8 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
     dnnl::memory w_t(Transposed(layer.in, layer.out, wt), engine, layer.w.data());  // W^T view
     dnnl::memory w(Plain(layer.out, layer.in, wt), engine, layer.w.data());
     dnnl::memory b(Plain(1, layer.out, dt::f32), engine, layer.bias.data());
-    dnnl::memory dw(Plain(layer.out, layer.in, dt::f32), engine, layer.dw.data());
-    dnnl::memory db(Plain(1, layer.out, dt::f32), engine, layer.db.data());
+    dnnl::memory dw(Plain(layer.out, layer.in, dt::f32), engine, layer.dw);
+    dnnl::memory db(Plain(1, layer.out, dt::f32), engine, layer.db);
 
     // Forward: y = act(x W^T + b).
     {
@@ -372,8 +375,20 @@ absl::Status Mlp::Impl::Build() {
     layer.w = AlignedBuffer(nw * (bf16() ? 2 : 4));
     if (bf16()) layer.w_lo = AlignedBuffer(nw * 2);
     layer.bias = AlignedBuffer(layer.out * 4);
-    layer.dw = AlignedBuffer(nw * 4);
-    layer.db = AlignedBuffer(layer.out * 4);
+  }
+  {
+    // 16 floats: 64 bytes.
+    auto padded = [](int64_t floats) { return (floats + 15) / 16 * 16; };
+    int64_t total = 0;
+    for (const Layer& layer : layers) total += padded(layer.in * layer.out) + padded(layer.out);
+    gradients = AlignedBuffer(static_cast<size_t>(total) * 4);
+    float* next = gradients.as<float>();
+    for (Layer& layer : layers) {
+      layer.dw = next;
+      next += padded(layer.in * layer.out);
+      layer.db = next;
+      next += padded(layer.out);
+    }
   }
   act.resize(nl + 1);
   grad.resize(nl);
@@ -569,7 +584,7 @@ absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_
     if (st != dnnl_success) break;
     internal::BiasGradArgs bias = lp.bias;
     if (lp.bias_user_g) bias.g_in = diff_output;
-    internal::BiasGrad(m.bias_block, bias, m.threads, m.bias_scratch.as<float>(), m.layers[l].db.as<float>());
+    internal::BiasGrad(m.bias_block, bias, m.threads, m.bias_scratch.as<float>(), m.layers[l].db);
     for (const Call* c : {&lp.grad_reorder, &lp.grad_transpose, &lp.bwd_w, &lp.dw_transpose, &lp.bwd_d}) {
       if (c->empty()) continue;
       st = c->Execute(m.stream);
@@ -584,7 +599,7 @@ void Mlp::SgdStep(float lr) {
   for (Impl::Layer& layer : m.layers) {
     const int64_t n = layer.in * layer.out;
     const int64_t chunks = (n + kSgdChunk - 1) / kSgdChunk;
-    const float* g = layer.dw.as<const float>();
+    const float* g = layer.dw;
     parallel_for(chunks, /*threads=*/0, [&](int64_t c) {
       const int64_t begin = c * kSgdChunk;
       const size_t len = static_cast<size_t>(std::min(n, begin + kSgdChunk) - begin);
@@ -596,7 +611,7 @@ void Mlp::SgdStep(float lr) {
       }
     });
     SgdUpdate(std::span(layer.bias.as<float>(), static_cast<size_t>(layer.out)),
-              std::span(layer.db.as<const float>(), static_cast<size_t>(layer.out)), lr);
+              std::span<const float>(layer.db, static_cast<size_t>(layer.out)), lr);
   }
   m.weights_dirty = true;
 }
@@ -667,13 +682,17 @@ absl::Status Mlp::SetBias(int layer, std::span<const float> in) {
   return absl::OkStatus();
 }
 
+std::span<float> Mlp::gradients() {
+  return {impl_->gradients.as<float>(), impl_->gradients.size() / sizeof(float)};
+}
+
 std::span<const float> Mlp::weight_grad(int layer) const {
   const Impl::Layer& l = impl_->layers[layer];
-  return {l.dw.as<const float>(), static_cast<size_t>(l.in * l.out)};
+  return {l.dw, static_cast<size_t>(l.in * l.out)};
 }
 std::span<const float> Mlp::bias_grad(int layer) const {
   const Impl::Layer& l = impl_->layers[layer];
-  return {l.db.as<const float>(), static_cast<size_t>(l.out)};
+  return {l.db, static_cast<size_t>(l.out)};
 }
 
 absl::Status Mlp::SaveNpy(const std::string& dir, const std::string& prefix) const {

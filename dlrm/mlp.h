@@ -148,6 +148,10 @@ class Mlp {
   // REQUIRES: 0 <= layer < num_layers().
   std::span<const float> weight_grad(int layer) const;
   std::span<const float> bias_grad(int layer) const;
+  // Every weight and bias gradient of the last Backward in one buffer (with
+  // zero padding between them), for a data-parallel step to sum across
+  // processes in place before SgdStep (dlrm/sharded_step.h).
+  std::span<float> gradients();
 
   // Writes / reads every parameter as "<dir>/<prefix><name>.npy" (names from
   // Parameters(); e.g. prefix "bot_l." gives "bot_l.0.weight.npy"). Save

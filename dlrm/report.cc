@@ -139,6 +139,9 @@ std::string SummaryText(const TrainSummary& summary, const RunFacts& facts) {
   absl::StrAppendFormat(&text, "%-24s %10s %7s %10s\n", "phase", "seconds", "share", "ms/step");
   for (int p = 0; p < kNumPhases; ++p) {
     const double s = summary.train_times.seconds[static_cast<size_t>(p)];
+    // One process never communicates: no lines of zeros for it.
+    const bool communication = p == static_cast<int>(Phase::kAllToAll) || p == static_cast<int>(Phase::kAllreduce);
+    if (communication && s == 0) continue;
     absl::StrAppendFormat(&text, "%-24s %10.3f %6.1f%% %10.3f\n", PhaseName(static_cast<Phase>(p)), s,
                           total > 0 ? 100 * s / total : 0.0,
                           steps_run > 0 ? 1e3 * s / static_cast<double>(steps_run) : 0.0);
@@ -161,7 +164,7 @@ std::string SummaryText(const TrainSummary& summary, const RunFacts& facts) {
     const CacheStats& c = r.stats;
     absl::StrAppendFormat(
         &text, "%-8s %11d %-8s %9s %12d %12d %8d %12s %12s\n", r.name.empty() ? absl::StrCat(i) : r.name,
-        i < facts.table_sizes.size() ? facts.table_sizes[i] : 0, r.storage,
+        r.rows, r.storage,
         r.cached ? absl::StrFormat("%.2f%%", 100 * c.hit_rate()) : std::string("-"), c.lookups(), c.migrations(),
         c.flushes(), r.cached || r.storage != "dram" ? HumanBytes(c.slow_bytes_read()) : "-",
         r.cached || r.storage != "dram" ? HumanBytes(c.slow_bytes_written()) : "-");
@@ -180,7 +183,7 @@ std::string SummaryText(const TrainSummary& summary, const RunFacts& facts) {
       const SsdStats& s = r.ssd_stats;
       absl::StrAppendFormat(&text, "%-8s %11d %10s %8.2f%% %10d %10d %10s %10d %10s %5.1fx %6.1f %8.3fs\n",
                             r.name.empty() ? absl::StrCat(i) : r.name,
-                            i < facts.table_sizes.size() ? facts.table_sizes[i] : 0,
+                            r.rows,
                             HumanBytes(static_cast<double>(r.dram_bytes)), 100 * s.hit_rate(), s.lazy_rows,
                             s.fetched_rows, HumanBytes(static_cast<double>(s.io.bytes_read)), s.rows_written,
                             HumanBytes(static_cast<double>(s.io.bytes_written)), s.read_amplification(r.row_bytes),
@@ -207,8 +210,8 @@ std::string SummaryJson(const TrainSummary& summary, const RunFacts& facts) {
   for (size_t i = 0; i < summary.tables.size(); ++i) {
     const TableReport& r = summary.tables[i];
     const CacheStats& c = r.stats;
-    absl::StrAppend(&tables, i ? "," : "", "{\"table\":", i, ",\"name\":", JsonString(r.name),
-                    ",\"rows\":", i < facts.table_sizes.size() ? facts.table_sizes[i] : 0,
+    absl::StrAppend(&tables, i ? "," : "", "{\"table\":", r.id, ",\"name\":", JsonString(r.name),
+                    ",\"rows\":", r.rows,
                     ",\"storage\":", JsonString(r.storage), ",\"kernel\":", JsonString(r.kernel),
                     ",\"cached\":", r.cached ? "true" : "false", ",\"lookups\":", c.lookups(), ",\"hits\":", c.hits(),
                     ",\"hit_rate\":", JsonNumber(r.cached ? c.hit_rate() : NAN), ",\"migrations\":", c.migrations(),

@@ -69,7 +69,6 @@ struct TrainSummary {
 struct RunFacts {
   std::string config_name;  // TrainConfig::source_name
   int64_t batch_size = 0;
-  std::vector<uint64_t> table_sizes;
   bool has_validation = false;  // false: the val_* numbers are null
   Precision mlp_precision = Precision::kFp32;
   Precision mlp_precision_requested = Precision::kFp32;

@@ -97,10 +97,14 @@ TrainSummary SomeSummary() {
   s.train_times[Phase::kData] = 0.5;
   s.train_times[Phase::kOther] = 1.5;
   TableReport dram;
+  dram.id = 0;
+  dram.rows = 100;
   dram.name = "emb0";
   dram.storage = "dram";
   dram.kernel = "avx2";
   TableReport cached = dram;
+  cached.id = 1;
+  cached.rows = 2000;
   cached.name = "emb1";
   cached.storage = "dynamic";
   cached.cached = true;
@@ -111,7 +115,6 @@ TrainSummary SomeSummary() {
 TEST(SummaryReport, JsonLineRoundTripsWithNullsWhereUndefined) {
   const RunFacts facts{.config_name = "configs/x \"1\".yaml",
                        .batch_size = 1024,
-                       .table_sizes = {100, 2000},
                        .has_validation = false,
                        .mlp_precision = Precision::kFp32,
                        .mlp_precision_requested = Precision::kAuto};
@@ -130,13 +133,14 @@ TEST(SummaryReport, JsonLineRoundTripsWithNullsWhereUndefined) {
   ASSERT_EQ(n["tables"].size(), 2u);
   EXPECT_EQ(n["tables"][1]["name"].as<std::string>(), "emb1");
   EXPECT_EQ(n["tables"][1]["rows"].as<int64_t>(), 2000);
+  EXPECT_EQ(n["tables"][1]["table"].as<int>(), 1);
   EXPECT_TRUE(n["tables"][0]["hit_rate"].IsNull());  // not cached
   EXPECT_EQ(n["tables"][1]["cached"].as<bool>(), true);
   EXPECT_EQ(n["losses_digest"].as<std::string>().size(), 16u);
 }
 
 TEST(SummaryReport, TextListsThePhasesAndOnlyTheCachedTables) {
-  const RunFacts facts{.table_sizes = {100, 2000}, .has_validation = true};
+  const RunFacts facts{.has_validation = true};
   TrainSummary s = SomeSummary();
   s.final_metrics = {.samples = 512, .log_loss = 0.5, .auc = 0.75, .accuracy = 0.625};
   const std::string text = SummaryText(s, facts);
