@@ -8,9 +8,11 @@
 // Exit status: 0 on success, 1 on a config, data, checkpoint or training
 // error (the message names the key, file or step), 2 on a usage error.
 //
-// Under mpirun (issue 13, docs/distributed.md) every rank initialises MPI;
-// one rank trains as without mpirun, and more than one are refused at start
-// on every rank (exit 1) until the trainer uses cemb::dist.
+// Under mpirun (issue 13, docs/distributed.md) the ranks train one model:
+//   mpirun -np 2 dlrm-train --config configs/default.yaml
+// tables sharded over the ranks, MLPs data-parallel, each rank reading its
+// slice of every global batch; rank 0 prints. An error on any rank ends
+// every rank with exit 1 and that rank's message ("rank 1: ...").
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -66,16 +68,9 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<TrainConfig> config = TrainConfig::Load(config_path, overrides);
   if (!config.ok()) return Fail(config.status());
-  if (world && world->comm().size() > 1) {
-    // Every rank decides alike from the world's size, so every rank exits
-    // here and none waits in a collective for the others.
-    return Fail(absl::UnimplementedError(absl::StrCat(
-        "rank ", world->comm().rank(), ": training on ", world->comm().size(),
-        " ranks is not supported yet (issue 13: the trainer does not use cemb::dist; see "
-        "docs/distributed.md); run dlrm-train without mpirun or with mpirun --bind-to none -np 1")));
-  }
   if (!export_dir.empty()) config->train.export_dir = export_dir;
-  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(*config, {.resume = resume});
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer =
+      Trainer::Create(*config, {.resume = resume, .comm = world ? &world->comm() : nullptr});
   if (!trainer.ok()) return Fail(trainer.status());
   absl::StatusOr<TrainSummary> summary = (*trainer)->Run();
   if (!summary.ok()) return Fail(summary.status());

@@ -684,7 +684,8 @@ data::PrepareOptions TrainConfig::ToPrepareOptions() const {
 }
 
 absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes, uint32_t hotness,
-                                                       const TableTraffic* traffic, DramSplit* split) const {
+                                                       const TableTraffic* traffic, DramSplit* split,
+                                                       std::span<const int> only) const {
   const std::string where = source_name;
   if (table_sizes.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": model.tables: no tables"));
   for (const auto& [t, s] : model.table_storage) {
@@ -707,13 +708,33 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
   o.embeddings.adagrad_eps = static_cast<float>(optimizer.adagrad_eps);
   o.embeddings.threads = train.threads;
   o.embeddings.seed = train.seed;
-  for (size_t t = 0; t < table_sizes.size(); ++t) {
+  std::vector<int> tables(only.begin(), only.end());
+  if (only.empty()) {
+    for (size_t t = 0; t < table_sizes.size(); ++t) tables.push_back(static_cast<int>(t));
+  }
+  TableTraffic held;  // the traffic of `tables`, by position
+  if (traffic != nullptr) held.samples = traffic->samples;
+  for (int t : tables) {
+    if (t < 0 || t >= static_cast<int>(table_sizes.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": table ", t, " of ", table_sizes.size()));
+    }
     EmbeddingTableSpec spec;
     spec.rows = static_cast<int64_t>(table_sizes[t]);
-    spec.storage = model.StorageOf(static_cast<int>(t)).ToStorageConfig();
+    spec.storage = model.StorageOf(t).ToStorageConfig();
+    spec.id = t;
     o.embeddings.tables.push_back(spec);
+    if (traffic != nullptr && static_cast<size_t>(t) < traffic->counts.size()) {
+      held.counts.push_back(traffic->counts[t]);
+    } else {
+      held.counts.emplace_back();
+    }
   }
-  CEMB_RETURN_IF_ERROR(ApplyDramBudget(hotness == 0 ? data.hotness : hotness, traffic, o.embeddings, split));
+  o.num_tables = static_cast<int64_t>(table_sizes.size());
+  CEMB_RETURN_IF_ERROR(ApplyDramBudget(hotness == 0 ? data.hotness : hotness, traffic != nullptr ? &held : nullptr,
+                                       o.embeddings, split));
+  if (split != nullptr) {
+    for (DramShare& share : split->shares) share.table = tables[static_cast<size_t>(share.table)];
+  }
   o.batch_size = train.batch_size;
   o.threads = train.threads;
   o.seed = train.seed;

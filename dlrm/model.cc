@@ -24,6 +24,9 @@ class Stopwatch {
     if (times_ != nullptr) (*times_)[phase] += std::chrono::duration<double>(now - last_).count();
     last_ = now;
   }
+  // Restarts the lap without adding it: a callee added its own phases.
+  void Skip() { last_ = Clock::now(); }
+  PhaseTimes* times() const { return times_; }
 
  private:
   PhaseTimes* times_;
@@ -56,6 +59,8 @@ const char* PhaseName(Phase phase) {
     case Phase::kMlpUpdate: return "MLP update";
     case Phase::kEmbeddingUpdate: return "embedding update";
     case Phase::kCacheFlush: return "cache flush";
+    case Phase::kAllToAll: return "all-to-all";
+    case Phase::kAllreduce: return "allreduce";
     case Phase::kOther: return "other";
   }
   return "?";
@@ -111,16 +116,41 @@ struct Dlrm::Impl {
 
   // The forward pass up to the logits (top MLP output).
   absl::StatusOr<std::span<const float>> Forward(const BatchView& b, Stopwatch& watch) {
-    CEMB_RETURN_IF_ERROR(CheckBatch(b));
     const int64_t n = b.size, width = num_tables * dim;
-    CEMB_ASSIGN_OR_RETURN(bottom_out, bottom->Forward(n, b.dense.data()));
-    watch.Lap(Phase::kBottomForward);
-    CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, Rows(emb, n, width)));
-    watch.Lap(Phase::kEmbeddingLookup);
+    absl::Status local = CheckBatch(b);
+    if (local.ok()) {
+      absl::StatusOr<std::span<const float>> out = bottom->Forward(n, b.dense.data());
+      if (out.ok()) bottom_out = *out;
+      local = out.status();
+      watch.Lap(Phase::kBottomForward);
+    }
+    if (options.peers != nullptr) {
+      // Every process takes part, whatever its local status: the tables'
+      // owners pool for all of them.
+      CEMB_RETURN_IF_ERROR(options.peers->PooledRows(local, *embeddings, Rows(emb, n, width), watch.times()));
+      watch.Skip();
+    } else {
+      CEMB_RETURN_IF_ERROR(local);
+      CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, Rows(emb, n, width)));
+      watch.Lap(Phase::kEmbeddingLookup);
+    }
     CEMB_RETURN_IF_ERROR(interaction->Forward({bottom_out.data(), n, dim, dim}, Rows(emb, n, width),
                                               Rows(top_in, n, interaction->output_width())));
     watch.Lap(Phase::kInteraction);
     return top->Forward(n, top_in.as<float>());
+  }
+
+  // TrainStep's backward from the logits' gradient to the MLPs' and the
+  // embeddings' gradients (d_emb), on this process's samples.
+  absl::Status Backward(int64_t n, Stopwatch& watch) {
+    const int64_t width = num_tables * dim, w_top = interaction->output_width();
+    CEMB_RETURN_IF_ERROR(top->Backward(n, d_logits.as<float>(), d_top_in.as<float>()));
+    watch.Lap(Phase::kTopBackward);
+    CEMB_RETURN_IF_ERROR(interaction->Backward({bottom_out.data(), n, dim, dim}, Rows(emb, n, width),
+                                               Rows(d_top_in, n, w_top), Rows(d_bottom, n, dim),
+                                               Rows(d_emb, n, width)));
+    watch.Lap(Phase::kInteraction);
+    return absl::OkStatus();
   }
 };
 
@@ -130,7 +160,12 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
   CEMB_ASSIGN_OR_RETURN(impl->precision, ResolveMlpPrecision(options.mlp_precision, DetectMatmulCpu()));
   impl->options.mlp_precision = impl->precision.precision;
   impl->dim = options.embeddings.dim;
-  impl->num_tables = static_cast<int64_t>(options.embeddings.tables.size());
+  impl->num_tables =
+      options.num_tables > 0 ? options.num_tables : static_cast<int64_t>(options.embeddings.tables.size());
+  if (options.peers == nullptr && impl->num_tables != static_cast<int64_t>(options.embeddings.tables.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("model: ", impl->num_tables, " tables but the layer has ",
+                                                   options.embeddings.tables.size(), " (and no peers hold the others)"));
+  }
   impl->max_batch = options.batch_size;
   for (int64_t b : options.extra_batch_sizes) impl->max_batch = std::max(impl->max_batch, b);
   if (options.bottom_mlp.empty() || options.bottom_mlp.back() != impl->dim) {
@@ -187,27 +222,55 @@ const Mlp& Dlrm::top_mlp() const { return *impl_->top; }
 absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTimes* times) {
   Impl& m = *impl_;
   Stopwatch watch(times);
-  const int64_t n = batch.size, width = m.num_tables * m.dim, w_top = m.interaction->output_width();
+  const int64_t n = batch.size, width = m.num_tables * m.dim;
   CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, m.Forward(batch, watch));
-  if (static_cast<int64_t>(batch.labels.size()) != n) {
-    return absl::InvalidArgumentError(absl::StrCat(batch.labels.size(), " labels for ", n, " samples"));
+  absl::Status local = static_cast<int64_t>(batch.labels.size()) == n
+                           ? absl::OkStatus()
+                           : absl::InvalidArgumentError(absl::StrCat(batch.labels.size(), " labels for ", n, " samples"));
+  StepPeers* peers = m.options.peers;
+  double loss = 0;
+  if (local.ok()) {
+    // With peers the mean is over the global batch: the processes' losses
+    // and gradients add up to the single process's.
+    absl::StatusOr<double> l = BceWithLogits(logits, batch.labels, std::span<float>(m.d_logits.as<float>(), n),
+                                             peers != nullptr ? peers->global_batch() : 0);
+    loss = l.value_or(0);
+    local = l.status();
+    watch.Lap(Phase::kTopForward);
   }
-  CEMB_ASSIGN_OR_RETURN(double loss, BceWithLogits(logits, batch.labels, std::span<float>(m.d_logits.as<float>(), n)));
-  watch.Lap(Phase::kTopForward);
-
-  CEMB_RETURN_IF_ERROR(m.top->Backward(n, m.d_logits.as<float>(), m.d_top_in.as<float>()));
-  watch.Lap(Phase::kTopBackward);
-  CEMB_RETURN_IF_ERROR(m.interaction->Backward({m.bottom_out.data(), n, m.dim, m.dim}, Rows(m.emb, n, width),
-                                               Rows(m.d_top_in, n, w_top), Rows(m.d_bottom, n, m.dim),
-                                               Rows(m.d_emb, n, width)));
-  watch.Lap(Phase::kInteraction);
-  CEMB_RETURN_IF_ERROR(m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr));
-  watch.Lap(Phase::kBottomBackward);
-  m.top->SgdStep(lr);
-  m.bottom->SgdStep(lr);
-  watch.Lap(Phase::kMlpUpdate);
-  CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, Rows(m.d_emb, n, width), lr));
-  watch.Lap(Phase::kEmbeddingUpdate);
+  if (local.ok()) local = m.Backward(n, watch);
+  if (peers == nullptr) {
+    CEMB_RETURN_IF_ERROR(local);
+    CEMB_RETURN_IF_ERROR(m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr));
+    watch.Lap(Phase::kBottomBackward);
+    m.top->SgdStep(lr);
+    m.bottom->SgdStep(lr);
+    watch.Lap(Phase::kMlpUpdate);
+    CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, Rows(m.d_emb, n, width), lr));
+    watch.Lap(Phase::kEmbeddingUpdate);
+    return loss;
+  }
+  // Several processes: the gradients travel to the tables' owners while the
+  // bottom MLP runs backward and the MLPs' gradients are summed. A process
+  // whose step failed still makes every call (FinishGradients returns the
+  // failure everywhere and no table is updated).
+  CEMB_RETURN_IF_ERROR(peers->StartGradients(Rows(m.d_emb, n, width), times));
+  watch.Skip();
+  if (local.ok()) {
+    local = m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr);
+    watch.Lap(Phase::kBottomBackward);
+  }
+  CEMB_RETURN_IF_ERROR(peers->SumGradients(m.top->gradients(), times));
+  CEMB_RETURN_IF_ERROR(peers->SumGradients(m.bottom->gradients(), times));
+  CEMB_RETURN_IF_ERROR(peers->SumLoss(&loss, times));
+  watch.Skip();
+  if (local.ok()) {
+    m.top->SgdStep(lr);
+    m.bottom->SgdStep(lr);
+    watch.Lap(Phase::kMlpUpdate);
+  }
+  CEMB_RETURN_IF_ERROR(peers->FinishGradients(local, *m.embeddings, lr, times));
+  watch.Skip();
   return loss;
 }
 

@@ -61,9 +61,11 @@ enum class Phase {
   kMlpUpdate,
   kEmbeddingUpdate,
   kCacheFlush,
+  kAllToAll,   // several processes: the embedding exchange (indices, pooled rows, gradients)
+  kAllreduce,  // several processes: summing the MLPs' gradients and the loss
   kOther,
 };
-inline constexpr int kNumPhases = 12;
+inline constexpr int kNumPhases = 14;
 const char* PhaseName(Phase phase);  // "data", "embedding lookup", ...
 
 struct PhaseTimes {
@@ -73,6 +75,8 @@ struct PhaseTimes {
   double total() const;
   PhaseTimes& operator+=(const PhaseTimes& o);
 };
+
+class StepPeers;
 
 struct DlrmOptions {
   int64_t num_dense = 13;
@@ -89,6 +93,12 @@ struct DlrmOptions {
   Precision mlp_precision = Precision::kFp32;
   // The tables; embeddings.dim is the feature size of every table.
   EmbeddingLayerOptions embeddings;
+  // Training on several processes (issue 13): the model's tables, of which
+  // `embeddings` holds this process's (each with its model-wide id), and the
+  // step's work shared with the others (not owned; it outlives the model).
+  // One process: 0 (= embeddings.tables.size()) and nullptr.
+  int64_t num_tables = 0;
+  StepPeers* peers = nullptr;
   int64_t batch_size = 2048;
   std::vector<int64_t> extra_batch_sizes;
   int threads = 0;  // 0: all
@@ -101,6 +111,34 @@ struct BatchView {
   std::span<const float> dense;   // [size x num_dense]
   std::span<const float> labels;  // [size], 0 or 1
   std::span<const Bags<int32_t>> bags;  // one per table, `size` bags each
+};
+
+// The parts of a step that cross processes when a DLRM trains on several
+// (docs/distributed.md): the tables are sharded (each pooled and updated by
+// its owner), the MLPs replicated (their gradients summed). dlrm/sharded_step.h
+// implements it over MPI. Within a step Dlrm calls, in this order:
+// PooledRows (forward), then in TrainStep StartGradients, SumGradients (any
+// number of times) and FinishGradients. Every process makes the same calls;
+// a call that gets a failed `local` status still takes part, and returns
+// that failure (the lowest failing rank's) on every process, so that no
+// process leaves the others waiting.
+class StepPeers {
+ public:
+  virtual ~StepPeers() = default;
+  // The samples of the global batch this process's batch is a slice of.
+  virtual int64_t global_batch() const = 0;
+  // emb [n x T*dim] = the pooled rows of this process's bags of every table
+  // (`layer` pools the bags of its own tables for all processes).
+  [[nodiscard]] virtual absl::Status PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
+                                                PhaseTimes* times) = 0;
+  // Sends d_emb [n x T*dim] to the tables' owners (in flight until FinishGradients).
+  [[nodiscard]] virtual absl::Status StartGradients(ConstMatrixView d_emb, PhaseTimes* times) = 0;
+  // data = its sum over every process, in place.
+  [[nodiscard]] virtual absl::Status SumGradients(std::span<float> data, PhaseTimes* times) = 0;
+  [[nodiscard]] virtual absl::Status SumLoss(double* loss, PhaseTimes* times) = 0;
+  // `layer` applies the gradients of its tables (unless some `local` failed).
+  [[nodiscard]] virtual absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
+                                                     PhaseTimes* times) = 0;
 };
 
 class Dlrm {
@@ -118,7 +156,8 @@ class Dlrm {
   const Mlp& bottom_mlp() const;
   const Mlp& top_mlp() const;
 
-  // Forward, backward and update on `batch`; returns the batch's mean loss.
+  // Forward, backward and update on `batch`; returns the batch's mean loss
+  // (with peers: the global batch's, the same on every process).
   [[nodiscard]] absl::StatusOr<double> TrainStep(const BatchView& batch, float lr, PhaseTimes* times);
   // Forward only: probabilities[i] = sigmoid(logit of sample i).
   [[nodiscard]] absl::Status Predict(const BatchView& batch, std::span<float> probabilities, PhaseTimes* times);

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/random.h"
 #include "base/status_macros.h"
@@ -20,7 +21,10 @@
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "dlrm/checkpoint.h"
+#include "dist/comm.h"
+#include "dist/shard_plan.h"
 #include "dlrm/report.h"
+#include "dlrm/sharded_step.h"
 #include "dlrm/step_cycle.h"
 
 namespace cemb::dlrm {
@@ -44,12 +48,21 @@ bool ParseExactDouble(const std::string& s, double* v) {
 
 }  // namespace
 
+// Several processes: only rank 0 prints.
+TrainerOptions Quiet(TrainerOptions o) {
+  if (o.comm != nullptr && o.comm->rank() != 0) o.out = nullptr, o.progress_stream = nullptr;
+  return o;
+}
+
 struct Trainer::Impl {
   Impl(const TrainConfig& c, const TrainerOptions& o)
-      : config(c), options(o), report(o.out, o.progress_stream, c.train.progress) {}
+      : config(c), options(Quiet(o)), report(options.out, options.progress_stream, c.train.progress) {}
 
   TrainConfig config;
   TrainerOptions options;
+  // Several processes (options.comm of more than one rank): this rank's
+  // share of every step. nullptr: one process.
+  std::unique_ptr<ShardedStep> sharded;
   Report report;  // the text, the progress bar, the JSON lines
   data::PreparedData datasets;  // the datasets (and a temporary work directory, removed last)
   std::vector<uint64_t> table_sizes;
@@ -76,8 +89,20 @@ struct Trainer::Impl {
     loader.reset();
   }
 
+  bool distributed() const { return options.comm != nullptr && options.comm->size() > 1; }
+  int rank() const { return distributed() ? options.comm->rank() : 0; }
+  int ranks() const { return distributed() ? options.comm->size() : 1; }
+  // `s`, or on several processes the first failing rank's status on every
+  // rank (collective: every rank calls it at the same point).
+  absl::Status Agree(const absl::Status& s) const { return distributed() ? options.comm->AgreeOnStatus(s) : s; }
+  // The bags the tables of this process see in a step: the batch's own, or
+  // on several processes, after the indices went to their owners, this
+  // rank's tables over the global batch. Agreed.
+  absl::StatusOr<std::span<const Bags<int32_t>>> StepBags(const BatchView& view, PhaseTimes* times);
+
   absl::Status PrepareData();
   absl::Status BuildModel();
+  absl::StatusOr<dist::ShardPlan> PlanShards();
   absl::Status Resume();
   absl::StatusOr<MetricsResult> Evaluate(PhaseTimes* times);
   absl::Status WriteCheckpointNow(double* seconds, std::string* path);
@@ -108,41 +133,72 @@ absl::Status Trainer::Impl::BuildModel() {
   lo.last_batch = data::LastBatch::kPartial;
   lo.num_epochs = 0;  // endless: the trainer counts steps
   lo.prefetch = std::max<uint32_t>(lo.prefetch, static_cast<uint32_t>(t.prefetch_batches));  // Peek's reach
+  lo.rank = static_cast<uint32_t>(rank());
+  lo.ranks = static_cast<uint32_t>(ranks());
   CEMB_ASSIGN_OR_RETURN(loader, data::Loader::Create(datasets.train, lo));
   total_steps = t.steps > 0 ? t.steps : t.epochs * static_cast<int64_t>(loader->batches_per_epoch());
 
+  // The tables this process holds: all, or on several processes its share
+  // of the plan.
+  std::optional<dist::ShardPlan> plan;
+  std::vector<int> held;
+  if (distributed()) {
+    CEMB_ASSIGN_OR_RETURN(plan, PlanShards());
+    held.assign(plan->tables_of(rank()).begin(), plan->tables_of(rank()).end());
+  } else {
+    for (size_t i = 0; i < table_sizes.size(); ++i) held.push_back(static_cast<int>(i));
+  }
+
   // model.dram_budget is split by the traffic of the first batches (of the
-  // tables that share it only).
+  // tables here that share it only).
   std::vector<bool> shares(table_sizes.size());
   bool any_share = false;
-  for (size_t i = 0; i < shares.size(); ++i) {
-    shares[i] = config.model.StorageOf(static_cast<int>(i)).SharesDramBudget();
+  for (int i : held) {
+    shares[i] = config.model.StorageOf(i).SharesDramBudget();
     any_share |= shares[i];
   }
   TableTraffic traffic;
   if (config.model.dram_budget && any_share) {
     traffic = SampleTraffic(*datasets.train, kTrafficSampleBatches * static_cast<uint64_t>(t.batch_size), shares);
   }
-  CEMB_ASSIGN_OR_RETURN(DlrmOptions mo,
-                        config.ToDlrmOptions(table_sizes, datasets.train->hotness(), &traffic, &dram_split));
+  CEMB_ASSIGN_OR_RETURN(DlrmOptions mo, config.ToDlrmOptions(table_sizes, datasets.train->hotness(), &traffic,
+                                                             &dram_split, distributed() ? held : std::vector<int>{}));
   mo.num_dense = datasets.train->num_dense();
   mo.embeddings.progress = [this](std::string_view line) { report.Print("%s\n", line); };  // ssd snapshots
   if (options.wrap_ssd_io) {
     for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
-      mo.embeddings.tables[i].storage.ssd.file.wrap_io = [wrap = options.wrap_ssd_io, t = static_cast<int>(i)](
+      mo.embeddings.tables[i].storage.ssd.file.wrap_io = [wrap = options.wrap_ssd_io, t = held[i]](
                                                              std::unique_ptr<BlockIo> io) { return wrap(t, std::move(io)); };
     }
   }
-  std::vector<int64_t> extra;
-  auto plan = [&](uint64_t samples) {
-    const int64_t partial = static_cast<int64_t>(samples % static_cast<uint64_t>(t.batch_size));
-    if (partial > 0) extra.push_back(partial);
-  };
-  plan(datasets.train->num_samples());
-  if (datasets.validation) plan(datasets.validation->num_samples());
-  std::sort(extra.begin(), extra.end());
-  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
-  mo.extra_batch_sizes = extra;
+  // The batch sizes the model sees: the full batch and the last partial
+  // ones, or on several processes every rank's slices of them.
+  std::vector<int64_t> global = {t.batch_size};
+  for (const data::Dataset* d : {datasets.train.get(), datasets.validation.get()}) {
+    const int64_t partial = d != nullptr ? static_cast<int64_t>(d->num_samples() % static_cast<uint64_t>(t.batch_size)) : 0;
+    if (partial > 0) global.push_back(partial);
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t g : global) {
+    if (g < ranks()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          config.source_name, ": a batch of ", g, " samples",
+          g == t.batch_size ? " (train.batch_size)" : " (the last, partial one of a dataset)", " cannot be split over ",
+          ranks(), " ranks: every rank needs a sample; choose another train.batch_size or fewer ranks"));
+    }
+    for (uint32_t r : {0u, static_cast<uint32_t>(ranks() - 1)}) {
+      sizes.push_back(data::SliceOf(static_cast<uint32_t>(g), r, static_cast<uint32_t>(ranks())).size);
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  mo.batch_size = sizes.back();
+  sizes.pop_back();
+  mo.extra_batch_sizes = sizes;
+  if (distributed()) {
+    CEMB_ASSIGN_OR_RETURN(sharded, ShardedStep::Create(*options.comm, *plan, mo.embeddings.dim, mo.batch_size));
+    mo.peers = sharded.get();
+  }
   CEMB_ASSIGN_OR_RETURN(model, Dlrm::Create(mo));
   // From here on the config holds the precision the model runs in (auto
   // resolved), so that a checkpoint's fingerprint records it and a bf16
@@ -159,6 +215,23 @@ absl::Status Trainer::Impl::BuildModel() {
   bags.resize(table_sizes.size());
   probabilities.resize(static_cast<size_t>(t.batch_size));
   return absl::OkStatus();
+}
+
+absl::StatusOr<dist::ShardPlan> Trainer::Impl::PlanShards() {
+  // A table costs its rows (and row-wise AdaGrad's state) and its share of
+  // a global batch's lookups.
+  const int64_t element = config.model.bf16_tables ? 2 : 4;
+  const bool adagrad = config.optimizer.embedding == EmbeddingOptimizer::kRowwiseAdagrad;
+  std::vector<dist::TableCost> costs;
+  for (uint64_t rows : table_sizes) {
+    const auto n = static_cast<int64_t>(rows);
+    costs.push_back({.bytes = n * config.model.embedding_dim * element + (adagrad ? n * 4 : 0),
+                     .lookups_per_step = static_cast<double>(config.train.batch_size) * datasets.train->hotness()});
+  }
+  CEMB_ASSIGN_OR_RETURN(dist::ShardPlan plan, dist::ShardPlan::Create(costs, ranks()));
+  report.Print("tables on %d ranks:\n", ranks());
+  for (int r = 0; r < ranks(); ++r) report.Print("  %s\n", plan.Describe(r));
+  return plan;
 }
 
 absl::Status Trainer::Impl::Resume() {
@@ -249,6 +322,11 @@ absl::Status Trainer::Impl::Resume() {
           "in the last bits from an uninterrupted run\n",
           threads, config.train.threads);
   }
+  const std::string written_ranks = get("ranks").empty() ? "1" : get("ranks");
+  if (written_ranks != absl::StrCat(ranks())) {
+    report.Print("the checkpoint was written by %s rank(s), this run has %d: each loads the tables it owns now\n",
+                 written_ranks, ranks());
+  }
   report.Print("resumed from %s at step %d\n", path, step);
   return absl::OkStatus();
 }
@@ -263,29 +341,45 @@ BatchView Trainer::Impl::View(const data::Batch& b) {
   return v;
 }
 
+absl::StatusOr<std::span<const Bags<int32_t>>> Trainer::Impl::StepBags(const BatchView& view, PhaseTimes* times) {
+  if (!distributed()) return view.bags;
+  CEMB_RETURN_IF_ERROR(sharded->ExchangeIndices(view.bags, times));
+  return sharded->owned_bags();
+}
+
 absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
   BinaryMetrics metrics;
   if (!datasets.validation) return metrics.Compute();
-  CEMB_RETURN_IF_ERROR(train_cycle->Drain());  // the training's prefetches done: the tables are quiet
+  CEMB_RETURN_IF_ERROR(Agree(train_cycle->Drain()));  // the training's prefetches done: the tables are quiet
   data::LoaderOptions lo;
   lo.batch_size = static_cast<uint32_t>(config.train.batch_size);
   lo.shuffle = data::Shuffle::kNone;
   lo.num_epochs = 1;
   lo.prefetch = 2;
+  lo.rank = static_cast<uint32_t>(rank());
+  lo.ranks = static_cast<uint32_t>(ranks());
   CEMB_ASSIGN_OR_RETURN(std::unique_ptr<data::Loader> eval_loader, data::Loader::Create(datasets.validation, lo));
+  std::vector<float> all_probs, all_labels;  // several processes: every rank's, gathered
   int64_t batches = 0;
   while (config.train.eval_batches == 0 || batches < config.train.eval_batches) {
     const auto t0 = Clock::now();
-    const data::Batch* b = eval_loader->Next();
+    const data::Batch* b = eval_loader->Next();  // every rank's loader ends at the same batch
     (*times)[Phase::kData] += Seconds(t0, Clock::now());
     if (!b) break;
     const BatchView view = View(*b);
     std::span<float> probs(probabilities.data(), b->size());
     const int64_t id = next_eval_id++;
-    CEMB_RETURN_IF_ERROR(eval_cycle->Begin(id, view.bags, {}, times));
+    CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, StepBags(view, times));
+    CEMB_RETURN_IF_ERROR(Agree(eval_cycle->Begin(id, bags, {}, times)));
     CEMB_RETURN_IF_ERROR(model->Predict(view, probs, times));
-    CEMB_RETURN_IF_ERROR(eval_cycle->End(id, times));
-    metrics.Add(probs, b->labels());
+    CEMB_RETURN_IF_ERROR(Agree(eval_cycle->End(id, times)));
+    if (distributed()) {
+      CEMB_RETURN_IF_ERROR(options.comm->Allgatherv(probs, &all_probs));
+      CEMB_RETURN_IF_ERROR(options.comm->Allgatherv(b->labels(), &all_labels));
+      metrics.Add(all_probs, all_labels);
+    } else {
+      metrics.Add(probs, b->labels());
+    }
     ++batches;
   }
   return metrics.Compute();
@@ -293,7 +387,7 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
 
 absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* path) {
   const auto start = Clock::now();
-  CEMB_RETURN_IF_ERROR(train_cycle->Drain());
+  CEMB_RETURN_IF_ERROR(Agree(train_cycle->Drain()));
   CheckpointState s;
   s.step = step;
   s.loader_position = loader->position().Serialize();
@@ -304,15 +398,49 @@ absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* pat
   s.state["next_learning_rate"] = ExactDouble(config.optimizer.LearningRate(step));
   s.state["interval_loss_sum"] = ExactDouble(interval_loss_sum);
   s.state["interval_steps"] = absl::StrCat(interval_steps);
-  CEMB_ASSIGN_OR_RETURN(*path, WriteCheckpoint(
-                                   config.train.checkpoint_dir, s,
-                                   [&](const std::string& dir) -> absl::Status {
-                                     std::error_code ec;
-                                     fs::create_directories(dir + "/model", ec);
-                                     if (ec) return absl::InternalError(absl::StrCat(dir, "/model: ", ec.message()));
-                                     return model->Save(dir + "/model");
-                                   },
-                                   static_cast<int>(config.train.keep_checkpoints)));
+  s.state["ranks"] = absl::StrCat(ranks());
+  if (distributed()) s.state["table_owners"] = absl::StrJoin(sharded->plan().owners(), ",");
+  if (rank() == 0) {
+    // Several processes: the other ranks write their tables into the same
+    // payload directory, whose name rank 0 sends them (an empty name: rank 0
+    // failed before it had one), and the checkpoint is renamed into place
+    // only when every rank's writes succeeded.
+    bool sent = false;
+    absl::Status payload;
+    absl::StatusOr<std::string> written = WriteCheckpoint(
+        config.train.checkpoint_dir, s,
+        [&](const std::string& dir) -> absl::Status {
+          std::error_code ec;
+          fs::create_directories(dir + "/model", ec);
+          absl::Status mine = ec ? absl::InternalError(absl::StrCat(dir, "/model: ", ec.message())) : absl::OkStatus();
+          if (distributed()) {
+            std::string name = dir;
+            CEMB_RETURN_IF_ERROR(options.comm->Broadcast(&name, 0));
+            sent = true;
+          }
+          if (mine.ok()) mine = model->Save(dir + "/model");
+          payload = Agree(mine);
+          return payload;
+        },
+        static_cast<int>(config.train.keep_checkpoints));
+    if (distributed()) {
+      if (!sent) {
+        std::string none;
+        CEMB_RETURN_IF_ERROR(options.comm->Broadcast(&none, 0));
+      }
+      // A failed payload is known everywhere already; what failed after it
+      // (the manifest, the rename) is agreed here.
+      if (!sent || payload.ok()) CEMB_RETURN_IF_ERROR(Agree(written.status()));
+    }
+    CEMB_RETURN_IF_ERROR(written.status());
+    *path = *written;
+  } else {
+    std::string dir;
+    CEMB_RETURN_IF_ERROR(options.comm->Broadcast(&dir, 0));
+    if (!dir.empty()) CEMB_RETURN_IF_ERROR(Agree(model->embeddings().Save(dir + "/model", "emb_l.")));
+    CEMB_RETURN_IF_ERROR(Agree(absl::OkStatus()));
+    *path = (fs::path(config.train.checkpoint_dir) / CheckpointName(step)).string();
+  }
   last_checkpoint_step = step;
   const double secs = Seconds(start, Clock::now());
   *seconds += secs;
@@ -332,32 +460,39 @@ int64_t Trainer::step() const { return impl_->step; }
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config, const TrainerOptions& options) {
   auto impl = std::make_unique<Impl>(config, options);
   const TrainSettings& t = config.train;
+  Impl& m = *impl;
 
+  absl::Status fresh;
   if (!options.resume && !t.checkpoint_dir.empty()) {
     if (absl::StatusOr<std::string> latest = LatestCheckpoint(t.checkpoint_dir); latest.ok()) {
-      return absl::AlreadyExistsError(absl::StrCat(
+      fresh = absl::AlreadyExistsError(absl::StrCat(
           t.checkpoint_dir, " already holds checkpoints (newest: ", fs::path(*latest).filename().string(),
           "): pass --resume to continue from it, or choose another train.checkpoint_dir"));
     }
   }
+  CEMB_RETURN_IF_ERROR(m.Agree(fresh));
   // train.threads bounds every OpenMP region of the run, oneDNN's included
   // (its primitives run on the calling thread's OpenMP team), not only the
   // kernels that take a thread count.
   if (t.threads > 0) omp_set_num_threads(t.threads);
-  CEMB_RETURN_IF_ERROR(impl->PrepareData());
-  CEMB_RETURN_IF_ERROR(impl->BuildModel());
+  // Several processes: rank 0 prepares the data, then the others find it
+  // prepared (data/prepare.h reuses it) instead of writing it at once.
+  CEMB_RETURN_IF_ERROR(m.Agree(m.rank() == 0 ? m.PrepareData() : absl::OkStatus()));
+  CEMB_RETURN_IF_ERROR(m.Agree(m.rank() != 0 ? m.PrepareData() : absl::OkStatus()));
+  CEMB_RETURN_IF_ERROR(m.Agree(m.BuildModel()));
 
   // The plan, before the (possibly long) resume.
-  impl->report.Print("%s", PlanText(config, impl->model->options(), impl->model->mlp_precision_choice(),
-                                    impl->dram_split, *impl->datasets.train, impl->datasets.validation.get(),
-                                    impl->total_steps));
+  m.report.Print("%s", PlanText(config, m.model->options(), m.model->mlp_precision_choice(), m.dram_split,
+                                *m.datasets.train, m.datasets.validation.get(), m.total_steps));
 
-  if (options.resume) CEMB_RETURN_IF_ERROR(impl->Resume());
-  if (!t.log_jsonl.empty()) {
-    if (absl::Status s = impl->report.OpenLog(t.log_jsonl, options.resume); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(config.source_name, ": train.log_jsonl: ", s.message()));
+  if (options.resume) CEMB_RETURN_IF_ERROR(m.Agree(m.Resume()));
+  absl::Status log;
+  if (!t.log_jsonl.empty() && m.rank() == 0) {
+    if (absl::Status s = m.report.OpenLog(t.log_jsonl, options.resume); !s.ok()) {
+      log = absl::Status(s.code(), absl::StrCat(config.source_name, ": train.log_jsonl: ", s.message()));
     }
   }
+  CEMB_RETURN_IF_ERROR(m.Agree(log));
   return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
 }
 
@@ -408,20 +543,23 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     summary.train_times[Phase::kData] += Seconds(t0, t1);
     if (!b) return absl::InternalError("the training loader ended early");  // endless: cannot happen
     const BatchView view = m.View(*b);
+    CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, m.StepBags(view, &summary.train_times));
     std::span<const data::Batch* const> ahead;
-    if (m.train_cycle->prefetches() && t.prefetch_batches > 0) {
+    // Several processes: a rank learns its tables' rows of a batch only when
+    // the indices arrive, so ssd tables read each step's rows at its start.
+    if (m.train_cycle->prefetches() && t.prefetch_batches > 0 && !m.distributed()) {
       // The next batches, up to the last step of this run.
       const auto left = static_cast<size_t>(m.total_steps - m.step - 1);
       ahead = m.loader->Peek(std::min(static_cast<size_t>(t.prefetch_batches), left));
       summary.train_times[Phase::kData] += Seconds(t1, Clock::now());
     }
     lr = m.config.optimizer.LearningRate(m.step);
-    CEMB_RETURN_IF_ERROR(m.train_cycle->Begin(m.step, view.bags, ahead, &summary.train_times));
+    CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->Begin(m.step, bags, ahead, &summary.train_times)));
     CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(view, lr, &summary.train_times));
-    CEMB_RETURN_IF_ERROR(m.train_cycle->End(m.step, &summary.train_times));
+    CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->End(m.step, &summary.train_times)));
     const auto t3 = Clock::now();
     step_wall += Seconds(t0, t3);
-    samples_done += b->size();
+    samples_done += b->global_size();
     if (!std::isfinite(loss)) {
       m.report.ClearProgress();
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -448,7 +586,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     }
   }
   m.report.ClearProgress();
-  CEMB_RETURN_IF_ERROR(m.train_cycle->Drain());
+  CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->Drain()));
   summary.steps = m.step;
   summary.train_seconds = step_wall;
   summary.samples_per_second = step_wall > 0 ? static_cast<double>(samples_done) / step_wall : 0;
@@ -466,16 +604,23 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.tables = m.model->embeddings().Report();
   if (!t.export_dir.empty()) {
     const auto e0 = Clock::now();
-    if (absl::Status s = m.model->ExportNpy(t.export_dir); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("export to ", t.export_dir, " (train.export_dir): ", s.message()));
+    // Several processes: rank 0 writes the MLPs and its tables, every other
+    // rank its tables.
+    absl::Status s = m.rank() == 0 ? m.model->ExportNpy(t.export_dir) : absl::OkStatus();
+    if (m.rank() != 0) {
+      std::error_code ec;
+      fs::create_directories(t.export_dir, ec);
+      s = ec ? absl::InternalError(absl::StrCat("cannot create '", t.export_dir, "': ", ec.message()))
+             : m.model->embeddings().ExportNpy(t.export_dir, "emb_l.");
     }
+    if (!s.ok()) s = absl::Status(s.code(), absl::StrCat("export to ", t.export_dir, " (train.export_dir): ", s.message()));
+    CEMB_RETURN_IF_ERROR(m.Agree(s));
     summary.export_seconds = Seconds(e0, Clock::now());
     m.report.Print("export: the trained model as .npy files in %s (%.1f s)\n", t.export_dir, summary.export_seconds);
   }
 
   m.report.Summary(summary, {.config_name = m.config.source_name,
                              .batch_size = t.batch_size,
-                             .table_sizes = m.table_sizes,
                              .has_validation = m.datasets.validation != nullptr,
                              .mlp_precision = m.model->options().mlp_precision,
                              .mlp_precision_requested = m.model->mlp_precision_choice().requested});

@@ -29,6 +29,22 @@
 // thread count). A checkpoint of another configuration (TrainConfig::
 // Fingerprint()) is refused, naming the first key that differs.
 //
+// Several processes (TrainerOptions::comm, `mpirun -np N dlrm-train`): the
+// tables are assigned to ranks (dist::ShardPlan, balanced by bytes and
+// lookups, printed at start), each rank builds only its tables (its own
+// storage, slow tier and model.dram_budget), reads its slice of every global
+// batch (data::LoaderOptions::rank) and trains through a ShardedStep
+// (dlrm/sharded_step.h). Data is prepared by rank 0 first (the others reuse
+// it). Evaluation gathers every rank's probabilities, so every rank computes
+// the same metrics. A checkpoint is one directory: rank 0 writes the MLPs
+// and the manifest, every rank its tables under their model-wide names,
+// and the directory is renamed into place only after every rank's writes
+// succeeded. Tables are saved per table, so a checkpoint resumes on any
+// number of ranks (resharded on load: each rank loads the tables it owns
+// now). Every decision that depends on one rank (a read error, a failed
+// write) is agreed on (dist::Comm::AgreeOnStatus), so every rank stops with
+// the failing rank's message.
+//
 // Thread safety: one thread drives a Trainer; the model and the loader use
 // their own threads.
 //
@@ -55,6 +71,10 @@
 #include "dlrm/report.h"
 #include "ssd/block_io.h"
 
+namespace cemb::dist {
+class Comm;
+}  // namespace cemb::dist
+
 namespace cemb::dlrm {
 
 struct TrainerOptions {
@@ -65,6 +85,12 @@ struct TrainerOptions {
   // (emb<table>), e.g. in a FaultInjectingBlockIo (ssd/block_io.h), so that
   // an I/O error during training is tested without breaking a disk.
   std::function<std::unique_ptr<BlockIo>(int table, std::unique_ptr<BlockIo>)> wrap_ssd_io;
+  // Training on several processes (issue 13, docs/distributed.md): every
+  // rank of `comm` makes a Trainer with the same config and calls the same
+  // methods. nullptr, or a communicator of one rank: one process, no MPI.
+  // Only rank 0 prints (`out`, the progress bar, train.log_jsonl); every
+  // rank returns the same errors.
+  const dist::Comm* comm = nullptr;
 };
 
 class Trainer {

@@ -1,0 +1,104 @@
+#include "dlrm/sharded_step.h"
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "base/status_macros.h"
+
+namespace cemb::dlrm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Adds the seconds of its lifetime to `phase` (nothing without times).
+class PhaseTimer {
+ public:
+  PhaseTimer(PhaseTimes* times, Phase phase) : times_(times), phase_(phase), start_(Clock::now()) {}
+  ~PhaseTimer() {
+    if (times_ != nullptr) (*times_)[phase_] += std::chrono::duration<double>(Clock::now() - start_).count();
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  PhaseTimes* times_;
+  Phase phase_;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const dist::Comm& comm, const dist::ShardPlan& plan,
+                                                                  int64_t dim, int64_t max_local_batch) {
+  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<dist::EmbeddingExchange> exchange,
+                        dist::EmbeddingExchange::Create(comm, plan, {.dim = dim, .max_local_batch = max_local_batch}));
+  return std::unique_ptr<ShardedStep>(new ShardedStep(comm, plan, std::move(exchange)));
+}
+
+absl::Status ShardedStep::OrAbort(const absl::Status& s) const {
+  if (s.ok()) return s;
+  std::fprintf(stderr, "rank %d: the ranks are out of step, ending the job: %s\n", comm_.rank(),
+               std::string(s.message()).c_str());
+  std::fflush(stderr);
+  comm_.Abort(1);
+}
+
+absl::Status ShardedStep::ExchangeIndices(std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
+  PhaseTimer timer(times, Phase::kAllToAll);
+  absl::Status s = exchange_->StartIndices(bags);
+  // Malformed bags on some rank are agreed on (every rank returns them); an
+  // MPI failure or a call out of order is not.
+  if (absl::IsInternal(s) || absl::IsFailedPrecondition(s)) return OrAbort(s);
+  CEMB_RETURN_IF_ERROR(s);
+  return OrAbort(exchange_->WaitIndices());
+}
+
+absl::Status ShardedStep::PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
+                                     PhaseTimes* times) {
+  absl::Status mine = local;
+  if (mine.ok() && layer.num_tables() > 0) {
+    PhaseTimer timer(times, Phase::kEmbeddingLookup);
+    mine = layer.Lookup(owned_bags(), exchange_->owned_output());
+  }
+  PhaseTimer timer(times, Phase::kAllToAll);
+  CEMB_RETURN_IF_ERROR(comm_.AgreeOnStatus(mine));
+  CEMB_RETURN_IF_ERROR(OrAbort(exchange_->StartPooled(emb)));
+  return OrAbort(exchange_->WaitPooled());
+}
+
+absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, PhaseTimes* times) {
+  PhaseTimer timer(times, Phase::kAllToAll);
+  return OrAbort(exchange_->StartGradients(d_emb));
+}
+
+absl::Status ShardedStep::SumGradients(std::span<float> data, PhaseTimes* times) {
+  PhaseTimer timer(times, Phase::kAllreduce);
+  // Let the gradients' exchange move while this rank waits in the allreduce
+  // (Open MPI has no progress thread).
+  CEMB_RETURN_IF_ERROR(OrAbort(exchange_->Progress()));
+  return OrAbort(comm_.AllreduceSum(data));
+}
+
+absl::Status ShardedStep::SumLoss(double* loss, PhaseTimes* times) {
+  PhaseTimer timer(times, Phase::kAllreduce);
+  return OrAbort(comm_.AllreduceSum(std::span<double>(loss, 1)));
+}
+
+absl::Status ShardedStep::FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
+                                          PhaseTimes* times) {
+  {
+    PhaseTimer timer(times, Phase::kAllToAll);
+    CEMB_RETURN_IF_ERROR(OrAbort(exchange_->WaitGradients()));
+  }
+  absl::Status mine = local;
+  if (mine.ok() && layer.num_tables() > 0) {
+    PhaseTimer timer(times, Phase::kEmbeddingUpdate);
+    mine = layer.Update(owned_bags(), exchange_->owned_grad(), lr);
+  }
+  PhaseTimer timer(times, Phase::kAllToAll);
+  return comm_.AgreeOnStatus(mine);
+}
+
+}  // namespace cemb::dlrm

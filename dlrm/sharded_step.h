@@ -1,0 +1,91 @@
+// ShardedStep: a DLRM's training and evaluation steps on several processes
+// (issue 13, docs/distributed.md), over MPI: each table lives on one rank
+// (dist::ShardPlan), every rank holds the MLPs and its slice of every global
+// batch. It is the StepPeers of that rank's Dlrm, and it begins each step
+// for the trainer:
+//
+//   ExchangeIndices(bags)    this rank's bags of every table go to the
+//                            tables' owners (dist::EmbeddingExchange);
+//                            owned_bags() = this rank's tables over the
+//                            global batch (what its StepCycle pins)
+//   Dlrm::TrainStep          PooledRows: the owner pools, the rows come back;
+//                            StartGradients ... SumGradients (MLPs, allreduce)
+//                            ... FinishGradients: the owner's fused update
+//
+// Same numbers as one process: the pooled rows and the owners' updates are
+// bit for bit a single process's (dist/embedding_exchange.h); the MLPs'
+// gradients are sums over the ranks' slices, so the losses differ in the
+// last bits only (tests/dlrm/distributed_test.cc: 1e-5 relative over 20
+// steps of configs/default.yaml).
+//
+// Errors: every failure a rank finds in its own work (bad bags, a row index
+// out of range in the owner's pooling, an ssd read in its update) reaches
+// every rank as "rank f: <message>" (dist::Comm::AgreeOnStatus), so that
+// each returns it and the job ends with it, never a hang. A failed MPI call,
+// or a call out of order, leaves the ranks out of step: the rank prints it
+// and calls MPI_Abort, which ends every rank (mpirun exits non-zero).
+//
+// Phases: the exchange and the agreements count as `all-to-all`, the MLPs'
+// and the loss's sums as `allreduce`, the owner's pooling and update as
+// `embedding lookup` and `embedding update`.
+//
+// Thread safety: the trainer's thread only (MPI_THREAD_FUNNELED).
+#ifndef CEMB_DLRM_SHARDED_STEP_H_
+#define CEMB_DLRM_SHARDED_STEP_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dist/comm.h"
+#include "dist/embedding_exchange.h"
+#include "dist/shard_plan.h"
+#include "dlrm/model.h"
+
+namespace cemb::dlrm {
+
+class ShardedStep final : public StepPeers {
+ public:
+  // Not collective. `max_local_batch`: the largest slice any rank holds.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardedStep>> Create(const dist::Comm& comm,
+                                                                           const dist::ShardPlan& plan, int64_t dim,
+                                                                           int64_t max_local_batch);
+
+  // Collective; the first call of every step (training or evaluation).
+  // `bags`: this rank's slice, one Bags per table of the model. Errors,
+  // agreed: malformed bags on some rank.
+  [[nodiscard]] absl::Status ExchangeIndices(std::span<const Bags<int32_t>> bags, PhaseTimes* times);
+  // After ExchangeIndices: this rank's tables (plan().tables_of(rank), in
+  // that order) over the global batch.
+  std::span<const Bags<int32_t>> owned_bags() const { return exchange_->owned_bags(); }
+
+  const dist::Comm& comm() const { return comm_; }
+  const dist::ShardPlan& plan() const { return plan_; }
+  const dist::ExchangeStats& exchange_stats() const { return exchange_->stats(); }
+
+  // StepPeers.
+  int64_t global_batch() const override { return exchange_->global_batch(); }
+  [[nodiscard]] absl::Status PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
+                                        PhaseTimes* times) override;
+  [[nodiscard]] absl::Status StartGradients(ConstMatrixView d_emb, PhaseTimes* times) override;
+  [[nodiscard]] absl::Status SumGradients(std::span<float> data, PhaseTimes* times) override;
+  [[nodiscard]] absl::Status SumLoss(double* loss, PhaseTimes* times) override;
+  [[nodiscard]] absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
+                                             PhaseTimes* times) override;
+
+ private:
+  ShardedStep(const dist::Comm& comm, const dist::ShardPlan& plan, std::unique_ptr<dist::EmbeddingExchange> exchange)
+      : comm_(comm), plan_(plan), exchange_(std::move(exchange)) {}
+  // `s` when OK; otherwise the ranks are out of step: prints it, MPI_Abort.
+  absl::Status OrAbort(const absl::Status& s) const;
+
+  dist::Comm comm_;
+  dist::ShardPlan plan_;
+  std::unique_ptr<dist::EmbeddingExchange> exchange_;
+};
+
+}  // namespace cemb::dlrm
+
+#endif  // CEMB_DLRM_SHARDED_STEP_H_
