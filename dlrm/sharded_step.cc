@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace cemb::dlrm {
@@ -31,10 +32,16 @@ class PhaseTimer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const dist::Comm& comm, const dist::ShardPlan& plan,
-                                                                  int64_t dim, int64_t max_local_batch) {
-  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<dist::EmbeddingExchange> exchange,
-                        dist::EmbeddingExchange::Create(comm, plan, {.dim = dim, .max_local_batch = max_local_batch}));
-  return std::unique_ptr<ShardedStep>(new ShardedStep(comm, plan, std::move(exchange)));
+                                                                  int64_t dim, int64_t max_local_batch, int slots) {
+  if (slots < 1) return absl::InvalidArgumentError(absl::StrCat("ShardedStep: ", slots, " slots"));
+  std::unique_ptr<ShardedStep> step(new ShardedStep(comm, plan));
+  for (int i = 0; i < slots; ++i) {
+    CEMB_ASSIGN_OR_RETURN(std::unique_ptr<dist::EmbeddingExchange> exchange,
+                          dist::EmbeddingExchange::Create(comm, plan, {.dim = dim, .max_local_batch = max_local_batch}));
+    step->slots_.push_back(std::move(exchange));
+  }
+  step->current_ = step->slots_[0].get();
+  return step;
 }
 
 absl::Status ShardedStep::OrAbort(const absl::Status& s) const {
@@ -45,14 +52,15 @@ absl::Status ShardedStep::OrAbort(const absl::Status& s) const {
   comm_.Abort(1);
 }
 
-absl::Status ShardedStep::ExchangeIndices(std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
+absl::Status ShardedStep::ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
   PhaseTimer timer(times, Phase::kAllToAll);
-  absl::Status s = exchange_->StartIndices(bags);
+  dist::EmbeddingExchange& exchange = *slots_[slot];
+  absl::Status s = exchange.StartIndices(bags);
   // Malformed bags on some rank are agreed on (every rank returns them); an
   // MPI failure or a call out of order is not.
   if (absl::IsInternal(s) || absl::IsFailedPrecondition(s)) return OrAbort(s);
   CEMB_RETURN_IF_ERROR(s);
-  return OrAbort(exchange_->WaitIndices());
+  return OrAbort(exchange.WaitIndices());
 }
 
 absl::Status ShardedStep::PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
@@ -60,24 +68,24 @@ absl::Status ShardedStep::PooledRows(const absl::Status& local, EmbeddingLayer& 
   absl::Status mine = local;
   if (mine.ok() && layer.num_tables() > 0) {
     PhaseTimer timer(times, Phase::kEmbeddingLookup);
-    mine = layer.Lookup(owned_bags(), exchange_->owned_output());
+    mine = layer.Lookup(current_->owned_bags(), current_->owned_output());
   }
   PhaseTimer timer(times, Phase::kAllToAll);
   CEMB_RETURN_IF_ERROR(comm_.AgreeOnStatus(mine));
-  CEMB_RETURN_IF_ERROR(OrAbort(exchange_->StartPooled(emb)));
-  return OrAbort(exchange_->WaitPooled());
+  CEMB_RETURN_IF_ERROR(OrAbort(current_->StartPooled(emb)));
+  return OrAbort(current_->WaitPooled());
 }
 
 absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, PhaseTimes* times) {
   PhaseTimer timer(times, Phase::kAllToAll);
-  return OrAbort(exchange_->StartGradients(d_emb));
+  return OrAbort(current_->StartGradients(d_emb));
 }
 
 absl::Status ShardedStep::SumGradients(std::span<float> data, PhaseTimes* times) {
   PhaseTimer timer(times, Phase::kAllreduce);
   // Let the gradients' exchange move while this rank waits in the allreduce
   // (Open MPI has no progress thread).
-  CEMB_RETURN_IF_ERROR(OrAbort(exchange_->Progress()));
+  CEMB_RETURN_IF_ERROR(OrAbort(current_->Progress()));
   return OrAbort(comm_.AllreduceSum(data));
 }
 
@@ -90,12 +98,12 @@ absl::Status ShardedStep::FinishGradients(const absl::Status& local, EmbeddingLa
                                           PhaseTimes* times) {
   {
     PhaseTimer timer(times, Phase::kAllToAll);
-    CEMB_RETURN_IF_ERROR(OrAbort(exchange_->WaitGradients()));
+    CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitGradients()));
   }
   absl::Status mine = local;
   if (mine.ok() && layer.num_tables() > 0) {
     PhaseTimer timer(times, Phase::kEmbeddingUpdate);
-    mine = layer.Update(owned_bags(), exchange_->owned_grad(), lr);
+    mine = layer.Update(current_->owned_bags(), current_->owned_grad(), lr);
   }
   PhaseTimer timer(times, Phase::kAllToAll);
   return comm_.AgreeOnStatus(mine);

@@ -4,13 +4,20 @@
 // batch. It is the StepPeers of that rank's Dlrm, and it begins each step
 // for the trainer:
 //
-//   ExchangeIndices(bags)    this rank's bags of every table go to the
+//   ExchangeIndices(slot, bags)  this rank's bags of every table go to the
 //                            tables' owners (dist::EmbeddingExchange);
-//                            owned_bags() = this rank's tables over the
+//                            owned_bags(slot) = this rank's tables over the
 //                            global batch (what its StepCycle pins)
+//   Use(slot)                the batch the next Dlrm step runs on
 //   Dlrm::TrainStep          PooledRows: the owner pools, the rows come back;
 //                            StartGradients ... SumGradients (MLPs, allreduce)
 //                            ... FinishGradients: the owner's fused update
+//
+// Slots: a batch's indices may travel steps before its step, so that an
+// owner's ssd tables prefetch its rows while earlier steps run (StepCycle);
+// each slot is one exchange, and a batch's owned bags stay valid until its
+// slot's next ExchangeIndices. The trainer uses prefetch_batches + 1 slots
+// in a ring for training and one more for evaluation.
 //
 // Same numbers as one process: the pooled rows and the owners' updates are
 // bit for bit a single process's (dist/embedding_exchange.h); the MLPs'
@@ -36,6 +43,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,25 +56,30 @@ namespace cemb::dlrm {
 
 class ShardedStep final : public StepPeers {
  public:
-  // Not collective. `max_local_batch`: the largest slice any rank holds.
+  // Not collective. `max_local_batch`: the largest slice any rank holds;
+  // `slots` >= 1.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardedStep>> Create(const dist::Comm& comm,
                                                                            const dist::ShardPlan& plan, int64_t dim,
-                                                                           int64_t max_local_batch);
+                                                                           int64_t max_local_batch, int slots = 1);
 
-  // Collective; the first call of every step (training or evaluation).
-  // `bags`: this rank's slice, one Bags per table of the model. Errors,
-  // agreed: malformed bags on some rank.
-  [[nodiscard]] absl::Status ExchangeIndices(std::span<const Bags<int32_t>> bags, PhaseTimes* times);
-  // After ExchangeIndices: this rank's tables (plan().tables_of(rank), in
-  // that order) over the global batch.
-  std::span<const Bags<int32_t>> owned_bags() const { return exchange_->owned_bags(); }
+  // Collective: every rank exchanges the same batches into the same slots
+  // in the same order. `bags`: this rank's slice of a batch, one Bags per
+  // table of the model. Errors, agreed: malformed bags on some rank.
+  // REQUIRES: 0 <= slot < slots(); the slot's previous batch is done (its
+  // step finished, or it never ran: a forward-only step).
+  [[nodiscard]] absl::Status ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times);
+  // After ExchangeIndices(slot): this rank's tables (plan().tables_of(rank),
+  // in that order) over the global batch.
+  std::span<const Bags<int32_t>> owned_bags(int slot) const { return slots_[slot]->owned_bags(); }
+  // The next Dlrm step (TrainStep or Predict) runs on slot's batch.
+  void Use(int slot) { current_ = slots_[slot].get(); }
+  int slots() const { return static_cast<int>(slots_.size()); }
 
   const dist::Comm& comm() const { return comm_; }
   const dist::ShardPlan& plan() const { return plan_; }
-  const dist::ExchangeStats& exchange_stats() const { return exchange_->stats(); }
 
   // StepPeers.
-  int64_t global_batch() const override { return exchange_->global_batch(); }
+  int64_t global_batch() const override { return current_->global_batch(); }
   [[nodiscard]] absl::Status PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
                                         PhaseTimes* times) override;
   [[nodiscard]] absl::Status StartGradients(ConstMatrixView d_emb, PhaseTimes* times) override;
@@ -76,14 +89,14 @@ class ShardedStep final : public StepPeers {
                                              PhaseTimes* times) override;
 
  private:
-  ShardedStep(const dist::Comm& comm, const dist::ShardPlan& plan, std::unique_ptr<dist::EmbeddingExchange> exchange)
-      : comm_(comm), plan_(plan), exchange_(std::move(exchange)) {}
+  ShardedStep(const dist::Comm& comm, const dist::ShardPlan& plan) : comm_(comm), plan_(plan) {}
   // `s` when OK; otherwise the ranks are out of step: prints it, MPI_Abort.
   absl::Status OrAbort(const absl::Status& s) const;
 
   dist::Comm comm_;
   dist::ShardPlan plan_;
-  std::unique_ptr<dist::EmbeddingExchange> exchange_;
+  std::vector<std::unique_ptr<dist::EmbeddingExchange>> slots_;
+  dist::EmbeddingExchange* current_ = nullptr;  // Use()'s
 };
 
 }  // namespace cemb::dlrm

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
 namespace cemb::dlrm {
@@ -20,7 +21,7 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 StepCycle::StepCycle(EmbeddingLayer* layer, int prefetch_batches)
     : layer_(layer), prefetch_batches_(prefetch_batches) {
   if (layer_->has_ssd_tables() && prefetch_batches_ > 0) {
-    jobs_.resize(static_cast<size_t>(prefetch_batches_));
+    jobs_.assign(static_cast<size_t>(prefetch_batches_), std::vector<Bags<int32_t>>(layer_->num_tables()));
     const int workers = std::min(layer_->num_tables(), kMaxPrefetchThreads);
     for (int w = 0; w < workers; ++w) threads_.emplace_back([this, w, workers] { Work(w, workers); });
   }
@@ -60,7 +61,7 @@ void StepCycle::Work(int worker, int workers) {
     absl::Status status;
     for (size_t i = 0; i < n && status.ok(); ++i) {
       for (int t = worker; t < layer_->num_tables() && status.ok(); t += workers) {
-        status = layer_->Prefetch(first + static_cast<int64_t>(i), t, jobs_[i]->indices(static_cast<uint32_t>(t)));
+        status = layer_->Prefetch(first + static_cast<int64_t>(i), t, jobs_[i][t].indices);
       }
     }
     lock.lock();
@@ -77,7 +78,13 @@ absl::Status StepCycle::Drain() {
 }
 
 absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
-                              std::span<const data::Batch* const> ahead, PhaseTimes* times) {
+                              std::span<const std::span<const Bags<int32_t>>> ahead, PhaseTimes* times) {
+  for (std::span<const Bags<int32_t>> b : ahead) {
+    if (static_cast<int>(b.size()) != layer_->num_tables()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("StepCycle: a batch ahead has bags of ", b.size(), " tables, the layer ", layer_->num_tables()));
+    }
+  }
   const Clock::time_point t0 = Clock::now();
   absl::Status status = Drain();
   if (status.ok() && layer_->has_ssd_tables() && next_ <= id) {
@@ -95,7 +102,7 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
       const int64_t ahead_id = id + 1 + static_cast<int64_t>(i);
       if (ahead_id < next_) continue;
       if (njobs_ == 0) job_first_id_ = ahead_id;
-      jobs_[njobs_++] = ahead[i];
+      std::copy(ahead[i].begin(), ahead[i].end(), jobs_[njobs_++].begin());
       next_ = ahead_id + 1;
     }
     if (njobs_ > 0) {

@@ -41,7 +41,7 @@
 //
 //   StepCycle cycle(&model->embeddings(), /*prefetch_batches=*/2);
 //   const data::Batch* b = loader->Next();
-//   CEMB_RETURN_IF_ERROR(cycle.Begin(k, view.bags, loader->Peek(2), &times));
+//   CEMB_RETURN_IF_ERROR(cycle.Begin(k, view.bags, bags_of_the_next_two, &times));
 //   CEMB_ASSIGN_OR_RETURN(double loss, model->TrainStep(view, lr, &times));
 //   CEMB_RETURN_IF_ERROR(cycle.End(k, &times));
 #ifndef CEMB_DLRM_STEP_CYCLE_H_
@@ -56,7 +56,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "data/loader.h"
 #include "dlrm/embedding_layer.h"
 #include "dlrm/model.h"
 
@@ -73,12 +72,14 @@ class StepCycle {
   int prefetch_batches() const { return prefetch_batches_; }
   bool prefetches() const { return layer_->has_ssd_tables(); }
 
-  // Begins step `id` on `bags` (one per table); `ahead` are the batches of
-  // ids id + 1, id + 2, ... (at most prefetch_batches are used). Errors: too
-  // few ssd slots for the pinned rows, an I/O error (naming the table and the
-  // file); the step must not run then.
+  // Begins step `id` on `bags` (one per table of the layer); `ahead` are the
+  // bags of batches id + 1, id + 2, ... (at most prefetch_batches are used;
+  // the cycle copies the Bags, whose indices must stay valid until the
+  // batch's step, as a loader's peeked batches and an exchange's owned bags
+  // do). Errors: too few ssd slots for the pinned rows, an I/O error (naming
+  // the table and the file); the step must not run then.
   [[nodiscard]] absl::Status Begin(int64_t id, std::span<const Bags<int32_t>> bags,
-                                   std::span<const data::Batch* const> ahead, PhaseTimes* times);
+                                   std::span<const std::span<const Bags<int32_t>>> ahead, PhaseTimes* times);
   // Ends step `id` (after its update, or its forward when evaluating).
   [[nodiscard]] absl::Status End(int64_t id, PhaseTimes* times);
   // Waits until the prefetcher threads are idle; their first error, if any.
@@ -93,13 +94,13 @@ class StepCycle {
   int prefetch_batches_;
   int64_t next_ = std::numeric_limits<int64_t>::min();  // the first id not prefetched yet
 
-  // The prefetcher threads' job: batches `jobs_[0, njobs_)` of ids
-  // job_first_id_, +1, ... (pointers into the loader's ring, valid until the
-  // trainer has consumed them and called Next() once more: later than Drain).
+  // The prefetcher threads' job: the bags of batches `jobs_[0, njobs_)` of
+  // ids job_first_id_, +1, ... (copied; their indices live in the loader's
+  // ring or an exchange, valid until the batch's step: later than Drain).
   // Each new job bumps generation_; busy_ counts the threads still on it.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<const data::Batch*> jobs_;  // capacity P, allocated once
+  std::vector<std::vector<Bags<int32_t>>> jobs_;  // P x tables, allocated once
   size_t njobs_ = 0;
   int64_t job_first_id_ = 0;
   uint64_t generation_ = 0;

@@ -75,6 +75,11 @@ struct Trainer::Impl {
   std::unique_ptr<StepCycle> train_cycle, eval_cycle;
   int64_t next_eval_id = int64_t{1} << 62;
   std::vector<Bags<int32_t>> bags;
+  // The next batches' bags (prefetch_batches x tables of the model) and the
+  // spans StepCycle::Begin gets.
+  std::vector<std::vector<Bags<int32_t>>> peeked_bags;
+  std::vector<std::span<const Bags<int32_t>>> ahead;
+  int64_t next_exchanged = 0;  // several processes: the first batch whose indices have not travelled
   std::vector<float> probabilities;
 
   int64_t total_steps = 0;
@@ -95,10 +100,19 @@ struct Trainer::Impl {
   // `s`, or on several processes the first failing rank's status on every
   // rank (collective: every rank calls it at the same point).
   absl::Status Agree(const absl::Status& s) const { return distributed() ? options.comm->AgreeOnStatus(s) : s; }
-  // The bags the tables of this process see in a step: the batch's own, or
-  // on several processes, after the indices went to their owners, this
-  // rank's tables over the global batch. Agreed.
-  absl::StatusOr<std::span<const Bags<int32_t>>> StepBags(const BatchView& view, PhaseTimes* times);
+  // The bags this process's tables see in training step `step` of batch
+  // `view`, and in `*ahead` those of the next batches (`peeked`, for
+  // StepCycle's prefetch): the batches' own, or on several processes this
+  // rank's tables over the global batches, after their indices went to the
+  // owners (each batch once, into its ShardedStep slot: a ring of
+  // prefetch_batches + 1). Agreed.
+  absl::StatusOr<std::span<const Bags<int32_t>>> TrainBags(int64_t step, const BatchView& view,
+                                                           std::span<const data::Batch* const> peeked,
+                                                           std::span<const std::span<const Bags<int32_t>>>* ahead,
+                                                           PhaseTimes* times);
+  // The same for an evaluation batch (its own slot, nothing ahead).
+  absl::StatusOr<std::span<const Bags<int32_t>>> EvalBags(const BatchView& view, PhaseTimes* times);
+  int TrainSlot(int64_t step) const { return static_cast<int>(step % (config.train.prefetch_batches + 1)); }
 
   absl::Status PrepareData();
   absl::Status BuildModel();
@@ -196,7 +210,9 @@ absl::Status Trainer::Impl::BuildModel() {
   sizes.pop_back();
   mo.extra_batch_sizes = sizes;
   if (distributed()) {
-    CEMB_ASSIGN_OR_RETURN(sharded, ShardedStep::Create(*options.comm, *plan, mo.embeddings.dim, mo.batch_size));
+    // Slots: a ring of prefetch_batches + 1 for training, one for evaluation.
+    CEMB_ASSIGN_OR_RETURN(sharded, ShardedStep::Create(*options.comm, *plan, mo.embeddings.dim, mo.batch_size,
+                                                       t.prefetch_batches + 2));
     mo.peers = sharded.get();
   }
   CEMB_ASSIGN_OR_RETURN(model, Dlrm::Create(mo));
@@ -213,6 +229,8 @@ absl::Status Trainer::Impl::BuildModel() {
   train_cycle = std::make_unique<StepCycle>(&model->embeddings(), t.prefetch_batches);
   eval_cycle = std::make_unique<StepCycle>(&model->embeddings(), 0);
   bags.resize(table_sizes.size());
+  peeked_bags.assign(static_cast<size_t>(t.prefetch_batches), std::vector<Bags<int32_t>>(table_sizes.size()));
+  ahead.resize(static_cast<size_t>(t.prefetch_batches));
   probabilities.resize(static_cast<size_t>(t.batch_size));
   return absl::OkStatus();
 }
@@ -341,10 +359,45 @@ BatchView Trainer::Impl::View(const data::Batch& b) {
   return v;
 }
 
-absl::StatusOr<std::span<const Bags<int32_t>>> Trainer::Impl::StepBags(const BatchView& view, PhaseTimes* times) {
+absl::StatusOr<std::span<const Bags<int32_t>>> Trainer::Impl::TrainBags(
+    int64_t step, const BatchView& view, std::span<const data::Batch* const> peeked,
+    std::span<const std::span<const Bags<int32_t>>>* next, PhaseTimes* times) {
+  for (size_t i = 0; i < peeked.size(); ++i) {
+    for (uint32_t t = 0; t < peeked[i]->num_tables(); ++t) {
+      peeked_bags[i][t] = Bags<int32_t>{peeked[i]->offsets(t), peeked[i]->indices(t)};
+    }
+  }
+  if (!distributed()) {
+    for (size_t i = 0; i < peeked.size(); ++i) ahead[i] = peeked_bags[i];
+    *next = std::span(ahead.data(), peeked.size());
+    return view.bags;
+  }
+  // Every rank exchanges the same batches: the step's (unless it travelled
+  // ahead already), then those peeked that have not.
+  next_exchanged = std::max(next_exchanged, step);
+  if (next_exchanged == step) {
+    CEMB_RETURN_IF_ERROR(sharded->ExchangeIndices(TrainSlot(step), view.bags, times));
+    ++next_exchanged;
+  }
+  for (size_t i = 0; i < peeked.size(); ++i) {
+    const int64_t id = step + 1 + static_cast<int64_t>(i);
+    if (id == next_exchanged) {
+      CEMB_RETURN_IF_ERROR(sharded->ExchangeIndices(TrainSlot(id), peeked_bags[i], times));
+      ++next_exchanged;
+    }
+    ahead[i] = sharded->owned_bags(TrainSlot(id));
+  }
+  *next = std::span(ahead.data(), peeked.size());
+  sharded->Use(TrainSlot(step));
+  return sharded->owned_bags(TrainSlot(step));
+}
+
+absl::StatusOr<std::span<const Bags<int32_t>>> Trainer::Impl::EvalBags(const BatchView& view, PhaseTimes* times) {
   if (!distributed()) return view.bags;
-  CEMB_RETURN_IF_ERROR(sharded->ExchangeIndices(view.bags, times));
-  return sharded->owned_bags();
+  const int slot = sharded->slots() - 1;
+  CEMB_RETURN_IF_ERROR(sharded->ExchangeIndices(slot, view.bags, times));
+  sharded->Use(slot);
+  return sharded->owned_bags(slot);
 }
 
 absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
@@ -369,7 +422,7 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
     const BatchView view = View(*b);
     std::span<float> probs(probabilities.data(), b->size());
     const int64_t id = next_eval_id++;
-    CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, StepBags(view, times));
+    CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, EvalBags(view, times));
     CEMB_RETURN_IF_ERROR(Agree(eval_cycle->Begin(id, bags, {}, times)));
     CEMB_RETURN_IF_ERROR(model->Predict(view, probs, times));
     CEMB_RETURN_IF_ERROR(Agree(eval_cycle->End(id, times)));
@@ -543,16 +596,18 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     summary.train_times[Phase::kData] += Seconds(t0, t1);
     if (!b) return absl::InternalError("the training loader ended early");  // endless: cannot happen
     const BatchView view = m.View(*b);
-    CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, m.StepBags(view, &summary.train_times));
-    std::span<const data::Batch* const> ahead;
-    // Several processes: a rank learns its tables' rows of a batch only when
-    // the indices arrive, so ssd tables read each step's rows at its start.
-    if (m.train_cycle->prefetches() && t.prefetch_batches > 0 && !m.distributed()) {
-      // The next batches, up to the last step of this run.
+    std::span<const data::Batch* const> peeked;
+    // The next batches, up to the last step of this run, for the ssd
+    // tables' prefetch. Several processes: whether or not this rank has ssd
+    // tables, as every rank must exchange the same batches.
+    if ((m.train_cycle->prefetches() || m.distributed()) && t.prefetch_batches > 0) {
       const auto left = static_cast<size_t>(m.total_steps - m.step - 1);
-      ahead = m.loader->Peek(std::min(static_cast<size_t>(t.prefetch_batches), left));
+      peeked = m.loader->Peek(std::min(static_cast<size_t>(t.prefetch_batches), left));
       summary.train_times[Phase::kData] += Seconds(t1, Clock::now());
     }
+    std::span<const std::span<const Bags<int32_t>>> ahead;
+    CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags,
+                          m.TrainBags(m.step, view, peeked, &ahead, &summary.train_times));
     lr = m.config.optimizer.LearningRate(m.step);
     CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->Begin(m.step, bags, ahead, &summary.train_times)));
     CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(view, lr, &summary.train_times));

@@ -154,6 +154,30 @@ TEST_F(DistributedTrainingTest, ResumesOnTheSameAndOnAnotherNumberOfRanks) {
   }
 }
 
+TEST_F(DistributedTrainingTest, SsdTablesPrefetchAheadOnTheirOwnersAndTrainAsInDram) {
+  // Every table on the ssd tier of its owner, a budget per rank that the
+  // pinned rows of 3 batches nearly fill (tables evict), the indices of 2
+  // batches ahead exchanged so that the owners prefetch them: the DRAM
+  // run's losses, bit for bit.
+  // Uniform indices over at most 20000 rows: evicted rows come back.
+  const std::vector<std::string> data = {"data.distribution=uniform", "data.max_ind_range=20000"};
+  absl::StatusOr<TrainConfig> dram = Default({data[0], data[1], "train.steps=12", "train.eval_every=6"});
+  absl::StatusOr<TrainConfig> ssd =
+      Default({data[0], data[1], "train.steps=12", "train.eval_every=6", absl::StrCat("model.storage.slow_tier=", dir_),
+               "model.storage.kind=ssd", "model.dram_budget=4MiB", "train.prefetch_batches=2"});
+  ASSERT_TRUE(dram.ok() && ssd.ok());
+  absl::StatusOr<TrainSummary> d = Train(*dram, &comm_);
+  ASSERT_TRUE(d.ok()) << d.status();
+  absl::StatusOr<TrainSummary> s = Train(*ssd, &comm_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->losses.size(), d->losses.size());
+  for (size_t i = 0; i < s->losses.size(); ++i) EXPECT_EQ(s->losses[i], d->losses[i]) << "step " << i;
+  EXPECT_EQ(s->final_metrics.auc, d->final_metrics.auc);
+  int64_t fetched = 0;
+  for (const TableReport& r : s->tables) fetched += r.ssd ? r.ssd_stats.fetched_rows : 0;
+  EXPECT_GT(fetched, 0) << "no row came back from the slow tier: the budget does not make the tables evict";
+}
+
 TEST_F(DistributedTrainingTest, AFailingRankStopsEveryRankWithItsMessageAndLeavesNoCheckpoint) {
   // Table 3 on the ssd tier; its owner's first write fails: the write-back
   // of its dirty rows when the checkpoint at the end is written.

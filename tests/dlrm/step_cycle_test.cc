@@ -64,14 +64,20 @@ std::unique_ptr<EmbeddingLayer> Train(std::shared_ptr<const data::Dataset> datas
   StepCycle cycle(layer->get(), kPrefetch);
   std::vector<float> out(size_t{kBatch} * kTables * kDim), grad(out.size());
   std::vector<Bags<int32_t>> bags(kTables);
+  std::vector<std::vector<Bags<int32_t>>> ahead_bags(kPrefetch, std::vector<Bags<int32_t>>(kTables));
+  std::vector<std::span<const Bags<int32_t>>> ahead(kPrefetch);
   for (int k = 0; k < kSteps; ++k) {
     const data::Batch* b = (*loader)->Next();
     EXPECT_NE(b, nullptr);
     if (b == nullptr) break;
     for (uint32_t t = 0; t < kTables; ++t) bags[t] = Bags<int32_t>{b->offsets(t), b->indices(t)};
     const size_t left = static_cast<size_t>(kSteps - k - 1);
-    std::span<const data::Batch* const> ahead = (*loader)->Peek(std::min<size_t>(kPrefetch, left));
-    EXPECT_TRUE(cycle.Begin(k, bags, ahead, nullptr).ok());
+    std::span<const data::Batch* const> peeked = (*loader)->Peek(std::min<size_t>(kPrefetch, left));
+    for (size_t i = 0; i < peeked.size(); ++i) {
+      for (uint32_t t = 0; t < kTables; ++t) ahead_bags[i][t] = Bags<int32_t>{peeked[i]->offsets(t), peeked[i]->indices(t)};
+      ahead[i] = ahead_bags[i];
+    }
+    EXPECT_TRUE(cycle.Begin(k, bags, std::span(ahead.data(), peeked.size()), nullptr).ok());
     const MatrixView view{out.data(), kBatch, kTables * kDim, kTables * kDim};
     EXPECT_TRUE((*layer)->Lookup(bags, view).ok());
     for (size_t i = 0; i < out.size(); ++i) grad[i] = 0.25f * out[i] + 0.01f * static_cast<float>(i % 7);
