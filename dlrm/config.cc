@@ -685,7 +685,7 @@ data::PrepareOptions TrainConfig::ToPrepareOptions() const {
 
 absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes, uint32_t hotness,
                                                        const TableTraffic* traffic, DramSplit* split,
-                                                       std::span<const int> only) const {
+                                                       const std::vector<int>* only) const {
   const std::string where = source_name;
   if (table_sizes.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": model.tables: no tables"));
   for (const auto& [t, s] : model.table_storage) {
@@ -708,8 +708,8 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
   o.embeddings.adagrad_eps = static_cast<float>(optimizer.adagrad_eps);
   o.embeddings.threads = train.threads;
   o.embeddings.seed = train.seed;
-  std::vector<int> tables(only.begin(), only.end());
-  if (only.empty()) {
+  std::vector<int> tables = only != nullptr ? *only : std::vector<int>{};
+  if (only == nullptr) {
     for (size_t t = 0; t < table_sizes.size(); ++t) tables.push_back(static_cast<int>(t));
   }
   TableTraffic held;  // the traffic of `tables`, by position

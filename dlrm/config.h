@@ -185,14 +185,15 @@ struct TrainConfig {
   // size); a budget too small is InvalidArgument naming model.dram_budget
   // and the bytes it needs. `hotness` = indices per bag (0: data.hotness).
   // `split`, when not null, gets what each table was given.
-  // `only`, when not empty, are the tables (model-wide numbers, ascending)
-  // this process holds when the model trains on several (issue 13): the
-  // layer gets those, each with its id, and they share model.dram_budget
-  // (a budget per process); DlrmOptions::num_tables counts them all.
+  // `only`, when not null, are the tables (model-wide numbers, ascending;
+  // perhaps none) this process holds when the model trains on several
+  // (issue 13): the layer gets those, each with its id, and they share
+  // model.dram_budget (a budget per process); DlrmOptions::num_tables counts
+  // them all.
   [[nodiscard]] absl::StatusOr<DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes,
                                                           uint32_t hotness = 0, const TableTraffic* traffic = nullptr,
                                                           DramSplit* split = nullptr,
-                                                          std::span<const int> only = {}) const;
+                                                          const std::vector<int>* only = nullptr) const;
   // The model.dram_budget part of ToDlrmOptions.
   [[nodiscard]] absl::Status ApplyDramBudget(uint32_t hotness, const TableTraffic* traffic,
                                              EmbeddingLayerOptions& emb, DramSplit* split) const;

@@ -176,7 +176,7 @@ absl::Status Trainer::Impl::BuildModel() {
     traffic = SampleTraffic(*datasets.train, kTrafficSampleBatches * static_cast<uint64_t>(t.batch_size), shares);
   }
   CEMB_ASSIGN_OR_RETURN(DlrmOptions mo, config.ToDlrmOptions(table_sizes, datasets.train->hotness(), &traffic,
-                                                             &dram_split, distributed() ? held : std::vector<int>{}));
+                                                             &dram_split, distributed() ? &held : nullptr));
   mo.num_dense = datasets.train->num_dense();
   mo.embeddings.progress = [this](std::string_view line) { report.Print("%s\n", line); };  // ssd snapshots
   if (options.wrap_ssd_io) {
