@@ -22,6 +22,8 @@ template <>
 MPI_Datatype MpiType<int64_t>() { return MPI_INT64_T; }
 template <>
 MPI_Datatype MpiType<float>() { return MPI_FLOAT; }
+template <>
+MPI_Datatype MpiType<double>() { return MPI_DOUBLE; }
 
 int ToMpiLevel(ThreadLevel level) {
   switch (level) {
@@ -66,23 +68,22 @@ Comm::Comm(MPI_Comm comm) : comm_(comm) {
 
 absl::Status Comm::Barrier() const { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); }
 
-absl::Status Comm::AllreduceSum(std::span<float> data) const {
+namespace {
+
+// MPI_Allreduce(MPI_SUM) in place.
+template <typename T>
+absl::Status AllreduceSumInPlace(std::span<T> data, MPI_Comm comm) {
   if (data.size() > static_cast<size_t>(INT_MAX)) {
-    return absl::InvalidArgumentError(absl::StrCat("AllreduceSum: ", data.size(), " floats > INT_MAX"));
+    return absl::InvalidArgumentError(absl::StrCat("AllreduceSum: ", data.size(), " elements > INT_MAX"));
   }
-  return MpiStatus(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM,
-                                 comm_),
+  return MpiStatus(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MpiType<T>(), MPI_SUM, comm),
                    "MPI_Allreduce");
 }
 
-absl::Status Comm::AllreduceSum(std::span<double> data) const {
-  if (data.size() > static_cast<size_t>(INT_MAX)) {
-    return absl::InvalidArgumentError(absl::StrCat("AllreduceSum: ", data.size(), " doubles > INT_MAX"));
-  }
-  return MpiStatus(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM,
-                                 comm_),
-                   "MPI_Allreduce");
-}
+}  // namespace
+
+absl::Status Comm::AllreduceSum(std::span<float> data) const { return AllreduceSumInPlace(data, comm_); }
+absl::Status Comm::AllreduceSum(std::span<double> data) const { return AllreduceSumInPlace(data, comm_); }
 
 absl::Status Comm::Allgatherv(std::span<const float> local, std::vector<float>* all) const {
   if (local.size() > static_cast<size_t>(INT_MAX)) {
