@@ -397,12 +397,37 @@ class CachedTable<T, kDynamic> {
   }
 
   // What access_and_cache gives for rows[0 .. n), into out[0 .. n), counted
-  // once: the kernels resolve a block of rows ahead of summing them.
+  // once: the kernels resolve a block of rows ahead of summing them. Also
+  // prefetches the words of rows[n .. n + ahead) (the caller's next block).
+  // A block of hits that are all referenced (a warm cache) takes one pass
+  // without branches: per row a load, a mask and a store; the others then go
+  // through Lookup, as if looked up a moment later.
   template <typename Index>
-  [[gnu::always_inline]] void access_and_cache(const Index* rows, int64_t n, const T** out) const {
+  [[gnu::always_inline]] void access_and_cache(const Index* rows, int64_t n, const T** out,
+                                               int64_t ahead = 0) const {
+    using cache_internal::kCached;
+    using cache_internal::kReferenced;
     DebugCheckAccess();
     Count(cache_internal::HotCounter::kLookups, static_cast<uint64_t>(n));
-    for (int64_t k = 0; k < n; ++k) out[k] = Lookup(rows[k]);
+    const std::atomic<uint64_t>* words = words_;  // a local: the stores to out[] may not alias it
+    uint64_t all = kCached | kReferenced;
+    const int64_t both = std::min(n, ahead);
+    for (int64_t k = 0; k < both; ++k) {
+      __builtin_prefetch(&words[rows[n + k]], 0, 3);
+      const uint64_t w = words[rows[k]].load(std::memory_order_seq_cst);
+      all &= w;
+      out[k] = Address(w);
+    }
+    for (int64_t k = both; k < n; ++k) {
+      const uint64_t w = words[rows[k]].load(std::memory_order_seq_cst);
+      all &= w;
+      out[k] = Address(w);
+    }
+    if ((all & (kCached | kReferenced)) == (kCached | kReferenced)) [[likely]] return;
+    for (int64_t k = 0; k < n; ++k) {
+      const uint64_t w = words_[rows[k]].load(std::memory_order_seq_cst);
+      if ((w & (kCached | kReferenced)) != (kCached | kReferenced)) out[k] = Lookup(rows[k]);
+    }
   }
 
   // The current copy of `row`, marked dirty when it is cached; counted as a

@@ -72,14 +72,19 @@ template <typename Table, typename Index>
 // tests, the miss path's call) happens here, apart from the loop that sums rows, so that loop holds no call (a
 // call clobbers every vector register: the accumulators would live on the
 // stack) and its row prefetches read an address already resolved instead of
-// waiting on the word's load. Resolving block k also prefetches block k+1's
-// words. Resolution never reaches past `end`: a row is looked up (counted,
-// admitted) only by the kernel call that owns its position.
-template <typename Table, typename Index>
+// waiting on the word's load. The loop that resolves block k also prefetches
+// block k+1's words, so they have a block's time to arrive (128 rows: 5-10%
+// more lookups/s than 64 in an in-process A/B on the 2-core VM, 32 slower
+// still; bench/RESULTS.md). Resolution never reaches past `end`: a row is looked up (counted,
+// admitted) only by the kernel call that owns its position. A template over
+// the ISA `A` (unused in its code) like every kernel here: ResolveBlocks is
+// not inlined, and without A the copies of the AVX2 and AVX-512 translation
+// units would be one weak symbol, of either ISA.
+template <typename A, typename Table, typename Index>
 class ResolvedRows {
  public:
   using T = typename Table::value_type;
-  static constexpr int64_t kBlock = 64;
+  static constexpr int64_t kBlock = 128;
   static constexpr int64_t kRing = 512;  // a span of a bag, the prefetch distance and a block
   static constexpr int kMaxDistance = 128;
 
@@ -102,10 +107,8 @@ class ResolvedRows {
   [[gnu::noinline]] void ResolveBlocks(int64_t j) {
     while (resolved_ < j) {
       const int64_t stop = std::min(resolved_ + kBlock, end_);
-      for (int64_t k = stop; k < std::min(stop + kBlock, end_); ++k) {
-        __builtin_prefetch(t_.indirection_address(indices_[k]), 0, 3);
-      }
-      t_.access_and_cache(indices_ + resolved_, stop - resolved_, ring_ + ((resolved_ - begin_) & (kRing - 1)));
+      t_.access_and_cache(indices_ + resolved_, stop - resolved_, ring_ + ((resolved_ - begin_) & (kRing - 1)),
+                          std::min(kBlock, end_ - stop));
       resolved_ = stop;
     }
   }
@@ -233,11 +236,11 @@ template <typename A, typename Table, int KD, typename Index>
 // (a span's sum goes through the output row only in bags over kSpan rows).
 template <typename A, typename Table, int KD, typename Index>
 [[gnu::always_inline]] inline void PooledBagResolved(const PooledArgs<Index>& a, int64_t b,
-                                                     ResolvedRows<Table, Index>& rows, int distance,
+                                                     ResolvedRows<A, Table, Index>& rows, int distance,
                                                      int64_t range_end) {
   using S = Simd<A>;
   using T = typename Table::value_type;
-  using R = ResolvedRows<Table, Index>;
+  using R = ResolvedRows<A, Table, Index>;
   constexpr int kVecs = KD / S::kWidth;
   constexpr int64_t kRowBytes = KD * static_cast<int64_t>(sizeof(T));
   constexpr int64_t kSpan = R::kRing - R::kBlock - R::kMaxDistance;
@@ -280,7 +283,7 @@ template <typename A, typename Table, int KD, typename Index>
   constexpr bool kResolveAhead = kInRegisters && HasRowIndirection<Table>;
   const int64_t out_bytes = (KD > 0 ? KD : t.featuresize()) * static_cast<int64_t>(sizeof(float));
   const int64_t range_end = bag_end > bag_begin ? static_cast<int64_t>(a.offsets[bag_end]) : 0;
-  using Resolver = std::conditional_t<kResolveAhead, ResolvedRows<Table, Index>, int>;
+  using Resolver = std::conditional_t<kResolveAhead, ResolvedRows<A, Table, Index>, int>;
   Resolver rows = [&] {
     if constexpr (kResolveAhead) {
       return Resolver(t, a.indices, bag_end > bag_begin ? a.offsets[bag_begin] : 0, range_end);
@@ -288,7 +291,7 @@ template <typename A, typename Table, int KD, typename Index>
       return 0;
     }
   }();
-  const int distance = std::clamp(a.prefetch, 0, ResolvedRows<Table, Index>::kMaxDistance);
+  const int distance = std::clamp(a.prefetch, 0, ResolvedRows<A, Table, Index>::kMaxDistance);
   for (int64_t b = bag_begin; b < bag_end; ++b) {
     // The output row a.prefetch bags ahead: its read-for-ownership then
     // overlaps the gathers instead of stalling the stores (short bags).
