@@ -18,6 +18,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "base/enum_names.h"
 #include "data/dataset.h"
 #include "data/generator.h"
 #include "data/preprocess.h"
@@ -69,15 +70,29 @@ class ProgressBar {
   int pass_ = 0;
 };
 
+// An enum option's names, for CLI11's check (the one list: base/enum_names.h).
+template <typename E, size_t N>
+std::vector<std::string> Names(const EnumName<E> (&names)[N]) {
+  std::vector<std::string> out;
+  for (const EnumName<E>& n : names) out.push_back(n.name);
+  return out;
+}
+
+// The value of a name CLI11 has checked against Names(names).
+template <typename E, size_t N>
+E Parsed(const EnumName<E> (&names)[N], const std::string& name) {
+  return *ParseName(names, name, "value");
+}
+
 struct PreprocessArgs {
-  std::string format = "kaggle";
+  std::string format = NameOf(kCriteoFormatNames, CriteoFormat::kKaggle);
   std::vector<std::string> inputs;
   std::string output;
-  std::string index_mode = "modulo";
+  std::string index_mode = NameOf(kIndexModeNames, IndexMode::kModulo);
   std::vector<uint64_t> table_sizes;
   uint64_t max_index_range = 0;
   uint32_t frequency_threshold = 1;
-  std::string split = "reference";
+  std::string split = NameOf(kSplitModeNames, SplitMode::kReference);
   int threads = 0;
   bool skip_bad_lines = false;
   size_t max_line_bytes = kDefaultMaxLineBytes;
@@ -86,14 +101,14 @@ struct PreprocessArgs {
 
 int RunPreprocess(const PreprocessArgs& a) {
   PreprocessOptions o;
-  o.format = a.format == "terabyte" ? CriteoFormat::kTerabyte : CriteoFormat::kKaggle;
+  o.format = Parsed(kCriteoFormatNames, a.format);
   o.inputs = a.inputs;
   o.output_dir = a.output;
-  o.index_mode = a.index_mode == "vocabulary" ? IndexMode::kVocabulary : IndexMode::kModulo;
+  o.index_mode = Parsed(kIndexModeNames, a.index_mode);
   o.table_sizes = a.table_sizes;
   o.max_index_range = a.max_index_range;
   o.frequency_threshold = a.frequency_threshold;
-  o.split = a.split == "none" ? SplitMode::kNone : SplitMode::kReference;
+  o.split = Parsed(kSplitModeNames, a.split);
   o.reader.threads = a.threads;
   o.reader.bad_lines = a.skip_bad_lines ? BadLines::kSkip : BadLines::kFail;
   o.reader.max_line_bytes = a.max_line_bytes;
@@ -128,12 +143,12 @@ struct GenerateArgs {
   std::string output;
   bool tsv = false;
   GeneratorOptions options;
-  std::string distribution = "uniform";
+  std::string distribution = NameOf(kIndexDistributionNames, IndexDistribution::kUniform);
   uint64_t max_table_size = 0;
 };
 
 int RunGenerate(GenerateArgs a) {
-  a.options.distribution = a.distribution == "zipf" ? IndexDistribution::kZipf : IndexDistribution::kUniform;
+  a.options.distribution = Parsed(kIndexDistributionNames, a.distribution);
   if (a.max_table_size != 0) {
     for (uint64_t& size : a.options.table_sizes) size = std::min(size, a.max_table_size);
   }
@@ -172,14 +187,14 @@ int Main(int argc, char** argv) {
   PreprocessArgs pre;
   CLI::App* p = app.add_subcommand("preprocess", "Criteo TSV logs -> binary train/val/test datasets");
   p->add_option("--format", pre.format, "kaggle (train.txt) or terabyte (day_0 .. day_23)")
-      ->check(CLI::IsMember({"kaggle", "terabyte"}))
+      ->check(CLI::IsMember(Names(kCriteoFormatNames)))
       ->capture_default_str();
   p->add_option("--input", pre.inputs, "input TSV file(s), days in order for terabyte")
       ->required()
       ->expected(1, -1);
   p->add_option("--output", pre.output, "output directory (train.bin, val.bin, test.bin)")->required();
   p->add_option("--index-mode", pre.index_mode, "modulo (id % table size) or vocabulary")
-      ->check(CLI::IsMember({"modulo", "vocabulary"}))
+      ->check(CLI::IsMember(Names(kIndexModeNames)))
       ->capture_default_str();
   p->add_option("--table-sizes", pre.table_sizes, "modulo: 26 comma-separated sizes (default: Kaggle's)")
       ->delimiter(',');
@@ -190,7 +205,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   p->add_option("--split", pre.split, "reference (train/val/test) or none (all.bin)")
-      ->check(CLI::IsMember({"reference", "none"}))
+      ->check(CLI::IsMember(Names(kSplitModeNames)))
       ->capture_default_str();
   p->add_option("--threads", pre.threads, "parsing threads (0 = all)")->capture_default_str();
   p->add_flag("--skip-bad-lines", pre.skip_bad_lines, "skip and count bad lines instead of failing");
@@ -211,7 +226,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   g->add_option("--distribution", gen.distribution, "uniform or zipf (LFSR-scrambled per table)")
-      ->check(CLI::IsMember({"uniform", "zipf"}))
+      ->check(CLI::IsMember(Names(kIndexDistributionNames)))
       ->capture_default_str();
   g->add_option("--alpha", gen.options.zipf_alpha, "Zipf exponent")->capture_default_str();
   g->add_option("--seed", gen.options.seed, "random seed")->capture_default_str();

@@ -13,39 +13,6 @@
 
 namespace cemb {
 
-const char* CachePolicyName(CachePolicy policy) {
-  switch (policy) {
-    case CachePolicy::kSimple: return "simple";
-    case CachePolicy::kStatic: return "static";
-    case CachePolicy::kDynamic: return "dynamic";
-  }
-  return "?";
-}
-
-const char* CacheEvictionName(CacheEviction eviction) {
-  switch (eviction) {
-    case CacheEviction::kFlush: return "flush";
-    case CacheEviction::kClock: return "clock";
-  }
-  return "?";
-}
-
-absl::StatusOr<CacheEviction> ParseCacheEviction(std::string_view name) {
-  for (CacheEviction e : {CacheEviction::kFlush, CacheEviction::kClock}) {
-    if (name == CacheEvictionName(e)) return e;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown cache eviction '", std::string(name), "' (expected flush or clock)"));
-}
-
-absl::StatusOr<CachePolicy> ParseCachePolicy(std::string_view name) {
-  for (CachePolicy p : {CachePolicy::kSimple, CachePolicy::kStatic, CachePolicy::kDynamic}) {
-    if (name == CachePolicyName(p)) return p;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown cache policy '", std::string(name), "' (expected simple, static or dynamic)"));
-}
-
 CacheStats CacheStats::operator-(const CacheStats& b) const {
   CacheStats d = *this;
   for (int c = 0; c < cache_internal::kHotCounters; ++c) d.hot[c] -= b.hot[c];

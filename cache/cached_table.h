@@ -124,6 +124,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/enum_names.h"
 #include "cache/admission.h"
 #include "cache/cache_stats.h"
 #include "cache/epoch.h"
@@ -135,8 +136,12 @@ namespace cemb {
 
 enum class CachePolicy { kSimple, kStatic, kDynamic };
 
-const char* CachePolicyName(CachePolicy policy);  // "simple", "static", "dynamic"
-absl::StatusOr<CachePolicy> ParseCachePolicy(std::string_view name);
+inline constexpr EnumName<CachePolicy> kCachePolicyNames[] = {
+    {CachePolicy::kSimple, "simple"}, {CachePolicy::kStatic, "static"}, {CachePolicy::kDynamic, "dynamic"}};
+inline const char* CachePolicyName(CachePolicy policy) { return NameOf(kCachePolicyNames, policy); }
+inline absl::StatusOr<CachePolicy> ParseCachePolicy(std::string_view name) {
+  return ParseName(kCachePolicyNames, name, "cache policy");
+}
 
 // How a dynamic cache makes room (header comment). (The ssd tier has its own
 // ssd::Eviction: which unpinned row its slot pool gives up.)
@@ -144,8 +149,12 @@ enum class CacheEviction {
   kFlush,  // page FIFO, flushed between steps by the owner (training)
   kClock,  // CLOCK by a background thread while any thread reads (serving)
 };
-const char* CacheEvictionName(CacheEviction eviction);  // "flush", "clock"
-absl::StatusOr<CacheEviction> ParseCacheEviction(std::string_view name);
+inline constexpr EnumName<CacheEviction> kCacheEvictionNames[] = {{CacheEviction::kFlush, "flush"},
+                                                                  {CacheEviction::kClock, "clock"}};
+inline const char* CacheEvictionName(CacheEviction eviction) { return NameOf(kCacheEvictionNames, eviction); }
+inline absl::StatusOr<CacheEviction> ParseCacheEviction(std::string_view name) {
+  return ParseName(kCacheEvictionNames, name, "cache eviction");
+}
 
 // A cache size: bytes, or a fraction of the table's bytes. What a table's
 // cache may hold is CacheOptions::lower + CacheOptions::slack: a "10% cache"

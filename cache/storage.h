@@ -32,6 +32,7 @@
 #include <variant>
 
 #include "absl/status/statusor.h"
+#include "base/enum_names.h"
 #include "cache/cached_table.h"
 #include "embedding/simple_table.h"
 #include "ssd/ssd_table.h"
@@ -40,8 +41,15 @@ namespace cemb {
 
 enum class StorageKind { kDram, kSimple, kStatic, kDynamic, kSsd };
 
-const char* StorageKindName(StorageKind kind);  // "dram", "simple", "static", "dynamic", "ssd"
-absl::StatusOr<StorageKind> ParseStorageKind(std::string_view name);
+inline constexpr EnumName<StorageKind> kStorageKindNames[] = {{StorageKind::kDram, "dram"},
+                                                              {StorageKind::kSimple, "simple"},
+                                                              {StorageKind::kStatic, "static"},
+                                                              {StorageKind::kDynamic, "dynamic"},
+                                                              {StorageKind::kSsd, "ssd"}};
+inline const char* StorageKindName(StorageKind kind) { return NameOf(kStorageKindNames, kind); }
+inline absl::StatusOr<StorageKind> ParseStorageKind(std::string_view name) {
+  return ParseName(kStorageKindNames, name, "table storage");
+}
 
 struct StorageConfig {
   StorageKind kind = StorageKind::kDram;

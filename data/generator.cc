@@ -42,14 +42,6 @@ absl::Status ForEachChunkBatch(const SyntheticGenerator& gen, bool want_raw, Sin
 
 }  // namespace
 
-const char* IndexDistributionName(IndexDistribution d) {
-  switch (d) {
-    case IndexDistribution::kUniform: return "uniform";
-    case IndexDistribution::kZipf: return "zipf";
-  }
-  return "?";
-}
-
 SyntheticGenerator::SyntheticGenerator(const GeneratorOptions& options) : options_(options) {
   const uint64_t seed = options_.seed;
   for (size_t t = 0; t < options_.table_sizes.size(); ++t) {

@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/enum_names.h"
 #include "base/random.h"
 #include "data/criteo.h"
 #include "data/dataset.h"
@@ -46,7 +47,9 @@
 namespace cemb::data {
 
 enum class IndexDistribution { kUniform, kZipf };
-const char* IndexDistributionName(IndexDistribution d);  // "uniform", "zipf"
+inline constexpr EnumName<IndexDistribution> kIndexDistributionNames[] = {{IndexDistribution::kUniform, "uniform"},
+                                                                          {IndexDistribution::kZipf, "zipf"}};
+inline const char* IndexDistributionName(IndexDistribution d) { return NameOf(kIndexDistributionNames, d); }
 
 inline constexpr uint64_t kGeneratorChunk = 8192;
 

@@ -417,28 +417,6 @@ class Preparer {
 
 }  // namespace
 
-const char* DataSourceName(DataSource source) {
-  switch (source) {
-    case DataSource::kSynthetic:
-      return "synthetic";
-    case DataSource::kTsv:
-      return "tsv";
-    case DataSource::kBinary:
-      return "binary";
-  }
-  return "?";
-}
-
-const char* DataSplitName(DataSplit split) {
-  switch (split) {
-    case DataSplit::kAuto:
-      return "auto";
-    case DataSplit::kNone:
-      return "none";
-  }
-  return "?";
-}
-
 PreparedData& PreparedData::operator=(PreparedData&& other) noexcept {
   std::swap(train, other.train);
   std::swap(validation, other.validation);

@@ -44,6 +44,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/enum_names.h"
 #include "data/dataset.h"
 #include "data/generator.h"
 #include "data/preprocess.h"
@@ -51,7 +52,9 @@
 namespace cemb::data {
 
 enum class DataSource { kSynthetic, kTsv, kBinary };
-const char* DataSourceName(DataSource source);  // "synthetic", "tsv", "binary"
+inline constexpr EnumName<DataSource> kDataSourceNames[] = {
+    {DataSource::kSynthetic, "synthetic"}, {DataSource::kTsv, "tsv"}, {DataSource::kBinary, "binary"}};
+inline const char* DataSourceName(DataSource source) { return NameOf(kDataSourceNames, source); }
 
 // Which samples are held out for validation.
 enum class DataSplit {
@@ -62,7 +65,8 @@ enum class DataSplit {
   // run facebookresearch/dlrm makes on a file it is handed whole).
   kNone,
 };
-const char* DataSplitName(DataSplit split);  // "auto", "none"
+inline constexpr EnumName<DataSplit> kDataSplitNames[] = {{DataSplit::kAuto, "auto"}, {DataSplit::kNone, "none"}};
+inline const char* DataSplitName(DataSplit split) { return NameOf(kDataSplitNames, split); }
 
 // The `data:` section of a training config (dlrm/config.h reads it; every
 // key is in docs/training.md).

@@ -113,22 +113,6 @@ absl::Status ForEachBlock(const PreprocessOptions& o, int pass, int passes, uint
 
 }  // namespace
 
-const char* CriteoFormatName(CriteoFormat f) {
-  switch (f) {
-    case CriteoFormat::kKaggle: return "kaggle";
-    case CriteoFormat::kTerabyte: return "terabyte";
-  }
-  return "?";
-}
-
-const char* IndexModeName(IndexMode m) {
-  switch (m) {
-    case IndexMode::kModulo: return "modulo";
-    case IndexMode::kVocabulary: return "vocabulary";
-  }
-  return "?";
-}
-
 SplitPoints KaggleSplit(uint64_t lines) {
   constexpr uint64_t kDays = 7;
   const uint64_t per_day = lines / kDays, extras = lines % kDays;

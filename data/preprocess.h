@@ -43,16 +43,22 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "base/enum_names.h"
 #include "data/criteo_reader.h"
 #include "data/dataset.h"
 
 namespace cemb::data {
 
 enum class CriteoFormat { kKaggle, kTerabyte };
-const char* CriteoFormatName(CriteoFormat f);  // "kaggle", "terabyte"
+inline constexpr EnumName<CriteoFormat> kCriteoFormatNames[] = {{CriteoFormat::kKaggle, "kaggle"},
+                                                                {CriteoFormat::kTerabyte, "terabyte"}};
+inline const char* CriteoFormatName(CriteoFormat f) { return NameOf(kCriteoFormatNames, f); }
 enum class IndexMode { kModulo, kVocabulary };
-const char* IndexModeName(IndexMode m);  // "modulo", "vocabulary"
+inline constexpr EnumName<IndexMode> kIndexModeNames[] = {{IndexMode::kModulo, "modulo"},
+                                                          {IndexMode::kVocabulary, "vocabulary"}};
+inline const char* IndexModeName(IndexMode m) { return NameOf(kIndexModeNames, m); }
 enum class SplitMode { kReference, kNone };
+inline constexpr EnumName<SplitMode> kSplitModeNames[] = {{SplitMode::kReference, "reference"}, {SplitMode::kNone, "none"}};
 
 // Reported after every block from the calling thread.
 struct PreprocessProgress {

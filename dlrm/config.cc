@@ -229,25 +229,18 @@ class MapReader {
     return Note(key, *out);
   }
   // Noted by name: "model.interaction=dot", never the enum's number.
-  template <typename T>
-  absl::Status Enum(absl::string_view key, T* out, std::initializer_list<std::pair<const char*, T>> names) {
+  template <typename T, size_t N>
+  absl::Status Enum(absl::string_view key, T* out, const EnumName<T> (&names)[N]) {
     YAML::Node n = Get(key);
-    auto note = [&]() {
-      for (const auto& [name, value] : names) {
-        if (value == *out) return Note(key, std::string(name));
-      }
-      return Note(key, std::string("?"));
-    };
+    auto note = [&]() { return Note(key, std::string(NameOf(names, *out))); };
     if (!n.IsDefined()) return note();
-    std::vector<std::string> all;
-    for (const auto& [name, value] : names) {
-      if (n.IsScalar() && absl::AsciiStrToLower(n.Scalar()) == name) {
-        *out = value;
+    for (const EnumName<T>& name : names) {
+      if (n.IsScalar() && absl::AsciiStrToLower(n.Scalar()) == name.name) {
+        *out = name.value;
         return note();
       }
-      all.push_back(name);
     }
-    return Error(key, absl::StrCat("expected one of ", absl::StrJoin(all, ", "), "; got ", Quote(n)));
+    return Error(key, absl::StrCat("expected one of ", JoinNames(names), "; got ", Quote(n)));
   }
   absl::Status CacheSizeValue(absl::string_view key, CacheSize* out) {
     YAML::Node n = Get(key);
@@ -341,10 +334,7 @@ class MapReader {
 // The sections.
 
 absl::Status ParseData(MapReader& r, DataConfig& d) {
-  CEMB_RETURN_IF_ERROR(r.Enum("source", &d.source,
-                              {{"synthetic", DataSource::kSynthetic},
-                               {"tsv", DataSource::kTsv},
-                               {"binary", DataSource::kBinary}}));
+  CEMB_RETURN_IF_ERROR(r.Enum("source", &d.source, data::kDataSourceNames));
   std::vector<std::string> path, paths;
   CEMB_RETURN_IF_ERROR(r.StringList("path", &path));
   CEMB_RETURN_IF_ERROR(r.StringList("paths", &paths));
@@ -352,22 +342,17 @@ absl::Status ParseData(MapReader& r, DataConfig& d) {
   d.paths = path.empty() ? paths : path;
   CEMB_RETURN_IF_ERROR(r.String("validation_path", &d.validation_path));
   CEMB_RETURN_IF_ERROR(r.Double("validation_fraction", &d.validation_fraction, 0.0, 0.9));
-  CEMB_RETURN_IF_ERROR(r.Enum("split", &d.split, {{"auto", DataSplit::kAuto}, {"none", DataSplit::kNone}}));
+  CEMB_RETURN_IF_ERROR(r.Enum("split", &d.split, data::kDataSplitNames));
   CEMB_RETURN_IF_ERROR(r.Integer("samples", &d.samples, 1));
-  CEMB_RETURN_IF_ERROR(r.Enum("distribution", &d.distribution,
-                              {{"uniform", data::IndexDistribution::kUniform},
-                               {"zipf", data::IndexDistribution::kZipf}}));
+  CEMB_RETURN_IF_ERROR(r.Enum("distribution", &d.distribution, data::kIndexDistributionNames));
   CEMB_RETURN_IF_ERROR(r.Double("alpha", &d.alpha, 0.0, INFINITY, /*min_open=*/true));
   CEMB_RETURN_IF_ERROR(r.Integer("hotness", &d.hotness, 1, 100000));
   CEMB_RETURN_IF_ERROR(r.Integer("seed", &d.seed, 0));
-  CEMB_RETURN_IF_ERROR(r.Enum("format", &d.format,
-                              {{"kaggle", data::CriteoFormat::kKaggle},
-                               {"terabyte", data::CriteoFormat::kTerabyte}}));
-  CEMB_RETURN_IF_ERROR(r.Enum("index_mode", &d.index_mode,
-                              {{"modulo", data::IndexMode::kModulo},
-                               {"vocabulary", data::IndexMode::kVocabulary}}));
+  CEMB_RETURN_IF_ERROR(r.Enum("format", &d.format, data::kCriteoFormatNames));
+  CEMB_RETURN_IF_ERROR(r.Enum("index_mode", &d.index_mode, data::kIndexModeNames));
   CEMB_RETURN_IF_ERROR(r.Integer("frequency_threshold", &d.frequency_threshold, 1, UINT32_MAX));
-  CEMB_RETURN_IF_ERROR(r.Enum("bad_lines", &d.skip_bad_lines, {{"fail", false}, {"skip", true}}));
+  static constexpr EnumName<bool> kBadLinesNames[] = {{false, "fail"}, {true, "skip"}};
+  CEMB_RETURN_IF_ERROR(r.Enum("bad_lines", &d.skip_bad_lines, kBadLinesNames));
   CEMB_RETURN_IF_ERROR(r.Integer("max_ind_range", &d.max_ind_range, 0, int64_t{1} << 31));
   CEMB_RETURN_IF_ERROR(r.String("work_dir", &d.work_dir));
 
@@ -396,12 +381,7 @@ absl::Status ParseData(MapReader& r, DataConfig& d) {
 }
 
 absl::Status ParseStorage(MapReader& r, TableStorageConfig& s) {
-  CEMB_RETURN_IF_ERROR(r.Enum("kind", &s.kind,
-                              {{"dram", StorageKind::kDram},
-                               {"simple", StorageKind::kSimple},
-                               {"static", StorageKind::kStatic},
-                               {"dynamic", StorageKind::kDynamic},
-                               {"ssd", StorageKind::kSsd}}));
+  CEMB_RETURN_IF_ERROR(r.Enum("kind", &s.kind, kStorageKindNames));
   s.cache_size_given |= r.Child("cache_lower").IsDefined() || r.Child("cache_slack").IsDefined();
   CEMB_RETURN_IF_ERROR(r.CacheSizeValue("cache_lower", &s.cache_lower));
   CEMB_RETURN_IF_ERROR(r.CacheSizeValue("cache_slack", &s.cache_slack));
@@ -418,12 +398,10 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
   CEMB_RETURN_IF_ERROR(r.Int("embedding_dim", &m.embedding_dim, 1, 4096));
   CEMB_RETURN_IF_ERROR(r.IntList("bottom_mlp", &m.bottom_mlp, 1, 1 << 20, "positive integers"));
   CEMB_RETURN_IF_ERROR(r.IntList("top_mlp", &m.top_mlp, 1, 1 << 20, "positive integers"));
-  CEMB_RETURN_IF_ERROR(r.Enum("interaction", &m.interaction,
-                              {{"dot", InteractionKind::kDot}, {"concat", InteractionKind::kConcat}}));
+  CEMB_RETURN_IF_ERROR(r.Enum("interaction", &m.interaction, kInteractionKindNames));
   CEMB_RETURN_IF_ERROR(r.Bool("self_interaction", &m.self_interaction));
-  CEMB_RETURN_IF_ERROR(r.Enum("mlp_precision", &m.mlp_precision,
-                              {{"auto", Precision::kAuto}, {"fp32", Precision::kFp32}, {"bf16", Precision::kBf16}}));
-  CEMB_RETURN_IF_ERROR(r.Enum("table_dtype", &m.bf16_tables, {{"fp32", false}, {"bf16", true}}));
+  CEMB_RETURN_IF_ERROR(r.Enum("mlp_precision", &m.mlp_precision, kPrecisionNames));
+  CEMB_RETURN_IF_ERROR(r.Enum("table_dtype", &m.bf16_tables, kTableDtypeNames));
   CEMB_RETURN_IF_ERROR(r.String("init_from", &m.init_from));
   CEMB_RETURN_IF_ERROR(r.Section("tables", [&](MapReader& t) -> absl::Status {
     CEMB_RETURN_IF_ERROR(t.IntList("sizes", &m.table_sizes, 1, int64_t{1} << 31,
@@ -474,9 +452,7 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
 }
 
 absl::Status ParseOptimizer(MapReader& r, OptimizerConfig& o) {
-  CEMB_RETURN_IF_ERROR(r.Enum("embedding", &o.embedding,
-                              {{"sgd", EmbeddingOptimizer::kSgd},
-                               {"rowwise_adagrad", EmbeddingOptimizer::kRowwiseAdagrad}}));
+  CEMB_RETURN_IF_ERROR(r.Enum("embedding", &o.embedding, kEmbeddingOptimizerNames));
   CEMB_RETURN_IF_ERROR(r.Double("learning_rate", &o.learning_rate, 0.0, 1e6, /*min_open=*/true));
   CEMB_RETURN_IF_ERROR(r.Double("adagrad_eps", &o.adagrad_eps, 0.0, 1.0, /*min_open=*/true));
   CEMB_RETURN_IF_ERROR(r.Int("warmup_steps", &o.warmup_steps, 0));
@@ -803,7 +779,7 @@ std::string TrainConfig::LegacyFingerprint() const {
   line("model.interaction", static_cast<int>(model.interaction));
   line("model.self_interaction", model.self_interaction);
   line("model.mlp_precision", static_cast<int>(model.mlp_precision));
-  line("model.table_dtype", model.bf16_tables ? "bf16" : "fp32");
+  line("model.table_dtype", NameOf(kTableDtypeNames, model.bf16_tables));
   if (!model.init_from.empty()) line("model.init_from", model.init_from);
   line("model.tables.sizes", absl::StrJoin(model.table_sizes, ","));
   line("model.tables.count", model.table_count);

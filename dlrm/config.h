@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/enum_names.h"
 #include "cache/storage.h"
 #include "data/generator.h"
 #include "data/prepare.h"
@@ -55,6 +56,9 @@ using data::DataSource;
 using data::DataSourceName;
 using data::DataSplit;
 using data::DataSplitName;
+
+// model.table_dtype's values (ModelConfig::bf16_tables).
+inline constexpr EnumName<bool> kTableDtypeNames[] = {{false, "fp32"}, {true, "bf16"}};
 
 // Where one table lives; the YAML spelling of StorageConfig.
 struct TableStorageConfig {
@@ -88,7 +92,7 @@ struct ModelConfig {
   // auto: bf16 where oneDNN runs it faster than fp32 (AMX), else fp32;
   // resolved when the model is built (dlrm/precision.h).
   Precision mlp_precision = Precision::kAuto;
-  bool bf16_tables = false;
+  bool bf16_tables = false;  // model.table_dtype: kTableDtypeNames
   // A directory of .npy files named by DLRM_Net.state_dict()'s keys
   // (Dlrm::ImportNpy) that every parameter starts from, instead of the
   // seeded initialisation; empty = none.

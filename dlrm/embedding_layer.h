@@ -47,6 +47,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/enum_names.h"
 #include "cache/storage.h"
 #include "embedding/kernels.h"
 #include "embedding/types.h"
@@ -67,6 +68,9 @@ struct EmbeddingTableSpec {
 };
 
 enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad };
+inline constexpr EnumName<EmbeddingOptimizer> kEmbeddingOptimizerNames[] = {
+    {EmbeddingOptimizer::kSgd, "sgd"}, {EmbeddingOptimizer::kRowwiseAdagrad, "rowwise_adagrad"}};
+inline const char* EmbeddingOptimizerName(EmbeddingOptimizer o) { return NameOf(kEmbeddingOptimizerNames, o); }
 
 struct EmbeddingLayerOptions {
   int64_t dim = 16;

@@ -44,11 +44,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/enum_names.h"
 #include "embedding/types.h"
 
 namespace cemb::dlrm {
 
 enum class InteractionKind { kDot, kConcat };
+inline constexpr EnumName<InteractionKind> kInteractionKindNames[] = {{InteractionKind::kDot, "dot"},
+                                                                      {InteractionKind::kConcat, "concat"}};
+inline const char* InteractionKindName(InteractionKind kind) { return NameOf(kInteractionKindNames, kind); }
 
 // Which kernel build runs: chosen at Create from the CPU, or forced (tests).
 enum class InteractionIsa { kAuto, kGeneric, kAvx512 };

@@ -466,15 +466,6 @@ absl::Status Mlp::Impl::Build() {
   return absl::OkStatus();
 }
 
-const char* PrecisionName(Precision precision) {
-  switch (precision) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kAuto: return "auto";
-  }
-  return "?";
-}
-
 absl::StatusOr<Mlp> Mlp::Create(const MlpOptions& options) {
   if (options.precision != Precision::kFp32 && options.precision != Precision::kBf16) {
     return absl::InvalidArgumentError(

@@ -59,13 +59,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/enum_names.h"
 
 namespace cemb::dlrm {
 
 // kAuto is not a precision an MLP runs in: Dlrm::Create resolves it to kFp32
 // or kBf16 for this CPU (dlrm/precision.h); Mlp::Create refuses it.
 enum class Precision { kFp32, kBf16, kAuto };
-const char* PrecisionName(Precision precision);  // "fp32", "bf16", "auto"
+inline constexpr EnumName<Precision> kPrecisionNames[] = {
+    {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kAuto, "auto"}};
+inline const char* PrecisionName(Precision precision) { return NameOf(kPrecisionNames, precision); }
 enum class Activation { kNone, kRelu, kSigmoid };
 
 struct MlpOptions {

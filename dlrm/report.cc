@@ -98,16 +98,16 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Mlp
       "model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables: %s in DRAM, %s on the slow "
       "tier%s\n",
       mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
-      mo.interaction == InteractionKind::kDot ? "dot" : "concat", mo.self_interaction ? " (with self)" : "",
+      InteractionKindName(mo.interaction), mo.self_interaction ? " (with self)" : "",
       PrecisionName(mo.mlp_precision), precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
-      config.model.bf16_tables ? "bf16" : "fp32", HumanBytes(dram_bytes), HumanBytes(slow_bytes), ssd_line);
+      NameOf(kTableDtypeNames, config.model.bf16_tables), HumanBytes(dram_bytes), HumanBytes(slow_bytes), ssd_line);
   absl::StrAppend(&text, budget_line);
   if (!precision.warning.empty()) absl::StrAppend(&text, "warning: ", precision.warning, "\n");
   absl::StrAppendFormat(
       &text, "train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings), %s threads\n", total_steps,
       t.batch_size, static_cast<double>(total_steps) * static_cast<double>(t.batch_size) / static_cast<double>(train_n),
       config.optimizer.learning_rate,
-      config.optimizer.embedding == EmbeddingOptimizer::kSgd ? "sgd" : "row-wise adagrad",
+      EmbeddingOptimizerName(config.optimizer.embedding),
       t.threads > 0 ? absl::StrCat(t.threads) : std::string("all"));
   return text;
 }

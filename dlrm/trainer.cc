@@ -278,11 +278,22 @@ absl::Status Trainer::Impl::Resume() {
     };
     auto was = parse(state.config), is = parse(now);
     if (legacy) {
-      // Legacy fingerprints hold these enums as numbers: name them.
-      static const std::pair<const char*, std::vector<const char*>> kEnums[] = {
-          {"data.distribution", {"uniform", "zipf"}},    {"data.format", {"kaggle", "terabyte"}},
-          {"data.index_mode", {"modulo", "vocabulary"}}, {"model.interaction", {"dot", "concat"}},
-          {"model.mlp_precision", {"fp32", "bf16", "auto"}}, {"optimizer.embedding", {"sgd", "rowwise_adagrad"}}};
+      // Legacy fingerprints hold these enums as numbers (their values): name them.
+      static_assert(InValueOrder(data::kIndexDistributionNames) && InValueOrder(data::kCriteoFormatNames) &&
+                    InValueOrder(data::kIndexModeNames) && InValueOrder(kInteractionKindNames) &&
+                    InValueOrder(kPrecisionNames) && InValueOrder(kEmbeddingOptimizerNames));
+      auto names = [](const auto& list) {
+        std::vector<const char*> out;
+        for (const auto& n : list) out.push_back(n.name);
+        return out;
+      };
+      const std::pair<const char*, std::vector<const char*>> kEnums[] = {
+          {"data.distribution", names(data::kIndexDistributionNames)},
+          {"data.format", names(data::kCriteoFormatNames)},
+          {"data.index_mode", names(data::kIndexModeNames)},
+          {"model.interaction", names(kInteractionKindNames)},
+          {"model.mlp_precision", names(kPrecisionNames)},
+          {"optimizer.embedding", names(kEmbeddingOptimizerNames)}};
       for (auto* lines : {&was, &is}) {
         for (auto& [k, v] : *lines) {
           for (const auto& [name, values] : kEnums) {

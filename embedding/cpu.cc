@@ -8,16 +8,6 @@
 
 namespace cemb {
 
-const char* IsaName(Isa isa) {
-  switch (isa) {
-    case Isa::kAuto: return "auto";
-    case Isa::kGeneric: return "generic";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-  }
-  return "?";
-}
-
 bool IsaAvailable(Isa isa) {
   switch (isa) {
     case Isa::kAuto:

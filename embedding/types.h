@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <span>
 
+#include "base/enum_names.h"
+
 
 namespace cemb {
 
@@ -34,7 +36,9 @@ enum class Store { kStandard, kNonTemporal };
 // Instruction-set paths of the kernels. kAuto picks the best the CPU has.
 enum class Isa { kAuto, kGeneric, kAvx2, kAvx512 };
 
-const char* IsaName(Isa isa);
+inline constexpr EnumName<Isa> kIsaNames[] = {
+    {Isa::kAuto, "auto"}, {Isa::kGeneric, "generic"}, {Isa::kAvx2, "avx2"}, {Isa::kAvx512, "avx512"}};
+inline const char* IsaName(Isa isa) { return NameOf(kIsaNames, isa); }
 
 // A row-major fp32 matrix with a leading dimension: row i starts at
 // data + i * ld. The kernels write featuresize() columns of each row, so one

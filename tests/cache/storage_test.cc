@@ -18,7 +18,7 @@ TEST(Storage, ParsesEveryKindAndRejectsOthers) {
   }
   auto bad = ParseStorageKind("lru");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "unknown table storage 'lru' (expected dram, simple, static, dynamic or ssd)");
+  EXPECT_EQ(bad.status().message(), "unknown table storage 'lru' (expected one of dram, simple, static, dynamic, ssd)");
   auto policy = ParseCachePolicy("static");
   ASSERT_TRUE(policy.ok());
   EXPECT_EQ(*policy, CachePolicy::kStatic);

@@ -47,7 +47,7 @@ TEST(TrainConfig, MlpPrecisionIsAutoFp32OrBf16) {
     EXPECT_EQ(o->mlp_precision, want) << text;  // Dlrm::Create resolves auto
   }
   EXPECT_EQ(ErrorOf("model:\n  mlp_precision: fp16\n"),
-            "configs/x.yaml: model.mlp_precision: expected one of auto, fp32, bf16; got 'fp16' (line 2)");
+            "configs/x.yaml: model.mlp_precision: expected one of fp32, bf16, auto; got 'fp16' (line 2)");
 }
 
 TEST(TrainConfig, ParsesEverySection) {
