@@ -434,7 +434,7 @@ class CachedTable<T, kDynamic> {
     }
     if ((all & (kCached | kReferenced)) == (kCached | kReferenced)) [[likely]] return;
     for (int64_t k = 0; k < n; ++k) {
-      const uint64_t w = words_[rows[k]].load(std::memory_order_seq_cst);
+      const uint64_t w = words[rows[k]].load(std::memory_order_seq_cst);
       if ((w & (kCached | kReferenced)) != (kCached | kReferenced)) out[k] = Lookup(rows[k]);
     }
   }

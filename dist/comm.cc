@@ -59,17 +59,6 @@ absl::Status CheckBlocks(const char* what, std::span<const int> counts, std::spa
   return absl::OkStatus();
 }
 
-}  // namespace
-
-Comm::Comm(MPI_Comm comm) : comm_(comm) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
-}
-
-absl::Status Comm::Barrier() const { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); }
-
-namespace {
-
 // MPI_Allreduce(MPI_SUM) in place.
 template <typename T>
 absl::Status AllreduceSumInPlace(std::span<T> data, MPI_Comm comm) {
@@ -81,6 +70,13 @@ absl::Status AllreduceSumInPlace(std::span<T> data, MPI_Comm comm) {
 }
 
 }  // namespace
+
+Comm::Comm(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+}
+
+absl::Status Comm::Barrier() const { return MpiStatus(MPI_Barrier(comm_), "MPI_Barrier"); }
 
 absl::Status Comm::AllreduceSum(std::span<float> data) const { return AllreduceSumInPlace(data, comm_); }
 absl::Status Comm::AllreduceSum(std::span<double> data) const { return AllreduceSumInPlace(data, comm_); }
