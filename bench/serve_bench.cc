@@ -36,11 +36,12 @@
 // Flags: --tables --rows --dim (64|128) --batch --bag --alpha --cache_fraction
 // --seconds (per measurement) --warmup_seconds --threads (a list)
 // --storages (a list of dram,full,clock10) --slow_tier (dram or a directory)
-// --pairs N (dram and full side by side, measured in N alternating pairs:
-// the ratio of each pair and their median, the figure for a machine whose
-// speed drifts between minutes).
+// --pairs N (dram and full side by side with `indirect`, measured in N
+// rounds in rotating order: the ratios within each round and their medians,
+// the figures for a machine whose speed drifts between minutes; below).
 // Memory: one storage's tables at a time: rows x tables x D x 4 bytes, twice
-// for `full`, plus 4 bytes per trace entry (at most 8 x rows per table).
+// for `full` (--pairs: all three at once, four times), plus 4 bytes per
+// trace entry (at most 8 x rows per table).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -64,6 +65,7 @@
 #include "base/human.h"
 #include "base/random.h"
 #include "bench/bench_util.h"
+#include "bench/indirect_table.h"
 #include "cache/cached_table.h"
 #include "cache/epoch.h"
 #include "embedding/kernels.h"
@@ -87,7 +89,7 @@ struct Flags {
   std::vector<int> threads;  // default: 1, 2, hardware_concurrency()
   std::vector<std::string> storages = {"dram", "full", "clock10"};
   std::string slow_tier = "dram";
-  int pairs = 0;  // > 0: the paired comparison of dram and full instead of the table
+  int pairs = 0;  // > 0: the rounds of dram, full and indirect instead of the table
 };
 
 absl::Status BadFlag(absl::string_view flag, absl::string_view expected, absl::string_view got) {
@@ -393,38 +395,68 @@ double LookupRate(const Measurement& m, const Flags& f) {
 }
 
 // --pairs N: the hit path's cost, robust to a machine whose speed drifts.
-// The DRAM and the fully cached tables live side by side; each pair measures
-// both for --seconds, in alternating order (dram first in even pairs), so a
-// drift lands on both; the ratio of each pair, then their median.
+// Three storages live side by side: the DRAM table, the fully cached table,
+// and `indirect`, the same rows in DRAM read through a plain array of one
+// pointer per row (bench/indirect_table.h): no tags, no counting, no
+// reclamation, read by the same resolve-ahead kernels: what one pointer per
+// row costs by itself (the extra cache line per lookup), taken in the same
+// run. full / indirect near 1 says the cache's protocol costs nothing beyond
+// its pointer word; indirect / dram is the price of the word. Each round
+// measures the three for --seconds in rotating order, so a drift lands on
+// all of them; the figures are medians over rounds.
+template <int64_t D>
+std::vector<IndirectTable<float, D, true>> MakeIndirectTables(const Flags& f) {
+  std::vector<IndirectTable<float, D, true>> tables;
+  for (int t = 0; t < f.tables; ++t) {
+    absl::StatusOr<IndirectTable<float, D, true>> table =
+        IndirectTable<float, D, true>::Create({.name = absl::StrCat("t", t), .nvectors = f.rows});
+    CheckOk(table);
+    InitUniform(*table, static_cast<uint64_t>(t));
+    tables.push_back(std::move(*table));
+  }
+  return tables;
+}
+
 template <int64_t D>
 int RunPairs(const Flags& f, const Traces& traces) {
-  const auto dram = MakeDramTables<D>(f);
-  const auto full = MakeCachedTables<D>(f, /*full=*/true);
-  const auto dram_kernels = MakeKernels(dram);
-  const auto full_kernels = MakeKernels(full);
-  std::printf("\n%d pairs of %.2f s each; lookups/s\n\n", f.pairs, f.seconds);
-  std::printf("| threads | dram best | full best | full / dram, bests | full / dram, median of pairs | pairs within 1.15x |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  const auto dram_tables = MakeDramTables<D>(f);
+  const auto dram = MakeKernels(dram_tables);
+  const auto full_tables = MakeCachedTables<D>(f, /*full=*/true);
+  const auto full = MakeKernels(full_tables);
+  const auto indirect_tables = MakeIndirectTables<D>(f);
+  const auto indirect = MakeKernels(indirect_tables);
+  std::printf("\n%d rounds of dram, full and indirect, %.2f s each; lookups/s (best of the rounds) and ratios "
+              "(median over rounds)\n\n",
+              f.pairs, f.seconds);
+  std::printf("| threads | dram | full | indirect | full / dram | indirect / dram | full / indirect | rounds full "
+              "within 1.15x of dram |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   for (int threads : f.threads) {
-    std::vector<double> ratios;
-    double dram_best = 0, full_best = 0;
+    enum { kDram, kFull, kIndirect, kStorages };
+    double best[kStorages] = {};
+    std::vector<double> full_dram, indirect_dram, full_indirect;
     for (int p = 0; p < f.pairs; ++p) {
-      double d = 0, c = 0;
-      for (int k = 0; k < 2; ++k) {
-        if ((k == 0) == (p % 2 == 0)) {
-          d = LookupRate(Measure(dram_kernels, traces, f, threads, f.seconds), f);
-        } else {
-          c = LookupRate(Measure(full_kernels, traces, f, threads, f.seconds), f);
-        }
+      double rate[kStorages];
+      for (int k = 0; k < kStorages; ++k) {
+        const int which = (k + p) % kStorages;
+        const Measurement m = which == kDram   ? Measure(dram, traces, f, threads, f.seconds)
+                              : which == kFull ? Measure(full, traces, f, threads, f.seconds)
+                                               : Measure(indirect, traces, f, threads, f.seconds);
+        rate[which] = LookupRate(m, f);
+        best[which] = std::max(best[which], rate[which]);
       }
-      dram_best = std::max(dram_best, d);
-      full_best = std::max(full_best, c);
-      ratios.push_back(c / d);
+      full_dram.push_back(rate[kFull] / rate[kDram]);
+      indirect_dram.push_back(rate[kIndirect] / rate[kDram]);
+      full_indirect.push_back(rate[kFull] / rate[kIndirect]);
     }
-    std::sort(ratios.begin(), ratios.end());
-    const auto within = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r >= 1 / 1.15; });
-    std::printf("| %d | %.3g | %.3g | %.2fx | %.2fx | %lld of %d |\n", threads, dram_best, full_best,
-                full_best / dram_best, ratios[ratios.size() / 2], static_cast<long long>(within), f.pairs);
+    const auto within = std::count_if(full_dram.begin(), full_dram.end(), [](double r) { return r >= 1 / 1.15; });
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::printf("| %d | %.3g | %.3g | %.3g | %.2fx | %.2fx | %.2fx | %lld of %d |\n", threads, best[kDram],
+                best[kFull], best[kIndirect], median(full_dram), median(indirect_dram), median(full_indirect),
+                static_cast<long long>(within), f.pairs);
   }
   return 0;
 }
