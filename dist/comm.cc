@@ -17,6 +17,8 @@ using internal::MpiStatus;
 template <typename T>
 MPI_Datatype MpiType();
 template <>
+MPI_Datatype MpiType<char>() { return MPI_CHAR; }
+template <>
 MPI_Datatype MpiType<int32_t>() { return MPI_INT32_T; }
 template <>
 MPI_Datatype MpiType<int64_t>() { return MPI_INT64_T; }
@@ -69,6 +71,30 @@ absl::Status AllreduceSumInPlace(std::span<T> data, MPI_Comm comm) {
                    "MPI_Allreduce");
 }
 
+// MPI_Allgatherv: every rank's `local`, in rank order, into *all, and how
+// many elements came from each rank into *counts. `what` names the caller.
+template <typename T>
+absl::Status AllgathervOf(const char* what, std::span<const T> local, MPI_Comm comm, int ranks, std::vector<T>* all,
+                          std::vector<int>* counts) {
+  if (local.size() > static_cast<size_t>(INT_MAX)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", local.size(), " elements > INT_MAX"));
+  }
+  int count = static_cast<int>(local.size());
+  counts->assign(static_cast<size_t>(ranks), 0);
+  std::vector<int> displs(static_cast<size_t>(ranks));
+  CEMB_RETURN_IF_ERROR(MpiStatus(MPI_Allgather(&count, 1, MPI_INT, counts->data(), 1, MPI_INT, comm), "MPI_Allgather"));
+  int64_t total = 0;
+  for (int r = 0; r < ranks; ++r) {
+    displs[r] = static_cast<int>(total);
+    total += (*counts)[r];
+    if (total > INT_MAX) return absl::InvalidArgumentError(absl::StrCat(what, ": ", total, " elements > INT_MAX"));
+  }
+  all->resize(static_cast<size_t>(total));
+  return MpiStatus(MPI_Allgatherv(local.data(), count, MpiType<T>(), all->data(), counts->data(), displs.data(),
+                                  MpiType<T>(), comm),
+                   "MPI_Allgatherv");
+}
+
 }  // namespace
 
 Comm::Comm(MPI_Comm comm) : comm_(comm) {
@@ -82,22 +108,21 @@ absl::Status Comm::AllreduceSum(std::span<float> data) const { return AllreduceS
 absl::Status Comm::AllreduceSum(std::span<double> data) const { return AllreduceSumInPlace(data, comm_); }
 
 absl::Status Comm::Allgatherv(std::span<const float> local, std::vector<float>* all) const {
-  if (local.size() > static_cast<size_t>(INT_MAX)) {
-    return absl::InvalidArgumentError(absl::StrCat("Allgatherv: ", local.size(), " floats > INT_MAX"));
+  std::vector<int> counts;
+  return AllgathervOf("Allgatherv", local, comm_, size_, all, &counts);
+}
+
+absl::Status Comm::Allgather(const std::string& local, std::vector<std::string>* all) const {
+  std::vector<char> bytes;
+  std::vector<int> counts;
+  CEMB_RETURN_IF_ERROR(AllgathervOf("Allgather", std::span<const char>(local), comm_, size_, &bytes, &counts));
+  all->clear();
+  size_t at = 0;
+  for (int count : counts) {
+    all->emplace_back(bytes.data() + at, static_cast<size_t>(count));
+    at += static_cast<size_t>(count);
   }
-  int count = static_cast<int>(local.size());
-  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
-  CEMB_RETURN_IF_ERROR(MpiStatus(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm_), "MPI_Allgather"));
-  int64_t total = 0;
-  for (int r = 0; r < size_; ++r) {
-    if (total > INT_MAX) return absl::InvalidArgumentError(absl::StrCat("Allgatherv: ", total, " floats > INT_MAX"));
-    displs[r] = static_cast<int>(total);
-    total += counts[r];
-  }
-  all->resize(static_cast<size_t>(total));
-  return MpiStatus(MPI_Allgatherv(local.data(), count, MPI_FLOAT, all->data(), counts.data(), displs.data(),
-                                  MPI_FLOAT, comm_),
-                   "MPI_Allgatherv");
+  return absl::OkStatus();
 }
 
 absl::Status Comm::Broadcast(std::string* text, int root) const {

@@ -74,6 +74,9 @@ class Comm {
   // counts); `*all` is resized to the total. Allocates (counts, the result):
   // for evaluation, not for a training step.
   [[nodiscard]] absl::Status Allgatherv(std::span<const float> local, std::vector<float>* all) const;
+  // (*all)[r] = rank r's `local`, on every rank (bytes; the lengths travel
+  // first). For reports at the end of a run, not for a training step.
+  [[nodiscard]] absl::Status Allgather(const std::string& local, std::vector<std::string>* all) const;
   // `*text` of rank `root` on every rank (the length travels first).
   [[nodiscard]] absl::Status Broadcast(std::string* text, int root) const;
   // recv[r * k .. (r + 1) * k) = what rank r sent to this rank from its

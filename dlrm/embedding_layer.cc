@@ -5,6 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -438,7 +441,66 @@ absl::StatusOr<std::unique_ptr<EmbeddingLayer>> MakeForType(const EmbeddingLayer
   return ::cemb::internal::WithFeatureSize(options.dim, [&]<int64_t D>() { return EmbeddingSet<T, D>::Make(options); });
 }
 
+// Every field of a TableReport, one list for writing and for reading: `f`
+// gets each in order (a field added to TableReport goes here too).
+template <typename Report, typename F>
+void ForEachField(Report& r, F&& f) {
+  static_assert(std::is_trivially_copyable_v<CacheStats> && std::is_trivially_copyable_v<SsdStats>);
+  f(r.id), f(r.rows), f(r.name), f(r.storage), f(r.kernel), f(r.cached), f(r.stats), f(r.ssd), f(r.ssd_stats),
+      f(r.row_bytes), f(r.dram_bytes);
+}
+
 }  // namespace
+
+std::string EncodeTableReports(std::span<const TableReport> reports) {
+  std::string bytes;
+  auto put = [&bytes](const void* p, size_t n) { bytes.append(static_cast<const char*>(p), n); };
+  const uint64_t count = reports.size();
+  put(&count, sizeof count);
+  for (const TableReport& r : reports) {
+    ForEachField(r, [&](const auto& field) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) {
+        const uint64_t n = field.size();
+        put(&n, sizeof n);
+        put(field.data(), n);
+      } else {
+        put(&field, sizeof field);
+      }
+    });
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::vector<TableReport>> DecodeTableReports(std::string_view bytes) {
+  bool ok = true;
+  auto take = [&](void* p, size_t n) {
+    if (!ok || n > bytes.size()) return void(ok = false);
+    std::memcpy(p, bytes.data(), n);
+    bytes.remove_prefix(n);
+  };
+  uint64_t count = 0;
+  take(&count, sizeof count);
+  std::vector<TableReport> reports;
+  for (uint64_t i = 0; ok && i < count; ++i) {
+    TableReport& r = reports.emplace_back();
+    ForEachField(r, [&](auto& field) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::string>) {
+        uint64_t n = 0;
+        take(&n, sizeof n);
+        if (!ok || n > bytes.size()) return void(ok = false);
+        field.assign(bytes.data(), n);
+        bytes.remove_prefix(n);
+      } else {
+        take(&field, sizeof field);
+      }
+    });
+  }
+  if (!ok || !bytes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("table reports: ", ok ? "bytes left over" : "truncated", " after ",
+                                                   reports.size(), " of ", count, " tables"));
+  }
+  return reports;
+}
 
 absl::StatusOr<std::unique_ptr<EmbeddingLayer>> EmbeddingLayer::Create(const EmbeddingLayerOptions& options) {
   if (options.dim <= 0) return absl::InvalidArgumentError("embeddings: dim must be > 0");

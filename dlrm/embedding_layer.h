@@ -102,6 +102,13 @@ struct TableReport {
   int64_t dram_bytes = 0;  // ssd: the slot pool
 };
 
+// Table reports as bytes, for the ranks of one job to exchange at the end of
+// a run (each rank reports the tables it owns). The statistics travel as
+// their in-memory bytes: every rank runs the same build. Decode refuses
+// bytes that do not parse (InvalidArgument), never reads past them.
+std::string EncodeTableReports(std::span<const TableReport> reports);
+[[nodiscard]] absl::StatusOr<std::vector<TableReport>> DecodeTableReports(std::string_view bytes);
+
 class EmbeddingLayer {
  public:
   // Creates and initialises the tables (uniform ±sqrt(1/rows) with seed + t;

@@ -45,22 +45,24 @@ std::string JsonString(std::string_view s) {
   return out + "\"";
 }
 
-std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const MlpPrecisionChoice& precision,
-                     const DramSplit& split, const data::Dataset& train, const data::Dataset* validation,
-                     int64_t total_steps) {
-  const TrainSettings& t = config.train;
-  double dram_bytes = 0, slow_bytes = 0, ssd_bytes = 0;
-  const double row_bytes = static_cast<double>(mo.embeddings.dim) * (config.model.bf16_tables ? 2 : 4);
-  for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
-    const EmbeddingTableSpec& spec = mo.embeddings.tables[i];
+TableBytes TableBytesOf(const DlrmOptions& mo, bool bf16_tables) {
+  TableBytes b;
+  const double row_bytes = static_cast<double>(mo.embeddings.dim) * (bf16_tables ? 2 : 4);
+  for (const EmbeddingTableSpec& spec : mo.embeddings.tables) {
     const double bytes = static_cast<double>(spec.rows) * row_bytes;
-    (spec.storage.kind == StorageKind::kSsd    ? ssd_bytes
-     : spec.storage.kind == StorageKind::kDram ? dram_bytes
-                                               : slow_bytes) += bytes;
+    (spec.storage.kind == StorageKind::kSsd ? b.ssd : spec.storage.kind == StorageKind::kDram ? b.dram : b.slow) +=
+        bytes;
   }
+  return b;
+}
+
+std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const TableBytes& tables, int ranks,
+                     const MlpPrecisionChoice& precision, const DramSplit& split, const data::Dataset& train,
+                     const data::Dataset* validation, int64_t total_steps) {
+  const TrainSettings& t = config.train;
   std::string ssd_line;
-  if (ssd_bytes > 0) {
-    ssd_line = absl::StrCat(", ", HumanBytes(ssd_bytes), " on ssd (",
+  if (tables.ssd > 0) {
+    ssd_line = absl::StrCat(", ", HumanBytes(tables.ssd), " on ssd (",
                             config.model.storage.slow_tier.empty() ? "$TMPDIR" : config.model.storage.slow_tier,
                             "; prefetch ", t.prefetch_batches, " batches)");
   }
@@ -80,7 +82,7 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Mlp
                          std::isnan(d.sampled_hit_rate) ? "" : absl::StrFormat(" (%.2f)", d.sampled_hit_rate)));
       }
       budget_line = absl::StrCat(
-          "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ", HumanBytes(static_cast<double>(split.used)),
+          ranks > 1 ? "rank 0's dram_budget: " : "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ", HumanBytes(static_cast<double>(split.used)),
           " used, ", HumanBytes(rows_dram), " of it for rows: ", absl::StrJoin(shares, ", "),
           split.sampled > 0
               ? absl::StrCat("; split by the lookups of the first ", split.sampled,
@@ -100,7 +102,7 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Mlp
       mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
       InteractionKindName(mo.interaction), mo.self_interaction ? " (with self)" : "",
       PrecisionName(mo.mlp_precision), precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
-      NameOf(kTableDtypeNames, config.model.bf16_tables), HumanBytes(dram_bytes), HumanBytes(slow_bytes), ssd_line);
+      NameOf(kTableDtypeNames, config.model.bf16_tables), HumanBytes(tables.dram), HumanBytes(tables.slow), ssd_line);
   absl::StrAppend(&text, budget_line);
   if (!precision.warning.empty()) absl::StrAppend(&text, "warning: ", precision.warning, "\n");
   absl::StrAppendFormat(

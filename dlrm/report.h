@@ -79,11 +79,21 @@ std::string JsonNumber(double v);
 // A JSON string: quoted, with ", \, newline, tab and control characters escaped.
 std::string JsonString(std::string_view s);
 
+// Bytes of embedding rows by where they live (the model line of the plan).
+struct TableBytes {
+  double dram = 0, slow = 0, ssd = 0;
+};
+// Of the tables in `model` (several processes: this rank's; the trainer
+// sums every rank's).
+TableBytes TableBytesOf(const DlrmOptions& model, bool bf16_tables);
+
 // The plan printed before training: the data, the model and where its
-// tables live, model.dram_budget's split, a precision warning, the length.
-std::string PlanText(const TrainConfig& config, const DlrmOptions& model, const MlpPrecisionChoice& precision,
-                     const DramSplit& dram_split, const data::Dataset& train, const data::Dataset* validation,
-                     int64_t total_steps);
+// tables live (`tables`: the whole model's), model.dram_budget's split (of
+// the tables in `model`: on several processes, rank 0's, and so labelled
+// when `ranks` > 1), a precision warning, the length.
+std::string PlanText(const TrainConfig& config, const DlrmOptions& model, const TableBytes& tables, int ranks,
+                     const MlpPrecisionChoice& precision, const DramSplit& dram_split, const data::Dataset& train,
+                     const data::Dataset* validation, int64_t total_steps);
 // One evaluation: the text line and the "eval" record.
 std::string EvalText(const EvalRecord& r, double samples_per_s);
 std::string EvalJson(const EvalRecord& r, int64_t batch_size, double samples_per_s);

@@ -100,6 +100,20 @@ struct Trainer::Impl {
   // `s`, or on several processes the first failing rank's status on every
   // rank (collective: every rank calls it at the same point).
   absl::Status Agree(const absl::Status& s) const { return distributed() ? options.comm->AgreeOnStatus(s) : s; }
+  // Several processes: *tables (this rank's) becomes every rank's, in table
+  // order, on every rank, so the end-of-run report covers the whole model.
+  absl::Status GatherTableReports(std::vector<TableReport>* tables) const {
+    std::vector<std::string> all;
+    CEMB_RETURN_IF_ERROR(options.comm->Allgather(EncodeTableReports(*tables), &all));
+    tables->clear();
+    for (size_t r = 0; r < all.size(); ++r) {
+      absl::StatusOr<std::vector<TableReport>> theirs = DecodeTableReports(all[r]);
+      if (!theirs.ok()) return absl::InternalError(absl::StrCat("rank ", r, "'s ", theirs.status().message()));
+      tables->insert(tables->end(), theirs->begin(), theirs->end());
+    }
+    std::sort(tables->begin(), tables->end(), [](const TableReport& a, const TableReport& b) { return a.id < b.id; });
+    return absl::OkStatus();
+  }
   // The bags this process's tables see in training step `step` of batch
   // `view`, and in `*ahead` those of the next batches (`peeked`, for
   // StepCycle's prefetch): the batches' own, or on several processes this
@@ -546,8 +560,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
   CEMB_RETURN_IF_ERROR(m.Agree(m.BuildModel()));
 
   // The plan, before the (possibly long) resume.
-  m.report.Print("%s", PlanText(config, m.model->options(), m.model->mlp_precision_choice(), m.dram_split,
-                                *m.datasets.train, m.datasets.validation.get(), m.total_steps));
+  TableBytes table_bytes = TableBytesOf(m.model->options(), config.model.bf16_tables);
+  if (m.distributed()) {  // every rank's tables
+    double b[] = {table_bytes.dram, table_bytes.slow, table_bytes.ssd};
+    CEMB_RETURN_IF_ERROR(m.options.comm->AllreduceSum(std::span<double>(b)));
+    table_bytes = {.dram = b[0], .slow = b[1], .ssd = b[2]};
+  }
+  m.report.Print("%s", PlanText(config, m.model->options(), table_bytes, m.ranks(), m.model->mlp_precision_choice(),
+                                m.dram_split, *m.datasets.train, m.datasets.validation.get(), m.total_steps));
 
   if (options.resume) CEMB_RETURN_IF_ERROR(m.Agree(m.Resume()));
   absl::Status log;
@@ -668,6 +688,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     CEMB_RETURN_IF_ERROR(m.WriteCheckpointNow(&summary.checkpoint_seconds, &summary.last_checkpoint));
   }
   summary.tables = m.model->embeddings().Report();
+  if (m.distributed()) CEMB_RETURN_IF_ERROR(m.GatherTableReports(&summary.tables));
   if (!t.export_dir.empty()) {
     const auto e0 = Clock::now();
     // Several processes: rank 0 writes the MLPs and its tables, every other

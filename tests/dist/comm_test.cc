@@ -32,6 +32,21 @@ TEST(Comm, BroadcastGivesEveryRankTheRootsString) {
   EXPECT_EQ(text, std::string(1000, 'x') + " from the last rank");
 }
 
+TEST(Comm, AllgatherGivesEveryRankEveryRanksBytesInRankOrder) {
+  const Comm comm = World();
+  // Rank r gives r * 700 bytes (rank 0 none), with a zero byte inside.
+  std::string mine(static_cast<size_t>(comm.rank()) * 700, static_cast<char>('a' + comm.rank()));
+  if (!mine.empty()) mine[mine.size() / 2] = '\0';
+  std::vector<std::string> all = {"left over"};
+  ASSERT_TRUE(comm.Allgather(mine, &all).ok());
+  ASSERT_EQ(all.size(), static_cast<size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    std::string want(static_cast<size_t>(r) * 700, static_cast<char>('a' + r));
+    if (!want.empty()) want[want.size() / 2] = '\0';
+    EXPECT_EQ(all[r], want) << "rank " << r;
+  }
+}
+
 TEST(Comm, AlltoallvDeliversEachBlockToItsRank) {
   const Comm comm = World();
   const int n = comm.size(), me = comm.rank();

@@ -173,8 +173,21 @@ TEST_F(DistributedTrainingTest, SsdTablesPrefetchAheadOnTheirOwnersAndTrainAsInD
   ASSERT_EQ(s->losses.size(), d->losses.size());
   for (size_t i = 0; i < s->losses.size(); ++i) EXPECT_EQ(s->losses[i], d->losses[i]) << "step " << i;
   EXPECT_EQ(s->final_metrics.auc, d->final_metrics.auc);
+  // Every rank's summary reports every table of the model, in order, each
+  // with its owner's statistics (the budget leaves the smallest tables
+  // whole in DRAM: those are not ssd).
+  ASSERT_EQ(s->tables.size(), 26u);
   int64_t fetched = 0;
-  for (const TableReport& r : s->tables) fetched += r.ssd ? r.ssd_stats.fetched_rows : 0;
+  for (size_t t = 0; t < s->tables.size(); ++t) {
+    const TableReport& r = s->tables[t];
+    EXPECT_EQ(r.id, static_cast<int>(t));
+    EXPECT_EQ(r.name, absl::StrCat("emb", t));
+    EXPECT_GT(r.rows, 0) << r.name;
+    EXPECT_FALSE(r.kernel.empty()) << r.name;
+    if (!r.ssd) continue;
+    EXPECT_GT(r.ssd_stats.prefetch_rows, 0) << r.name << ": no statistics from its owner";
+    fetched += r.ssd_stats.fetched_rows;
+  }
   EXPECT_GT(fetched, 0) << "no row came back from the slow tier: the budget does not make the tables evict";
 }
 

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "yaml-cpp/yaml.h"
@@ -152,6 +154,60 @@ TEST(SummaryReport, TextListsThePhasesAndOnlyTheCachedTables) {
   EXPECT_THAT(text, Not(HasSubstr("\nemb0 ")));
   EXPECT_THAT(text, HasSubstr("(tables in DRAM without a cache are not listed)\n"));
   EXPECT_THAT(text, HasSubstr("\nfinal validation (512 samples): log loss 0.50000, AUC 0.7500, accuracy 0.6250\n"));
+}
+
+TEST(TableReports, RoundTripThroughBytesWithEveryField) {
+  std::vector<TableReport> reports = SomeSummary().tables;
+  reports[1].stats.hot[0] = 12345;
+  reports[1].stats.cold.rows_written_back = 77;
+  reports[1].stats.row_bytes = 64;
+  TableReport ssd = reports[0];
+  ssd.id = 7;
+  ssd.name = std::string("emb7 \0 with a zero byte", 23);
+  ssd.storage = "ssd";
+  ssd.ssd = true;
+  ssd.ssd_stats.fetched_rows = 999;
+  ssd.ssd_stats.waited = absl::Milliseconds(1500);
+  ssd.ssd_stats.io.bytes_read = 4096;
+  ssd.row_bytes = 256;
+  ssd.dram_bytes = int64_t{1} << 33;
+  reports.push_back(ssd);
+  absl::StatusOr<std::vector<TableReport>> back = DecodeTableReports(EncodeTableReports(reports));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->size(), reports.size());
+  for (size_t i = 0; i < reports.size(); ++i) {
+    const TableReport &a = reports[i], &b = (*back)[i];
+    EXPECT_EQ(b.id, a.id);
+    EXPECT_EQ(b.rows, a.rows);
+    EXPECT_EQ(b.name, a.name);
+    EXPECT_EQ(b.storage, a.storage);
+    EXPECT_EQ(b.kernel, a.kernel);
+    EXPECT_EQ(b.cached, a.cached);
+    EXPECT_EQ(b.stats.lookups(), a.stats.lookups());
+    EXPECT_EQ(b.stats.rows_written_back(), a.stats.rows_written_back());
+    EXPECT_EQ(b.stats.row_bytes, a.stats.row_bytes);
+    EXPECT_EQ(b.ssd, a.ssd);
+    EXPECT_EQ(b.ssd_stats.fetched_rows, a.ssd_stats.fetched_rows);
+    EXPECT_EQ(b.ssd_stats.waited, a.ssd_stats.waited);
+    EXPECT_EQ(b.ssd_stats.io.bytes_read, a.ssd_stats.io.bytes_read);
+    EXPECT_EQ(b.row_bytes, a.row_bytes);
+    EXPECT_EQ(b.dram_bytes, a.dram_bytes);
+  }
+  absl::StatusOr<std::vector<TableReport>> none = DecodeTableReports(EncodeTableReports({}));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(TableReports, DecodeRefusesTruncatedOrTrailingBytes) {
+  const std::string bytes = EncodeTableReports(SomeSummary().tables);
+  for (size_t n : {size_t{0}, size_t{5}, bytes.size() / 2, bytes.size() - 1}) {
+    absl::StatusOr<std::vector<TableReport>> r = DecodeTableReports(std::string_view(bytes).substr(0, n));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << n << " bytes";
+    EXPECT_THAT(r.status().message(), HasSubstr("truncated")) << n << " bytes";
+  }
+  absl::StatusOr<std::vector<TableReport>> r = DecodeTableReports(bytes + "x");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("left over"));
 }
 
 TEST(Report, WritesOneJsonLinePerRecordAndTextToItsStream) {
