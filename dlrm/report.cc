@@ -82,8 +82,9 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
                          std::isnan(d.sampled_hit_rate) ? "" : absl::StrFormat(" (%.2f)", d.sampled_hit_rate)));
       }
       budget_line = absl::StrCat(
-          ranks > 1 ? "rank 0's dram_budget: " : "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ", HumanBytes(static_cast<double>(split.used)),
-          " used, ", HumanBytes(rows_dram), " of it for rows: ", absl::StrJoin(shares, ", "),
+          ranks > 1 ? "rank 0's dram_budget: " : "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ",
+          HumanBytes(static_cast<double>(split.used)), " used, ", HumanBytes(rows_dram),
+          " of it for rows: ", absl::StrJoin(shares, ", "),
           split.sampled > 0
               ? absl::StrCat("; split by the lookups of the first ", split.sampled,
                              " samples (in parentheses: the share of them the rows in DRAM would serve), then by size")
