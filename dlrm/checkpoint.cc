@@ -152,7 +152,8 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
   return all.back().second;
 }
 
-absl::StatusOr<CheckpointState> ReadCheckpoint(const std::string& path) {
+absl::StatusOr<CheckpointState> ReadCheckpoint(const std::string& path,
+                                               const std::function<bool(const std::string& name)>& verify) {
   const std::string manifest_path = absl::StrCat(path, "/", kCheckpointManifest);
   absl::StatusOr<std::string> read = base::ReadWholeFile(manifest_path);
   if (!read.ok()) {
@@ -208,6 +209,7 @@ absl::StatusOr<CheckpointState> ReadCheckpoint(const std::string& path) {
   if (!have_step) return corrupt("no step");
 
   for (const CheckpointFile& f : state.files) {
+    if (verify && !verify(f.name)) continue;
     const std::string file_path = absl::StrCat(path, "/", f.name);
     CEMB_ASSIGN_OR_RETURN(CheckpointFile actual, Digest(file_path, f.name));
     if (actual.bytes < f.bytes) {

@@ -25,8 +25,8 @@
 // a step-N name.
 //
 // Reading verifies the manifest's own checksum, then every listed file's
-// size and checksum, and refuses (DataLoss) a missing, truncated, grown or
-// corrupt file with a message naming it.
+// size and checksum (or those a filter selects), and refuses (DataLoss) a
+// missing, truncated, grown or corrupt file with a message naming it.
 //
 // Thread safety: free functions; one writer per directory.
 //
@@ -79,8 +79,11 @@ std::string CheckpointName(int64_t step);
 // The newest step-N directory under `dir`, or NotFound.
 [[nodiscard]] absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);
 
-// Reads and verifies a checkpoint directory (every file's size and checksum).
-[[nodiscard]] absl::StatusOr<CheckpointState> ReadCheckpoint(const std::string& path);
+// Reads and verifies a checkpoint directory: the manifest, and the size and
+// checksum of every listed file for which `verify(name)` is true (all when
+// it is empty). Several processes verify only the files each will load.
+[[nodiscard]] absl::StatusOr<CheckpointState> ReadCheckpoint(
+    const std::string& path, const std::function<bool(const std::string& name)>& verify = {});
 
 }  // namespace cemb::dlrm
 

@@ -1,8 +1,10 @@
 #include "dlrm/model.h"
 
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,10 @@
 
 namespace cemb::dlrm {
 namespace {
+
+// Table t's files: "emb_l.<t>.<ext>" (dlrm_s_pytorch's state_dict name), in
+// checkpoints and exports alike.
+constexpr char kTablePrefix[] = "emb_l.";
 
 using Clock = std::chrono::steady_clock;
 
@@ -291,13 +297,24 @@ absl::Status Dlrm::Save(const std::string& dir) {
   if (ec) return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
   CEMB_RETURN_IF_ERROR(impl_->bottom->SaveNpy(dir, "bot_l."));
   CEMB_RETURN_IF_ERROR(impl_->top->SaveNpy(dir, "top_l."));
-  return impl_->embeddings->Save(dir, "emb_l.");
+  return impl_->embeddings->Save(dir, kTablePrefix);
+}
+
+int Dlrm::TableOfFile(std::string_view name) {
+  const size_t slash = name.rfind('/');
+  std::string_view base = slash == std::string_view::npos ? name : name.substr(slash + 1);
+  if (!base.starts_with(kTablePrefix)) return -1;
+  base.remove_prefix(std::string_view(kTablePrefix).size());
+  int t = -1;
+  const auto [end, error] = std::from_chars(base.data(), base.data() + base.size(), t);
+  return error == std::errc() && end != base.data() && end < base.data() + base.size() && *end == '.' && t >= 0 ? t
+                                                                                                            : -1;
 }
 
 absl::Status Dlrm::Load(const std::string& dir) {
   CEMB_RETURN_IF_ERROR(impl_->bottom->LoadNpy(dir, "bot_l."));
   CEMB_RETURN_IF_ERROR(impl_->top->LoadNpy(dir, "top_l."));
-  return impl_->embeddings->Load(dir, "emb_l.");
+  return impl_->embeddings->Load(dir, kTablePrefix);
 }
 
 absl::Status Dlrm::ExportNpy(const std::string& dir) {
@@ -306,7 +323,7 @@ absl::Status Dlrm::ExportNpy(const std::string& dir) {
   if (ec) return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
   CEMB_RETURN_IF_ERROR(impl_->bottom->SaveNpy(dir, "bot_l."));
   CEMB_RETURN_IF_ERROR(impl_->top->SaveNpy(dir, "top_l."));
-  return impl_->embeddings->ExportNpy(dir, "emb_l.");
+  return impl_->embeddings->ExportNpy(dir, kTablePrefix);
 }
 
 absl::Status Dlrm::ImportNpy(const std::string& dir) {
@@ -316,7 +333,7 @@ absl::Status Dlrm::ImportNpy(const std::string& dir) {
   }
   CEMB_RETURN_IF_ERROR(impl_->bottom->LoadNpy(dir, "bot_l."));
   CEMB_RETURN_IF_ERROR(impl_->top->LoadNpy(dir, "top_l."));
-  return impl_->embeddings->ImportNpy(dir, "emb_l.");
+  return impl_->embeddings->ImportNpy(dir, kTablePrefix);
 }
 
 }  // namespace cemb::dlrm

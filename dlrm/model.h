@@ -167,6 +167,9 @@ class Dlrm {
   // "<dir>/emb_l.<t>.rows" (+ ".adagrad.npy" with row-wise AdaGrad).
   [[nodiscard]] absl::Status Save(const std::string& dir);
   [[nodiscard]] absl::Status Load(const std::string& dir);
+  // The model-wide table id whose file Save wrote as `name` (a path whose
+  // last component is "emb_l.<t>.<ext>"), or -1 for any other file.
+  static int TableOfFile(std::string_view name);
 
   // Every parameter as one .npy file named by the keys of dlrm_s_pytorch's
   // DLRM_Net.state_dict(), so that a PyTorch model converts with

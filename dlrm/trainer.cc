@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -273,7 +274,16 @@ absl::Status Trainer::Impl::Resume() {
         absl::StrCat(config.source_name, ": --resume needs train.checkpoint_dir (where the checkpoints are)"));
   }
   CEMB_ASSIGN_OR_RETURN(std::string path, LatestCheckpoint(dir));
-  CEMB_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(path));
+  // Several processes: each verifies the MLPs and the tables it loads, not
+  // every rank's (a table's bytes are read by its owner alone).
+  std::function<bool(const std::string&)> verify;
+  if (distributed()) {
+    verify = [&tables = model->options().embeddings.tables](const std::string& name) {
+      const int t = Dlrm::TableOfFile(name);
+      return t < 0 || std::any_of(tables.begin(), tables.end(), [t](const EmbeddingTableSpec& s) { return s.id == t; });
+    };
+  }
+  CEMB_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(path, verify));
   // Checkpoints from before the fingerprint's version line compare with the
   // fingerprint of their time.
   const bool legacy = !absl::StartsWith(state.config, absl::StrCat(TrainConfig::kFingerprintVersion, "\n"));

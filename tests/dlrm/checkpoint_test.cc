@@ -109,6 +109,25 @@ TEST_F(CheckpointTest, CorruptFileIsRefusedByName) {
   EXPECT_THAT(std::string(s.status().message()), HasSubstr("is corrupt"));
 }
 
+TEST_F(CheckpointTest, AFilterVerifiesOnlyTheFilesItSelects) {
+  absl::StatusOr<std::string> path = WriteStep(3);
+  ASSERT_TRUE(path.ok());
+  const std::string file = *path + "/model/emb_l.0.rows";
+  std::string content = Read(file);
+  content[1234] ^= 0x10;
+  Write(file, content);
+  std::vector<std::string> asked;
+  absl::StatusOr<CheckpointState> s = ReadCheckpoint(*path, [&](const std::string& name) {
+    asked.push_back(name);
+    return name != "model/emb_l.0.rows";
+  });
+  ASSERT_TRUE(s.ok()) << s.status();  // the corrupt file is not this reader's
+  EXPECT_EQ(s->files.size(), asked.size());  // every file is listed, and asked about
+  s = ReadCheckpoint(*path, [](const std::string& name) { return name == "model/emb_l.0.rows"; });
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.status().message()), HasSubstr(file + " is corrupt"));
+}
+
 TEST_F(CheckpointTest, TruncatedFileIsRefusedByName) {
   absl::StatusOr<std::string> path = WriteStep(3);
   ASSERT_TRUE(path.ok());

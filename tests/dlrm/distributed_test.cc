@@ -6,16 +6,19 @@
 // reference (the other rank waits for it).
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "dist/comm.h"
 #include "dlrm/checkpoint.h"
 #include "dlrm/config.h"
@@ -135,6 +138,33 @@ TEST_F(DistributedTrainingTest, ResumesOnTheSameAndOnAnotherNumberOfRanks) {
   for (int t = 0; t < 26; ++t) EXPECT_THAT(text.str(), HasSubstr(absl::StrCat(" model/emb_l.", t, ".rows\n")));
   EXPECT_THAT(text.str(), HasSubstr(" model/top_l.0.weight.npy\n"));
   EXPECT_THAT(text.str(), HasSubstr("state ranks 2\n"));
+
+  // Each rank verifies the MLPs and its own tables only: a corrupt table
+  // of rank 1's is found by rank 1 (rank 0 never reads it), and the resume
+  // stops on both ranks.
+  const std::string manifest_text = text.str();
+  const size_t owners_at = manifest_text.find("state table_owners ");
+  ASSERT_NE(owners_at, std::string::npos);
+  const std::vector<std::string> owners = absl::StrSplit(
+      manifest_text.substr(owners_at + 19, manifest_text.find('\n', owners_at) - owners_at - 19), ',');
+  const auto of_rank_1 = std::find(owners.begin(), owners.end(), "1");
+  ASSERT_NE(of_rank_1, owners.end()) << manifest_text.substr(owners_at, 80);
+  const std::string victim = absl::StrCat(step6, "/model/emb_l.", of_rank_1 - owners.begin(), ".rows");
+  std::string saved;
+  if (comm_.rank() == 0) {
+    std::ifstream in(victim, std::ios::binary);
+    saved.assign(std::istreambuf_iterator<char>(in), {});
+    std::string bad = saved;
+    bad[bad.size() / 2] ^= 0x10;
+    std::ofstream(victim, std::ios::binary | std::ios::trunc) << bad;
+  }
+  ASSERT_TRUE(comm_.Barrier().ok());
+  absl::StatusOr<TrainSummary> corrupt = Train(*rest, &comm_, /*resume=*/true);
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_THAT(std::string(corrupt.status().message()), StartsWith("rank 1: "));
+  EXPECT_THAT(std::string(corrupt.status().message()), HasSubstr(victim + " is corrupt"));
+  if (comm_.rank() == 0) std::ofstream(victim, std::ios::binary | std::ios::trunc) << saved;
+  ASSERT_TRUE(comm_.Barrier().ok());
 
   // On the same ranks: the uninterrupted run's losses, bit for bit.
   absl::StatusOr<TrainSummary> r = Train(*rest, &comm_, /*resume=*/true);

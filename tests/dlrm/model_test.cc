@@ -138,6 +138,20 @@ TEST(Dlrm, RejectsBatchesItWasNotPlannedFor) {
   EXPECT_EQ(s.message(), "table emb0, bag 0, index 0: row 20 >= nvectors 20");
 }
 
+TEST(Dlrm, TableOfFileNamesTheTableOfItsOwnFilesOnly) {
+  EXPECT_EQ(Dlrm::TableOfFile("model/emb_l.3.rows"), 3);
+  EXPECT_EQ(Dlrm::TableOfFile("emb_l.12.adagrad.npy"), 12);
+  EXPECT_EQ(Dlrm::TableOfFile("a/b/emb_l.0.ssd"), 0);
+  EXPECT_EQ(Dlrm::TableOfFile("model/bot_l.0.weight.npy"), -1);
+  EXPECT_EQ(Dlrm::TableOfFile("model/top_l.1.bias.npy"), -1);
+  EXPECT_EQ(Dlrm::TableOfFile("emb_l.x.rows"), -1);
+  EXPECT_EQ(Dlrm::TableOfFile("emb_l.3"), -1);
+  EXPECT_EQ(Dlrm::TableOfFile("emb_l..rows"), -1);
+  EXPECT_EQ(Dlrm::TableOfFile("emb_l.-1.rows"), -1);
+  EXPECT_EQ(Dlrm::TableOfFile("emb_l.3.rows/MANIFEST"), -1);
+  EXPECT_EQ(Dlrm::TableOfFile("xemb_l.3.rows"), -1);
+}
+
 TEST(Dlrm, RejectsInconsistentShapes) {
   DlrmOptions o = TinyOptions(InteractionKind::kDot);
   o.bottom_mlp = {16, kDim + 1};
