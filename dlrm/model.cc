@@ -305,10 +305,12 @@ int Dlrm::TableOfFile(std::string_view name) {
   std::string_view base = slash == std::string_view::npos ? name : name.substr(slash + 1);
   if (!base.starts_with(kTablePrefix)) return -1;
   base.remove_prefix(std::string_view(kTablePrefix).size());
+  // "<digits>.<ext>": the digits, then a dot.
   int t = -1;
-  const auto [end, error] = std::from_chars(base.data(), base.data() + base.size(), t);
-  return error == std::errc() && end != base.data() && end < base.data() + base.size() && *end == '.' && t >= 0 ? t
-                                                                                                            : -1;
+  const char* const last = base.data() + base.size();
+  const auto [end, error] = std::from_chars(base.data(), last, t);
+  const bool digits_then_dot = error == std::errc() && end != base.data() && end != last && *end == '.';
+  return digits_then_dot && t >= 0 ? t : -1;
 }
 
 absl::Status Dlrm::Load(const std::string& dir) {

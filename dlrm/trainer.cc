@@ -3,11 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/match.h"
