@@ -39,6 +39,12 @@ class CheckpointTest : public ::testing::Test {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
+  // One bit of byte 1234 of `path` flipped: same size, another checksum.
+  static void FlipABit(const std::string& path) {
+    std::string content = Read(path);
+    content[1234] ^= 0x10;
+    Write(path, content);
+  }
 
   absl::StatusOr<std::string> WriteStep(int64_t step, int keep = 5) {
     CheckpointState s;
@@ -99,9 +105,7 @@ TEST_F(CheckpointTest, CorruptFileIsRefusedByName) {
   absl::StatusOr<std::string> path = WriteStep(3);
   ASSERT_TRUE(path.ok());
   const std::string file = *path + "/model/emb_l.0.rows";
-  std::string content = Read(file);
-  content[1234] ^= 0x10;
-  Write(file, content);
+  FlipABit(file);
   absl::StatusOr<CheckpointState> s = ReadCheckpoint(*path);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kDataLoss);
@@ -113,9 +117,7 @@ TEST_F(CheckpointTest, AFilterVerifiesOnlyTheFilesItSelects) {
   absl::StatusOr<std::string> path = WriteStep(3);
   ASSERT_TRUE(path.ok());
   const std::string file = *path + "/model/emb_l.0.rows";
-  std::string content = Read(file);
-  content[1234] ^= 0x10;
-  Write(file, content);
+  FlipABit(file);
   std::vector<std::string> asked;
   absl::StatusOr<CheckpointState> s = ReadCheckpoint(*path, [&](const std::string& name) {
     asked.push_back(name);
