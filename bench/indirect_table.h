@@ -46,8 +46,7 @@ class IndirectTable {
     if (!storage.ok()) return storage.status();
     // The pointers on huge pages when they fill one, as CachedTable's words.
     const size_t bytes = static_cast<size_t>(options.nvectors) * sizeof(T*);
-    absl::StatusOr<Region> pointers =
-        Region::Allocate(TierOptions::Dram(/*huge_pages=*/bytes >= (size_t{2} << 20)), bytes);
+    absl::StatusOr<Region> pointers = Region::Allocate(TierOptions::DramFor(bytes), bytes);
     if (!pointers.ok()) return pointers.status();
     T** p = reinterpret_cast<T**>(pointers->data());
     for (int64_t r = 0; r < options.nvectors; ++r) p[r] = storage->rowpointer(r, Access::kUpdate);

@@ -304,9 +304,10 @@ void CheckOk(const absl::StatusOr<Table>& t) {
   }
 }
 
-template <int64_t D>
-std::vector<SimpleTable<float, D>> MakeDramTables(const Flags& f) {
-  using Table = SimpleTable<float, D>;
+// --tables tables of --rows rows in DRAM, each filled as InitUniform does
+// with its own seed (a SimpleTable, or bench/indirect_table.h's IndirectTable).
+template <typename Table>
+std::vector<Table> MakeDramTables(const Flags& f) {
   std::vector<Table> tables;
   for (int t = 0; t < f.tables; ++t) {
     absl::StatusOr<Table> table = Table::Create({.name = absl::StrCat("t", t), .nvectors = f.rows});
@@ -319,7 +320,7 @@ std::vector<SimpleTable<float, D>> MakeDramTables(const Flags& f) {
 
 template <int64_t D>
 void RunDram(const Flags& f, const Traces& traces, std::vector<double>* dram_rates) {
-  const auto tables = MakeDramTables<D>(f);
+  const auto tables = MakeDramTables<SimpleTable<float, D>>(f);
   const auto kernels = MakeKernels(tables);
   for (size_t i = 0; i < f.threads.size(); ++i) {
     const Measurement m = Measure(kernels, traces, f, f.threads[i], f.seconds);
@@ -405,25 +406,12 @@ double LookupRate(const Measurement& m, const Flags& f) {
 // measures the three for --seconds in rotating order, so a drift lands on
 // all of them; the figures are medians over rounds.
 template <int64_t D>
-std::vector<IndirectTable<float, D, true>> MakeIndirectTables(const Flags& f) {
-  std::vector<IndirectTable<float, D, true>> tables;
-  for (int t = 0; t < f.tables; ++t) {
-    absl::StatusOr<IndirectTable<float, D, true>> table =
-        IndirectTable<float, D, true>::Create({.name = absl::StrCat("t", t), .nvectors = f.rows});
-    CheckOk(table);
-    InitUniform(*table, static_cast<uint64_t>(t));
-    tables.push_back(std::move(*table));
-  }
-  return tables;
-}
-
-template <int64_t D>
 int RunPairs(const Flags& f, const Traces& traces) {
-  const auto dram_tables = MakeDramTables<D>(f);
+  const auto dram_tables = MakeDramTables<SimpleTable<float, D>>(f);
   const auto dram = MakeKernels(dram_tables);
   const auto full_tables = MakeCachedTables<D>(f, /*full=*/true);
   const auto full = MakeKernels(full_tables);
-  const auto indirect_tables = MakeIndirectTables<D>(f);
+  const auto indirect_tables = MakeDramTables<IndirectTable<float, D, true>>(f);
   const auto indirect = MakeKernels(indirect_tables);
   std::printf("\n%d rounds of dram, full and indirect, %.2f s each; lookups/s (best of the rounds) and ratios "
               "(median over rounds)\n\n",

@@ -76,7 +76,7 @@ uint32_t AssignStatShard() {
 
 absl::StatusOr<std::unique_ptr<Page>> NewPage(int64_t rows, size_t stride) {
   const size_t bytes = static_cast<size_t>(rows) * stride;
-  absl::StatusOr<Region> memory = Region::Allocate(TierOptions::Dram(/*huge_pages=*/bytes >= (size_t{2} << 20)), bytes);
+  absl::StatusOr<Region> memory = Region::Allocate(TierOptions::DramFor(bytes), bytes);
   if (!memory.ok()) return memory.status();
   auto page = std::make_unique<Page>();
   page->memory = *std::move(memory);

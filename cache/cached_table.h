@@ -601,8 +601,7 @@ class CachedTable<T, kDynamic> {
     // The pointer words in DRAM, on huge pages when they fill one (as DRAM
     // tables are): on 4 KiB pages every lookup of a large table missed the TLB.
     const size_t words_bytes = static_cast<size_t>(base->nvectors()) * sizeof(std::atomic<uint64_t>);
-    absl::StatusOr<Region> words =
-        Region::Allocate(TierOptions::Dram(/*huge_pages=*/words_bytes >= (size_t{2} << 20)), words_bytes);
+    absl::StatusOr<Region> words = Region::Allocate(TierOptions::DramFor(words_bytes), words_bytes);
     if (!words.ok()) {
       return absl::ResourceExhaustedError(
           absl::StrCat(table.name, ": pointer words (", words_bytes, " bytes): ", words.status().message()));

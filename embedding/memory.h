@@ -82,6 +82,9 @@ struct TierOptions {
     t.huge_pages = huge_pages;
     return t;
   }
+  // DRAM for a region of `bytes`: on huge pages when it fills one (a
+  // smaller region would hold most of a 2 MiB page for nothing).
+  static TierOptions DramFor(size_t bytes) { return Dram(/*huge_pages=*/bytes >= (size_t{2} << 20)); }
   // An unnamed temporary file in the existing directory `dir` (or a
   // device-DAX device): rows read as zero, nothing is left behind.
   static TierOptions Pmem(std::string dir) {
