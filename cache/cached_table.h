@@ -201,7 +201,9 @@ struct CacheOptions {
   CacheSize lower = CacheSize::Fraction(0.25);
   CacheSize slack = CacheSize::Fraction(0.05);
   // Slots per cache page; 0: about 2 MiB pages, but at least 8 pages in the
-  // cache and at least 16 rows per page.
+  // cache and at least 16 rows per page; a cache of 1 to 127 rows (lower +
+  // slack when created) has pages of an eighth of them, at least one row
+  // (a 30% cache of a 24-row table holds its 7 rows, not 0).
   int64_t rows_per_page = 0;
   // kDynamic: cache a row on its admit_after-th miss (0 or 1: on the first).
   int admit_after = 0;
@@ -631,7 +633,8 @@ class CachedTable<T, kDynamic> {
     rows_per_page_ = o.rows_per_page;
     if (rows_per_page_ <= 0) {
       const int64_t capacity = std::max<int64_t>(0, lower + slack) / static_cast<int64_t>(stride_);
-      rows_per_page_ = std::max<int64_t>(16, std::min<int64_t>((int64_t{2} << 20) / stride_, capacity / 8));
+      const int64_t least = capacity == 0 ? 16 : std::clamp<int64_t>(capacity / 8, 1, 16);
+      rows_per_page_ = std::max(least, std::min<int64_t>((int64_t{2} << 20) / stride_, capacity / 8));
     }
     int64_t counters = o.sketch_counters > 0 ? o.sketch_counters
                                             : std::clamp<int64_t>(base_.nvectors() / 4, 4096, int64_t{4} << 20);

@@ -92,6 +92,23 @@ TEST(CachedTable, PrefetchAccessHasNoSideEffect) {
   EXPECT_EQ(t.rowpointer(9, Access::kPrefetch), t.rowpointer(9, Access::kForward));
 }
 
+// Default pages: a cache of fewer than 128 rows gets pages of an eighth of
+// them, so a small table's cache holds rows (16-row pages gave a 30% cache
+// of 24 rows no page at all: every lookup went to the slow tier).
+TEST(CachedTable, ASmallTablesDefaultCacheHoldsRows) {
+  for (const auto& [rows, capacity] : {std::pair<int64_t, int64_t>{24, 7}, {100, 30}, {3, 0}}) {
+    SCOPED_TRACE(rows);
+    auto t = Table::Create({.name = "small", .nvectors = rows, .tier = TierOptions::Dram(false)}, {});
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->capacity_rows(), capacity);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int64_t r = 0; r < rows; ++r) t->rowpointer(r, Access::kForward);
+    }
+    EXPECT_EQ(t->cached_rows(), capacity);
+    EXPECT_EQ(t->stats().hits(), static_cast<uint64_t>(capacity));  // the second pass finds them
+  }
+}
+
 TEST(CachedTable, IsFullAtLowerPlusSlackAndStopsCaching) {
   Table t = MakeTable();
   EXPECT_EQ(t.capacity_rows(), 96);
