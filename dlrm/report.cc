@@ -56,8 +56,34 @@ TableBytes TableBytesOf(const DlrmOptions& mo, bool bf16_tables) {
   return b;
 }
 
-std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const TableBytes& tables, int ranks,
-                     const MlpPrecisionChoice& precision, const DramSplit& split, const data::Dataset& train,
+std::string DramBudgetText(const TrainConfig& config, const DramSplit& split, int rank, int ranks) {
+  if (!config.model.dram_budget) return "";
+  const int64_t budget = config.model.dram_budget->Resolve(PhysicalMemoryBytes());
+  const std::string whose = ranks > 1 ? absl::StrCat("rank ", rank, "'s ") : "";
+  if (split.shares.empty()) {
+    return absl::StrCat("warning: ", whose, "model.dram_budget (", HumanBytes(static_cast<double>(budget)),
+                        ") has no effect: no table", ranks > 1 ? " of the rank's" : "",
+                        " is ssd, or static/dynamic without a cache size\n");
+  }
+  std::vector<std::string> shares;  // "emb2 1.2 MiB (0.91)": the sampled lookups its rows would serve
+  double rows_dram = 0;
+  for (const DramShare& d : split.shares) {
+    rows_dram += static_cast<double>(d.bytes);
+    shares.push_back(absl::StrCat("emb", d.table, " ", HumanBytes(static_cast<double>(d.bytes)),
+                                  std::isnan(d.sampled_hit_rate) ? "" : absl::StrFormat(" (%.2f)", d.sampled_hit_rate)));
+  }
+  return absl::StrCat(
+      whose, "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ", HumanBytes(static_cast<double>(split.used)),
+      " used, ", HumanBytes(rows_dram), " of it for rows: ", absl::StrJoin(shares, ", "),
+      split.sampled > 0
+          ? absl::StrCat("; split by the lookups of the first ", split.sampled,
+                         " samples (in parentheses: the share of them the rows in DRAM would serve), then by size")
+          : "; split by size",
+      "\n");
+}
+
+std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const TableBytes& tables,
+                     const std::string& budget_lines, const MlpPrecisionChoice& precision, const data::Dataset& train,
                      const data::Dataset* validation, int64_t total_steps) {
   const TrainSettings& t = config.train;
   std::string ssd_line;
@@ -65,32 +91,6 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
     ssd_line = absl::StrCat(", ", HumanBytes(tables.ssd), " on ssd (",
                             config.model.storage.slow_tier.empty() ? "$TMPDIR" : config.model.storage.slow_tier,
                             "; prefetch ", t.prefetch_batches, " batches)");
-  }
-  std::string budget_line;  // model.dram_budget's split, its own line
-  if (config.model.dram_budget) {
-    const int64_t budget = config.model.dram_budget->Resolve(PhysicalMemoryBytes());
-    if (split.shares.empty()) {
-      budget_line = absl::StrCat("warning: model.dram_budget (", HumanBytes(static_cast<double>(budget)),
-                                 ") has no effect: no table is ssd, or static/dynamic without a cache size\n");
-    } else {
-      std::vector<std::string> shares;  // "emb2 1.2 MiB (0.91)": the sampled lookups its rows would serve
-      double rows_dram = 0;
-      for (const DramShare& d : split.shares) {
-        rows_dram += static_cast<double>(d.bytes);
-        shares.push_back(
-            absl::StrCat("emb", d.table, " ", HumanBytes(static_cast<double>(d.bytes)),
-                         std::isnan(d.sampled_hit_rate) ? "" : absl::StrFormat(" (%.2f)", d.sampled_hit_rate)));
-      }
-      budget_line = absl::StrCat(
-          ranks > 1 ? "rank 0's dram_budget: " : "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ",
-          HumanBytes(static_cast<double>(split.used)), " used, ", HumanBytes(rows_dram),
-          " of it for rows: ", absl::StrJoin(shares, ", "),
-          split.sampled > 0
-              ? absl::StrCat("; split by the lookups of the first ", split.sampled,
-                             " samples (in parentheses: the share of them the rows in DRAM would serve), then by size")
-              : "; split by size",
-          "\n");
-    }
   }
   const uint64_t train_n = train.num_samples();
   std::string text = absl::StrFormat("data: %s, %d train / %d validation samples, %d tables, hotness %d\n",
@@ -104,7 +104,7 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
       InteractionKindName(mo.interaction), mo.self_interaction ? " (with self)" : "",
       PrecisionName(mo.mlp_precision), precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
       NameOf(kTableDtypeNames, config.model.bf16_tables), HumanBytes(tables.dram), HumanBytes(tables.slow), ssd_line);
-  absl::StrAppend(&text, budget_line);
+  absl::StrAppend(&text, budget_lines);
   if (!precision.warning.empty()) absl::StrAppend(&text, "warning: ", precision.warning, "\n");
   absl::StrAppendFormat(
       &text, "train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings), %s threads\n", total_steps,

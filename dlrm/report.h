@@ -87,12 +87,17 @@ struct TableBytes {
 // sums every rank's).
 TableBytes TableBytesOf(const DlrmOptions& model, bool bf16_tables);
 
+// model.dram_budget's split among the tables in `dram_split` (one rank's),
+// a line ending in a newline: "dram_budget: 8.0 GiB, ..." (several
+// processes: "rank 1's dram_budget: ...", each rank's budget its own), or a
+// warning when no table shares it; "" without a budget.
+std::string DramBudgetText(const TrainConfig& config, const DramSplit& dram_split, int rank, int ranks);
 // The plan printed before training: the data, the model and where its
-// tables live (`tables`: the whole model's), model.dram_budget's split (of
-// the tables in `model`: on several processes, rank 0's, and so labelled
-// when `ranks` > 1), a precision warning, the length.
-std::string PlanText(const TrainConfig& config, const DlrmOptions& model, const TableBytes& tables, int ranks,
-                     const MlpPrecisionChoice& precision, const DramSplit& dram_split, const data::Dataset& train,
+// tables live (`tables`: the whole model's), the budget's lines
+// (DramBudgetText of every rank, in rank order), a precision warning, the
+// length.
+std::string PlanText(const TrainConfig& config, const DlrmOptions& model, const TableBytes& tables,
+                     const std::string& budget_lines, const MlpPrecisionChoice& precision, const data::Dataset& train,
                      const data::Dataset* validation, int64_t total_steps);
 // One evaluation: the text line and the "eval" record.
 std::string EvalText(const EvalRecord& r, double samples_per_s);

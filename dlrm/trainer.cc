@@ -576,8 +576,14 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     CEMB_RETURN_IF_ERROR(m.options.comm->AllreduceSum(std::span<double>(b)));
     table_bytes = {.dram = b[0], .slow = b[1], .ssd = b[2]};
   }
-  m.report.Print("%s", PlanText(config, m.model->options(), table_bytes, m.ranks(), m.model->mlp_precision_choice(),
-                                m.dram_split, *m.datasets.train, m.datasets.validation.get(), m.total_steps));
+  std::string budget = DramBudgetText(config, m.dram_split, m.rank(), m.ranks());
+  if (m.distributed()) {  // every rank's split of its own budget, in rank order
+    std::vector<std::string> all;
+    CEMB_RETURN_IF_ERROR(m.options.comm->Allgather(budget, &all));
+    budget = absl::StrJoin(all, "");
+  }
+  m.report.Print("%s", PlanText(config, m.model->options(), table_bytes, budget, m.model->mlp_precision_choice(),
+                                *m.datasets.train, m.datasets.validation.get(), m.total_steps));
 
   if (options.resume) CEMB_RETURN_IF_ERROR(m.Agree(m.Resume()));
   absl::Status log;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -63,10 +64,10 @@ class DistributedTrainingTest : public ::testing::Test {
   }
 
   // Trains on every rank (comm) or on this process alone (nullptr).
+  // `options.out`: the report (rank 0 prints it); nullptr by default.
   static absl::StatusOr<TrainSummary> Train(const TrainConfig& config, const dist::Comm* comm, bool resume = false,
-                                            TrainerOptions options = {}) {
+                                            TrainerOptions options = {.out = nullptr}) {
     options.resume = resume;
-    options.out = nullptr;
     options.comm = comm;
     absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(config, options);
     if (!t.ok()) return t.status();
@@ -198,8 +199,20 @@ TEST_F(DistributedTrainingTest, SsdTablesPrefetchAheadOnTheirOwnersAndTrainAsInD
   ASSERT_TRUE(dram.ok() && ssd.ok());
   absl::StatusOr<TrainSummary> d = Train(*dram, &comm_);
   ASSERT_TRUE(d.ok()) << d.status();
-  absl::StatusOr<TrainSummary> s = Train(*ssd, &comm_);
+  FILE* report = std::tmpfile();
+  ASSERT_NE(report, nullptr);
+  absl::StatusOr<TrainSummary> s = Train(*ssd, &comm_, /*resume=*/false, {.out = report});
   ASSERT_TRUE(s.ok()) << s.status();
+  if (comm_.rank() == 0) {  // the plan has each rank's split of its own budget
+    std::string text;
+    std::rewind(report);
+    for (int c; (c = std::fgetc(report)) != EOF;) text.push_back(static_cast<char>(c));
+    const size_t r0 = text.find("\nrank 0's dram_budget: 4.0 MiB, "), r1 = text.find("\nrank 1's dram_budget: 4.0 MiB, ");
+    EXPECT_NE(r0, std::string::npos) << text;
+    EXPECT_NE(r1, std::string::npos) << text;
+    EXPECT_LT(r0, r1) << text;
+  }
+  std::fclose(report);
   ASSERT_EQ(s->losses.size(), d->losses.size());
   for (size_t i = 0; i < s->losses.size(); ++i) EXPECT_EQ(s->losses[i], d->losses[i]) << "step " << i;
   EXPECT_EQ(s->final_metrics.auc, d->final_metrics.auc);
@@ -230,7 +243,7 @@ TEST_F(DistributedTrainingTest, AFailingRankStopsEveryRankWithItsMessageAndLeave
                                            "model.table_storage.3.kind=ssd", "model.dram_budget=64MiB",
                                            absl::StrCat("train.checkpoint_dir=", ck)});
   ASSERT_TRUE(c.ok()) << c.status();
-  TrainerOptions o;
+  TrainerOptions o{.out = nullptr};
   o.wrap_ssd_io = [](int table, std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
     if (table != 3) return io;
     return std::make_unique<FaultInjectingBlockIo>(std::move(io), std::vector<IoFault>{{.op = IoOp::kWrite, .nth = 1}});
