@@ -69,12 +69,14 @@ std::string DramBudgetText(const TrainConfig& config, const DramSplit& split, in
   double rows_dram = 0;
   for (const DramShare& d : split.shares) {
     rows_dram += static_cast<double>(d.bytes);
-    shares.push_back(absl::StrCat("emb", d.table, " ", HumanBytes(static_cast<double>(d.bytes)),
-                                  std::isnan(d.sampled_hit_rate) ? "" : absl::StrFormat(" (%.2f)", d.sampled_hit_rate)));
+    shares.push_back(
+        absl::StrCat("emb", d.table, " ", HumanBytes(static_cast<double>(d.bytes)),
+                     std::isnan(d.sampled_hit_rate) ? "" : absl::StrFormat(" (%.2f)", d.sampled_hit_rate)));
   }
   return absl::StrCat(
-      whose, "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ", HumanBytes(static_cast<double>(split.used)),
-      " used, ", HumanBytes(rows_dram), " of it for rows: ", absl::StrJoin(shares, ", "),
+      whose, "dram_budget: ", HumanBytes(static_cast<double>(budget)), ", ",
+      HumanBytes(static_cast<double>(split.used)), " used, ", HumanBytes(rows_dram),
+      " of it for rows: ", absl::StrJoin(shares, ", "),
       split.sampled > 0
           ? absl::StrCat("; split by the lookups of the first ", split.sampled,
                          " samples (in parentheses: the share of them the rows in DRAM would serve), then by size")

@@ -207,7 +207,8 @@ TEST_F(DistributedTrainingTest, SsdTablesPrefetchAheadOnTheirOwnersAndTrainAsInD
     std::string text;
     std::rewind(report);
     for (int c; (c = std::fgetc(report)) != EOF;) text.push_back(static_cast<char>(c));
-    const size_t r0 = text.find("\nrank 0's dram_budget: 4.0 MiB, "), r1 = text.find("\nrank 1's dram_budget: 4.0 MiB, ");
+    const size_t r0 = text.find("\nrank 0's dram_budget: 4.0 MiB, ");
+    const size_t r1 = text.find("\nrank 1's dram_budget: 4.0 MiB, ");
     EXPECT_NE(r0, std::string::npos) << text;
     EXPECT_NE(r1, std::string::npos) << text;
     EXPECT_LT(r0, r1) << text;
