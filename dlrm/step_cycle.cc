@@ -38,15 +38,16 @@ StepCycle::~StepCycle() {
 }
 
 void StepCycle::Work(int worker, int workers) {
-  // SCHED_IDLE: the prefetchers run on cores the step leaves idle (its
-  // OpenMP threads waiting, the trainer thread waiting in Drain) and never
-  // preempt a step's thread. Under the default policy they did, and on a
-  // machine whose cores all run the step (train.threads = all) the other
-  // OpenMP threads then spun at the next barrier for the preempted one's
-  // time slice: measured 10x slower MLP phases with 2 threads on 2 cores
-  // (bench/RESULTS.md). If the policy cannot be set, the default stays.
+  // SCHED_BATCH: a prefetcher that wakes does not preempt a step's thread
+  // (an OpenMP thread preempted at once leaves the others spinning at the
+  // next barrier), yet keeps its fair share of a busy machine. SCHED_IDLE
+  // (sessions 4-8) ran only on idle cores: beside two busy processes on 2
+  // cores the prefetchers starved and Drain waited on them, 594 ms of ssd
+  // wait per step (2.9k samples/s against 17.2k under SCHED_BATCH); on an
+  // idle machine the two are alike (bench/RESULTS.md, "Prefetcher threads'
+  // policy"). If the policy cannot be set, the default stays.
   sched_param param{};
-  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
+  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
   std::unique_lock<std::mutex> lock(mu_);
   uint64_t done = 0;  // the last job generation this worker ran
   for (;;) {

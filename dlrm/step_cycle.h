@@ -31,7 +31,7 @@
 // P > 0 the cycle owns prefetcher threads, one per table up to
 // kMaxPrefetchThreads (table t to thread t mod n: the tables' reads and
 // write-backs overlap, so the drive sees every table's queue at once), under
-// SCHED_IDLE; their Prefetch calls run concurrently with the step's kernels,
+// SCHED_BATCH; their Prefetch calls run concurrently with the step's kernels,
 // which only touch rows pinned by the step's batch (SsdTable allows it: its
 // stress test, and tests/dlrm/step_cycle_test.cc, run this pattern under
 // ThreadSanitizer). Drain() waits for them: call it before anything that
