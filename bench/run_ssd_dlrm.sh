@@ -12,15 +12,29 @@
 #      and prints samples/s of both and their ratio, whether the two runs'
 #      step losses are bit-identical (the summary's losses_digest), the ssd
 #      run's block reads per step and its I/O floor: those reads at the
-#      disk's measured rate, the least a step can take when it is I/O bound.
+#      disk's measured rate, the least a step can take when it is I/O bound;
+#      c. with PEER=1, the comparison a PyTorch user would make: the same
+#         model on the same prepared samples in PyTorch, each table an
+#         nn.EmbeddingBag whose weight is a file in SSD_DIR mapped with
+#         torch.from_file(shared=True) (the page cache as the cache), under
+#         the same memlimit CAP (bench/reference/torch_mmap_dlrm.py), and
+#         prints its samples/s against DRAM's and ours. The peer takes the
+#         tables' count and sizes from the data (EXTRA may change them); the
+#         rest of its model is bench-ssd.yaml's, whatever EXTRA says.
 #
 #   sudo bash bench/run_ssd_dlrm.sh                    # as root (memlimit needs it)
 #   SSD_DIR=/nvme STEPS=200 DISTS=zipf bash bench/run_ssd_dlrm.sh
+#   PEER=1 bash bench/run_ssd_dlrm.sh                  # also the torch mmap peer
 #
 # Environment: BUILD_DIR (build), SSD_DIR (/work/tmp: must be on the drive
 # under test, not tmpfs), CAP (3G), BUDGET (2GiB), STEPS (300), THREADS (0 =
-# all cores), OUT (a new temporary directory for the logs), EXTRA (more
-# --set arguments for both runs).
+# all cores), OUT (a new temporary directory for the logs and the prepared
+# data, $OUT/data), EXTRA (more --set arguments for both runs), PEER (1: also
+# the torch mmap peer), PYTHON (/usr/bin/python3, the peer's), PEER_ARGS (more
+# arguments for the peer, e.g. "--madvise random" or "--init zeros": see
+# bench/reference/torch_mmap_dlrm.py --help).
+# The peer needs, for this benchmark only (not in scripts/setup.sh):
+#   apt-get install python3-torch libopenblas0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -33,8 +47,15 @@ DISTS=${DISTS:-zipf uniform}
 OUT=${OUT:-$(mktemp -d)}
 EXTRA=${EXTRA:-}
 MEMLIMIT=${MEMLIMIT:-../shared/tools/memlimit}
+PEER=${PEER:-0}
+PYTHON=${PYTHON:-/usr/bin/python3}
+PEER_ARGS=${PEER_ARGS:-}
 
 mkdir -p "$SSD_DIR" "$OUT"
+if [[ $PEER == 1 ]] && ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+  echo "run_ssd_dlrm.sh: PEER=1 needs torch in $PYTHON (apt-get install python3-torch libopenblas0)" >&2
+  exit 1
+fi
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" --target dlrm-train ssd_bench >/dev/null
 train=$BUILD_DIR/apps/dlrm-train
@@ -47,9 +68,10 @@ echo "== SSD_DIR $SSD_DIR ($(stat -f -c %T "$SSD_DIR")), CAP $CAP, BUDGET $BUDGE
 limit=$(sed -n 's/^limit: \([0-9]*\) random.*/\1/p' "$OUT/limit.txt")
 
 # One epoch of STEPS batches (no row of the data repeats) plus 10 validation
-# batches; the generated dataset is shared by the runs.
+# batches; the generated dataset is shared by the runs (and the peer), kept
+# in $OUT/data.
 samples=$(( (STEPS + 10) * 2048 ))
-common=(--config configs/bench-ssd.yaml --set "data.samples=$samples"
+common=(--config configs/bench-ssd.yaml --set "data.samples=$samples" --set "data.work_dir=$OUT/data"
         --set "data.validation_fraction=$(python3 -c "print(10 / ($STEPS + 10))")"
         --set "train.steps=$STEPS" --set "train.threads=$THREADS"
         --set "train.eval_every=$(( STEPS / 2 ))" --set train.eval_batches=1)
@@ -64,8 +86,24 @@ for dist in $DISTS; do
     --set model.storage.kind=ssd --set "model.storage.slow_tier=$SSD_DIR" --set "model.dram_budget=$BUDGET" \
     --set "train.log_jsonl=$OUT/ssd-$dist.jsonl" >"$OUT/ssd-$dist.txt" 2>&1 || { tail -20 "$OUT/ssd-$dist.txt"; exit 1; }
   grep -h '^memlimit:\|^model\|dram_budget' "$OUT/ssd-$dist.txt" | head -3 || true
-  python3 - "$OUT/dram-$dist.jsonl" "$OUT/ssd-$dist.jsonl" "$limit" <<'EOF'
-import json, sys
+  peer=""
+  if [[ $PEER == 1 ]]; then
+    # The train.bin the two runs trained on: the prepared directory whose RECIPE has this distribution.
+    data=$(grep -l "^setting distribution=$dist\$" "$OUT"/data/*/RECIPE | head -1)
+    data=${data%/RECIPE}/train.bin
+    echo "== $dist indices: torch mmap peer, every table a torch.from_file in $SSD_DIR/torch-mmap, memlimit $CAP"
+    peer_threads=$THREADS; ((peer_threads > 0)) || peer_threads=$(nproc)
+    OMP_NUM_THREADS=$peer_threads OPENBLAS_NUM_THREADS=$peer_threads \
+      "$MEMLIMIT" "$CAP" "$PYTHON" bench/reference/torch_mmap_dlrm.py --data "$data" --dir "$SSD_DIR/torch-mmap" \
+      --steps "$STEPS" --threads "$peer_threads" $PEER_ARGS >"$OUT/torch-$dist.txt" 2>&1 ||
+      { tail -20 "$OUT/torch-$dist.txt"; exit 1; }
+    rm -rf "$SSD_DIR/torch-mmap"
+    grep -h '^memlimit:' "$OUT/torch-$dist.txt" || true
+    peer=$(grep '^torch_mmap:' "$OUT/torch-$dist.txt")
+    echo "  peer: ${peer#*; }"
+  fi
+  python3 - "$OUT/dram-$dist.jsonl" "$OUT/ssd-$dist.jsonl" "$limit" "$peer" <<'EOF'
+import json, re, sys
 def summary(path):
     return [json.loads(l) for l in open(path) if '"summary"' in l][-1]
 dram, ssd, limit = summary(sys.argv[1]), summary(sys.argv[2]), float(sys.argv[3])
@@ -87,6 +125,12 @@ print(f"  ssd  {ssd['samples_per_s']:9.0f} samples/s ({step_ms(ssd):6.1f} ms/ste
       f"{1e3 * ssd['phases']['ssd wait'] / steps:.1f} ms/step) = {ssd['samples_per_s'] / dram['samples_per_s']:.2f}x DRAM")
 h_dram, h_ssd = second_half(sys.argv[1]), second_half(sys.argv[2])
 print(f"  second half: DRAM {h_dram:.0f}, ssd {h_ssd:.0f} samples/s = {h_ssd / h_dram:.2f}x DRAM")
+if sys.argv[4]:
+    m = re.search(r"steps (\d+), samples/s ([\d.]+), second half ([\d.]+), ms/step ([\d.]+)", sys.argv[4])
+    t_steps, t_all, t_half, t_ms = int(m[1]), float(m[2]), float(m[3]), float(m[4])
+    print(f"  torch mmap: {t_all:.0f} samples/s (second half {t_half:.0f}) = {t_all / dram['samples_per_s']:.2f}x DRAM,"
+          f" ours/torch = {ssd['samples_per_s'] / t_all:.2f} (second half {h_ssd / t_half:.2f}; {t_ms:.1f} ms/step,"
+          f" {t_steps} steps)")
 print(f"  ssd hit rate {hits / asked:.3f}; per step {reads / steps:.0f} block reads + {writes / steps:.0f} block writes;"
       f" I/O floor {floor_ms:.1f} ms/step at the disk's {limit:.0f} requests/s")
 same = dram["losses_digest"] == ssd["losses_digest"] and dram["steps"] == ssd["steps"]
