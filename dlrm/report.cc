@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 
@@ -177,22 +178,28 @@ std::string SummaryText(const TrainSummary& summary, const RunFacts& facts) {
   if (any_ssd) {
     // hit rate: distinct rows of the prefetched batches already in DRAM;
     // computed: rows first used (lazy initialisation, no read); rows read:
-    // from the file; ampl.: bytes read per byte of rows read (a miss reads its
-    // whole block); depth: requests per submission; waited: in WaitResident.
-    absl::StrAppendFormat(&text, "\n%-8s %11s %10s %9s %10s %10s %10s %10s %10s %6s %6s %9s\n", "ssd", "rows", "DRAM",
-                          "hit rate", "computed", "rows read", "bytes read", "rows wrtn", "bytes wrtn", "ampl.",
-                          "depth", "waited");
+    // from the log (or a write buffer); rows wrtn: dirty rows appended to the
+    // log; w.ampl.: bytes written (segments, the collector's moves) per byte
+    // of those rows; moved: rows the collector appended again; file/live:
+    // the file against the bytes of the rows it holds; req/step: requests;
+    // cpu: the tier's thread CPU per request; waited: in WaitResident.
+    const double steps = static_cast<double>(std::max<int64_t>(1, summary.steps - summary.first_step));
+    absl::StrAppendFormat(&text, "\n%-8s %11s %10s %9s %10s %10s %10s %10s %10s %7s %9s %15s %8s %8s %9s\n", "ssd",
+                          "rows", "DRAM", "hit rate", "computed", "rows read", "bytes read", "rows wrtn",
+                          "bytes wrtn", "w.ampl.", "moved", "file / live", "req/step", "cpu/req", "waited");
     for (size_t i = 0; i < summary.tables.size(); ++i) {
       const TableReport& r = summary.tables[i];
       if (!r.ssd) continue;
       const SsdStats& s = r.ssd_stats;
-      absl::StrAppendFormat(&text, "%-8s %11d %10s %8.2f%% %10d %10d %10s %10d %10s %5.1fx %6.1f %8.3fs\n",
-                            r.name.empty() ? absl::StrCat(i) : r.name,
-                            r.rows,
-                            HumanBytes(static_cast<double>(r.dram_bytes)), 100 * s.hit_rate(), s.lazy_rows,
-                            s.fetched_rows, HumanBytes(static_cast<double>(s.io.bytes_read)), s.rows_written,
-                            HumanBytes(static_cast<double>(s.io.bytes_written)), s.read_amplification(r.row_bytes),
-                            s.io.average_queue_depth(), absl::ToDoubleSeconds(s.waited));
+      absl::StrAppendFormat(
+          &text, "%-8s %11d %10s %8.2f%% %10d %10d %10s %10d %10s %6.2fx %9d %15s %8.0f %6.1fus %8.3fs\n",
+          r.name.empty() ? absl::StrCat(i) : r.name, r.rows, HumanBytes(static_cast<double>(r.dram_bytes)),
+          100 * s.hit_rate(), s.lazy_rows, s.fetched_rows, HumanBytes(static_cast<double>(s.io.bytes_read)),
+          s.rows_written, HumanBytes(static_cast<double>(s.io.bytes_written)), s.write_amplification(r.row_bytes),
+          s.gc_rows_moved,
+          absl::StrCat(HumanBytes(static_cast<double>(s.file_bytes)), " / ",
+                       HumanBytes(static_cast<double>(s.live_rows * r.row_bytes))),
+          static_cast<double>(s.requests()) / steps, s.cpu_us_per_request(), absl::ToDoubleSeconds(s.waited));
     }
   }
   if (any_cached || any_ssd) absl::StrAppendFormat(&text, "(tables in DRAM without a cache are not listed)\n");
@@ -231,7 +238,17 @@ std::string SummaryJson(const TrainSummary& summary, const RunFacts& facts) {
                       ",\"read_amplification\":", JsonNumber(d.read_amplification(r.row_bytes)),
                       ",\"average_queue_depth\":", JsonNumber(d.io.average_queue_depth()),
                       ",\"evictions\":", d.evictions, ",\"dirty_evictions\":", d.dirty_evictions,
-                      ",\"rmw_reads\":", d.rmw_reads, ",\"sync_fetches\":", d.sync_fetches,
+                      ",\"sync_fetches\":", d.sync_fetches, ",\"reads\":", d.io.reads, ",\"writes\":", d.io.writes,
+                      ",\"fetch_reads\":", d.fetch_reads, ",\"rows_from_write_buffers\":", d.buffer_rows,
+                      ",\"segments_written\":", d.segments_written,
+                      ",\"write_amplification\":", JsonNumber(d.write_amplification(r.row_bytes)),
+                      ",\"collector_segments_read\":", d.gc_segments, ",\"collector_segments_freed_unread\":",
+                      d.gc_freed, ",\"collector_rows_moved\":", d.gc_rows_moved,
+                      ",\"collector_bytes_moved\":", d.gc_rows_moved * r.row_bytes,
+                      ",\"collector_bytes_read\":", d.gc_bytes_read, ",\"file_bytes\":", d.file_bytes,
+                      ",\"live_bytes\":", d.live_rows * r.row_bytes,
+                      ",\"cpu_s\":", JsonNumber(absl::ToDoubleSeconds(d.cpu)),
+                      ",\"cpu_us_per_request\":", JsonNumber(d.cpu_us_per_request()),
                       ",\"waited_s\":", JsonNumber(absl::ToDoubleSeconds(d.waited)), "}");
     }
     absl::StrAppend(&tables, "}");

@@ -1,13 +1,9 @@
 // SsdCore::SaveSnapshot and LoadSnapshot (ssd/ssd_table.h is the contract,
-// docs/ssd.md the format): the blocks ever written, copied between the rows
-// file and a snapshot file with copy_file_range, or through the table's
-// BlockIo where the kernel refuses it.
-#include <fcntl.h>
+// docs/ssd.md the format): the rows that have a copy in the log, compacted
+// into one file (row ids, then the rows), and appended to a fresh log on load.
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,44 +17,34 @@ namespace cemb::ssd_internal {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'E', 'M', 'B', 'S', 'S', 'D', 'S'};
-constexpr uint32_t kVersion = 1;
-constexpr uint64_t kCopyPiece = uint64_t{64} << 20;  // per copy_file_range call (progress, EINTR)
-constexpr uint64_t kBatchBytes = uint64_t{4} << 20;  // per BlockIo batch when copy_file_range is not used
+// 1: the written blocks of a table file in row order (before the log,
+// sessions 3-9); 2: the log's live rows, compacted.
+constexpr uint32_t kVersion = 2;
+constexpr int64_t kChunkRows = int64_t{1} << 16;  // rows per read or write of the snapshot file
 
 // The first bytes of a snapshot, in the machine's byte order (little-endian
-// on x86-64 and AArch64). Then the bitmap (a uint64_t per 64 blocks, bit b of
-// word b / 64 = block b was written), zeros up to data_offset, then the
-// written blocks in block order.
+// on x86-64 and AArch64), zero-padded to 4 KiB; then `rows` row ids
+// (uint32) from ids_offset; then the rows, row_bytes each, from data_offset
+// (4 KiB-aligned), in the order of the ids.
 struct Header {
   char magic[8];
   uint32_t version;
   uint32_t header_bytes;  // sizeof(Header)
   int64_t nvectors;
   int64_t row_bytes;
-  int64_t block_bytes;
-  int64_t nblocks;
   uint64_t seed;
   uint32_t has_seed;  // 0: rows never written read as zeros
   uint32_t reserved;
-  int64_t written_blocks;
-  uint64_t data_offset;  // header + bitmap rounded up to 4 KiB, so a reflink can share the blocks' extents
+  int64_t rows;       // rows in the snapshot; every other row is its initial value
+  uint64_t ids_offset;
+  uint64_t data_offset;
 };
-static_assert(sizeof(Header) == 80);
+static_assert(sizeof(Header) == 72);
 
-size_t BitmapWords(int64_t nblocks) { return static_cast<size_t>((nblocks + 63) / 64); }
-
-uint64_t DataOffset(int64_t nblocks) {
-  const uint64_t bytes = sizeof(Header) + BitmapWords(nblocks) * sizeof(uint64_t);
-  return (bytes + kBlockBytes - 1) / kBlockBytes * kBlockBytes;
+constexpr uint64_t kIdsOffset = kBlockBytes;
+uint64_t DataOffset(int64_t rows) {
+  return (kIdsOffset + static_cast<uint64_t>(rows) * sizeof(uint32_t) + kBlockBytes - 1) / kBlockBytes * kBlockBytes;
 }
-
-int64_t CountWritten(const std::vector<uint64_t>& bitmap) {
-  int64_t n = 0;
-  for (uint64_t w : bitmap) n += std::popcount(w);
-  return n;
-}
-
-bool Bit(const std::vector<uint64_t>& bitmap, int64_t b) { return (bitmap[b >> 6] >> (b & 63)) & 1; }
 
 // "12.3 of 40.0 GiB" (MiB below a GiB).
 std::string Amount(uint64_t done, uint64_t total) {
@@ -76,143 +62,132 @@ absl::Status Prefix(const std::string& table, absl::Status s) {
   return absl::Status(s.code(), absl::StrCat(table, ": ", s.message()));
 }
 
-// Where the kernel cannot copy between these files (another file system
-// before Linux 5.19, a file system without it): copy through the BlockIo.
-bool CopyUnsupported(int err) { return err == EINVAL || err == EXDEV || err == EOPNOTSUPP || err == ENOSYS; }
+absl::Status ReadAt(int fd, const std::string& path, void* buf, size_t n, uint64_t offset) {
+  if (::lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) return base::ErrnoStatus(errno, path, "seek");
+  return base::ReadExactly(fd, path, buf, n);
+}
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t bytes)
+      : data(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, (bytes + kIoAlignment - 1) / kIoAlignment *
+                                                                          kIoAlignment)),
+             &std::free) {}
+  std::unique_ptr<std::byte, decltype(&std::free)> data{nullptr, &std::free};
+};
+
+// Calls progress() with a line at most every options.progress_every.
+class Progress {
+ public:
+  Progress(const SnapshotOptions& options, std::string prefix, uint64_t total)
+      : options_(options), prefix_(std::move(prefix)), total_(total), last_(absl::Now()) {}
+  void Add(uint64_t bytes) {
+    done_ += bytes;
+    if (!options_.progress || absl::Now() - last_ < options_.progress_every) return;
+    last_ = absl::Now();
+    options_.progress(absl::StrCat(prefix_, Amount(done_, total_)));
+  }
+
+ private:
+  const SnapshotOptions& options_;
+  std::string prefix_;
+  uint64_t total_, done_ = 0;
+  absl::Time last_;
+};
 
 }  // namespace
 
-absl::Status SsdCore::BlockIoBatch(IoOp op, int64_t first, int64_t count, std::byte* buffer) {
-  const auto bytes = static_cast<uint32_t>(layout.block_bytes);
-  std::vector<BlockRequest> requests(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    requests[static_cast<size_t>(i)] = {op, layout.file_offset(first + i), buffer + i * layout.block_bytes, bytes,
-                                        static_cast<uint64_t>(i)};
+absl::Status SsdCore::SyncIo(IoOp op, uint64_t offset, std::byte* buffer, int64_t bytes) {
+  const BlockRequest r{op, offset, buffer, static_cast<uint32_t>(bytes), 0};
+  absl::Status error = file_.io().Submit({&r, 1});
+  std::vector<BlockCompletion> done;
+  while (file_.io().in_flight() > 0) {  // DrainIo ran first: every request in flight is this one
+    if (absl::Status s = file_.io().Reap(1, &done); !s.ok()) error.Update(s);
+    if (!error.ok()) break;
   }
-  absl::Status error = file_.io().Submit(requests);
-  if (!error.ok()) error = absl::Status(error.code(), absl::StrCat(name_, ": ", file_.name(), ": ", error.message()));
-  done_.clear();
-  while (file_.io().in_flight() > 0) {  // DrainIo ran first: every request in flight is ours
-    if (absl::Status s = file_.io().Reap(file_.io().in_flight(), &done_); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(name_, ": ", file_.name(), ": ", s.message()));
-    }
-  }
-  for (const BlockCompletion& c : done_) {
-    if (c.result != layout.block_bytes && error.ok()) error = IoError(op, first + static_cast<int64_t>(c.tag), c.result);
-  }
-  return error;
-}
-
-absl::Status SsdCore::CopyBlocks(CopyTo to, int snapshot_fd, const std::string& snapshot_name,
-                                 const std::vector<uint64_t>& bitmap, uint64_t data_offset,
-                                 const SnapshotOptions& options, SnapshotInfo* info) {
-  const bool save = to == CopyTo::kSnapshot;
-  const auto bb = static_cast<uint64_t>(layout.block_bytes);
-  const uint64_t total = static_cast<uint64_t>(CountWritten(bitmap)) * bb;
-  uint64_t done = 0;
-  absl::Time last = absl::Now();
-  auto progress = [&] {
-    if (!options.progress || absl::Now() - last < options.progress_every) return;
-    last = absl::Now();
-    options.progress(absl::StrCat(name_, save ? ": snapshot " : ": loading snapshot ", Amount(done, total)));
-  };
-  bool use_kernel = !options.force_block_io;
-  std::unique_ptr<std::byte, decltype(&std::free)> buffer{nullptr, &std::free};
-  const int64_t batch_blocks = std::max<int64_t>(1, static_cast<int64_t>(kBatchBytes / bb));
-  uint64_t at = data_offset;  // the run's place in the snapshot
-  for (int64_t b = 0; b < layout.nblocks;) {
-    if (!Bit(bitmap, b)) {
-      ++b;
-      continue;
-    }
-    int64_t e = b + 1;
-    while (e < layout.nblocks && Bit(bitmap, e)) ++e;
-    const uint64_t len = static_cast<uint64_t>(e - b) * bb;
-    const uint64_t done_before = done;
-    for (uint64_t copied = 0; use_kernel && copied < len;) {
-      loff_t rows_at = static_cast<loff_t>(layout.file_offset(b) + copied), snap_at = static_cast<loff_t>(at + copied);
-      const size_t n = static_cast<size_t>(std::min(len - copied, kCopyPiece));
-      const ssize_t r = save ? ::copy_file_range(file_.fd(), &rows_at, snapshot_fd, &snap_at, n, 0)
-                             : ::copy_file_range(snapshot_fd, &snap_at, file_.fd(), &rows_at, n, 0);
-      const int err = r < 0 ? errno : 0;
-      if (err == EINTR) continue;
-      if (CopyUnsupported(err)) {  // this run again, and every later one, through the BlockIo
-        use_kernel = false;
-        done = done_before;
-        break;
-      }
-      if (r <= 0) {
-        const std::string what = absl::StrCat(
-            name_, ": copy_file_range of ", n, " bytes from ", save ? file_.name() : snapshot_name, " at offset ",
-            save ? layout.file_offset(b) + copied : at + copied, " to ", save ? snapshot_name : file_.name(),
-            " at offset ", save ? at + copied : layout.file_offset(b) + copied);
-        if (r == 0) return absl::DataLossError(absl::StrCat(what, ": the source ended"));
-        return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(what, " failed: ", std::strerror(err)));
-      }
-      copied += static_cast<uint64_t>(r);
-      done += static_cast<uint64_t>(r);
-      progress();
-    }
-    if (!use_kernel) {
-      if (buffer == nullptr) {
-        buffer.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, static_cast<size_t>(batch_blocks) * bb)));
-      }
-      for (int64_t c = b; c < e;) {
-        const int64_t k = std::min(batch_blocks, e - c);
-        const size_t n = static_cast<size_t>(k) * bb;
-        const uint64_t snap_at = at + static_cast<uint64_t>(c - b) * bb;
-        if (save) {
-          CEMB_RETURN_IF_ERROR(BlockIoBatch(IoOp::kRead, c, k, buffer.get()));
-          CEMB_RETURN_IF_ERROR(Prefix(name_, base::WriteAllAt(snapshot_fd, snapshot_name, buffer.get(), n, snap_at)));
-        } else {
-          if (::lseek(snapshot_fd, static_cast<off_t>(snap_at), SEEK_SET) < 0) {
-            return Prefix(name_, base::ErrnoStatus(errno, snapshot_name, "seek"));
-          }
-          CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(snapshot_fd, snapshot_name, buffer.get(), n)));
-          CEMB_RETURN_IF_ERROR(BlockIoBatch(IoOp::kWrite, c, k, buffer.get()));
-        }
-        c += k;
-        done += n;
-        progress();
-      }
-    }
-    at += len;
-    b = e;
-  }
-  info->copy_file_range = use_kernel;
+  if (!error.ok()) return absl::Status(error.code(), absl::StrCat(name_, ": ", file_.name(), ": ", error.message()));
+  if (done.size() != 1 || done[0].result != bytes) return IoError(op, offset, bytes, done.empty() ? -EIO : done[0].result);
   return absl::OkStatus();
 }
 
 absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, const SnapshotOptions& options) {
   const absl::Time start = absl::Now();
   std::unique_lock<std::mutex> lock = Lock();
+  CpuTimer cpu(&stats_.cpu);
   if (!broken_.ok()) return broken_;
   CEMB_RETURN_IF_ERROR(FlushDirtyLocked());
   CEMB_RETURN_IF_ERROR(DrainIo());
 
+  // Every row with a copy in the log, once: after the flush a resident row's
+  // copy is its value. Rows without one are their initial values.
+  int64_t rows = 0;
+  for (uint32_t live : seg_live_) rows += live;
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
   h.header_bytes = sizeof(Header);
-  h.nvectors = layout.nvectors;
-  h.row_bytes = layout.row_bytes;
-  h.block_bytes = layout.block_bytes;
-  h.nblocks = layout.nblocks;
+  h.nvectors = nvectors_;
+  h.row_bytes = static_cast<int64_t>(row_bytes_);
   h.has_seed = seed_.has_value();
   h.seed = seed_.value_or(0);
-  h.written_blocks = CountWritten(written_);
-  h.data_offset = DataOffset(layout.nblocks);
-  std::string head(h.data_offset, '\0');
-  std::memcpy(head.data(), &h, sizeof h);
-  std::memcpy(head.data() + sizeof h, written_.data(), written_.size() * sizeof(uint64_t));
-
+  h.rows = rows;
+  h.ids_offset = kIdsOffset;
+  h.data_offset = DataOffset(rows);
   SnapshotInfo info;
-  info.written_blocks = h.written_blocks;
-  info.file_bytes = h.data_offset + static_cast<uint64_t>(h.written_blocks * h.block_bytes);
+  info.rows = rows;
+  info.file_bytes = h.data_offset + static_cast<uint64_t>(rows) * row_bytes_;
+
   absl::StatusOr<base::AtomicFile> out = base::AtomicFile::Create(path);
   if (!out.ok()) return Prefix(name_, out.status());
+  std::string head(kIdsOffset, '\0');
+  std::memcpy(head.data(), &h, sizeof h);
   CEMB_RETURN_IF_ERROR(Prefix(name_, out->WriteAt(head.data(), head.size(), 0)));
-  CEMB_RETURN_IF_ERROR(CopyBlocks(CopyTo::kSnapshot, out->fd(), out->tmp_path(), written_, h.data_offset, options, &info));
+
+  Progress progress(options, absl::StrCat(name_, ": snapshot "), static_cast<uint64_t>(rows) * row_bytes_);
+  AlignedBuffer segment(static_cast<size_t>(log.segment_bytes));
+  std::vector<uint32_t> ids;
+  std::vector<std::byte> data;
+  ids.reserve(static_cast<size_t>(kChunkRows));
+  data.reserve(static_cast<size_t>(kChunkRows) * row_bytes_);
+  int64_t written = 0;
+  auto write_chunk = [&]() -> absl::Status {
+    const auto n = static_cast<int64_t>(ids.size());
+    CEMB_RETURN_IF_ERROR(Prefix(name_, out->WriteAt(ids.data(), ids.size() * sizeof(uint32_t),
+                                                    h.ids_offset + static_cast<uint64_t>(written) * sizeof(uint32_t))));
+    CEMB_RETURN_IF_ERROR(Prefix(name_, out->WriteAt(data.data(), data.size(),
+                                                    h.data_offset + static_cast<uint64_t>(written) * row_bytes_)));
+    progress.Add(data.size());
+    written += n;
+    ids.clear();
+    data.clear();
+    return absl::OkStatus();
+  };
+  for (int64_t g = 0; g < log.nsegments; ++g) {
+    const auto gi = static_cast<size_t>(g);
+    if (seg_live_[gi] == 0) continue;
+    const std::byte* image = seg_buffer_[gi] >= 0 ? buffers_[static_cast<size_t>(seg_buffer_[gi])].data.get() : nullptr;
+    if (image == nullptr) {
+      CEMB_RETURN_IF_ERROR(SyncIo(IoOp::kRead, log.segment_offset(g), segment.data.get(), log.segment_bytes));
+      image = segment.data.get();
+    }
+    const auto* seg_ids = reinterpret_cast<const uint32_t*>(image);
+    for (int64_t i = 0; i < log.segment_rows; ++i) {
+      const uint32_t row = seg_ids[i];
+      if (row == LogLayout::kNoRow || row >= nvectors_) continue;
+      const auto d = static_cast<uint32_t>(g * log.segment_rows + i);
+      const uint32_t w = map[row].load(std::memory_order_relaxed);
+      const bool live = w == (kOnDisk | d) || (w != 0 && !(w & kOnDisk) && slot_loc_[(w & ~kLoading) - 1] == d);
+      if (!live) continue;
+      ids.push_back(row);
+      const std::byte* bytes = image + log.offset_in_segment(i);
+      data.insert(data.end(), bytes, bytes + row_bytes_);
+      if (static_cast<int64_t>(ids.size()) == kChunkRows) CEMB_RETURN_IF_ERROR(write_chunk());
+    }
+  }
+  CEMB_RETURN_IF_ERROR(write_chunk());
+  if (written != rows) {
+    return absl::InternalError(absl::StrCat(name_, ": the ssd log counts ", rows, " live rows, its segments hold ",
+                                            written));
+  }
   CEMB_RETURN_IF_ERROR(Prefix(name_, out->Commit()));
   info.took = absl::Now() - start;
   return info;
@@ -231,76 +206,99 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
 
   // The whole file is checked before the table is touched.
   Header h{};
-  if (size < sizeof h) return truncated("header", sizeof h);
-  CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(in->fd(), path, &h, sizeof h)));
+  if (size < 16) return truncated("header", sizeof h);
+  CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(in->fd(), path, &h, 16)));
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(where, "not an ssd table snapshot (no CEMBSSDS magic)"));
   }
   if (h.version != kVersion || h.header_bytes != sizeof h) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "ssd snapshot format version ", h.version,
-                                                   ", this build reads version ", kVersion));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "ssd snapshot format version ", h.version, ", this build reads version ", kVersion,
+        h.version == 1 ? " (version 1 was written before the ssd log: resume it with that build, or export the "
+                         "tables with it and import them here)"
+                       : ""));
   }
+  if (size < sizeof h) return truncated("header", sizeof h);
+  CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(in->fd(), path, reinterpret_cast<char*>(&h) + 16, sizeof h - 16)));
   auto differs = [&](const char* field, const std::string& theirs, const std::string& ours) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "the snapshot's ", field, " is ", theirs, ", the table's is ", ours));
   };
-  if (h.nvectors != layout.nvectors) return differs("nvectors", absl::StrCat(h.nvectors), absl::StrCat(layout.nvectors));
-  if (h.row_bytes != layout.row_bytes) return differs("row_bytes", absl::StrCat(h.row_bytes), absl::StrCat(layout.row_bytes));
-  if (h.block_bytes != layout.block_bytes || h.nblocks != layout.nblocks) {
-    return differs("block layout", absl::StrCat(h.nblocks, " blocks of ", h.block_bytes, " bytes"),
-                   absl::StrCat(layout.nblocks, " blocks of ", layout.block_bytes, " bytes"));
+  if (h.nvectors != nvectors_) return differs("nvectors", absl::StrCat(h.nvectors), absl::StrCat(nvectors_));
+  if (h.row_bytes != static_cast<int64_t>(row_bytes_)) {
+    return differs("row_bytes", absl::StrCat(h.row_bytes), absl::StrCat(row_bytes_));
   }
   if ((h.has_seed != 0) != seed_.has_value() || (seed_.has_value() && h.seed != *seed_)) {
     return differs("init_seed", SeedName(h.has_seed != 0, h.seed), SeedName(seed_.has_value(), seed_.value_or(0)));
   }
-  if (h.data_offset != DataOffset(layout.nblocks)) {
-    return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: its blocks start at offset ", h.data_offset,
-                                            ", not ", DataOffset(layout.nblocks)));
+  if (h.rows < 0 || h.rows > nvectors_ || h.ids_offset != kIdsOffset || h.data_offset != DataOffset(h.rows)) {
+    return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: ", h.rows, " rows, ids at offset ",
+                                            h.ids_offset, ", rows at offset ", h.data_offset));
   }
-  std::vector<uint64_t> bitmap(BitmapWords(layout.nblocks));
-  const uint64_t bitmap_end = sizeof h + bitmap.size() * sizeof(uint64_t);
-  if (size < bitmap_end) return truncated("bitmap", bitmap_end);
-  CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(in->fd(), path, bitmap.data(), bitmap.size() * sizeof(uint64_t))));
-  const int64_t written = CountWritten(bitmap);
-  const bool stray = layout.nblocks % 64 != 0 && (bitmap.back() >> (layout.nblocks % 64)) != 0;
-  if (written != h.written_blocks || stray) {
-    return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: its bitmap marks ", written,
-                                            " blocks", stray ? " (some past the last block)" : "", ", its header ",
-                                            h.written_blocks));
-  }
-  const uint64_t end = h.data_offset + static_cast<uint64_t>(written * layout.block_bytes);
-  if (size < end) return truncated(absl::StrCat(written, " blocks"), end);
+  const uint64_t end = h.data_offset + static_cast<uint64_t>(h.rows) * row_bytes_;
+  if (size < end) return truncated(absl::StrCat(h.rows, " rows"), end);
   if (size > end) {
     return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: ", size - end,
-                                            " bytes after its last block (offset ", end, ")"));
+                                            " bytes after its last row (offset ", end, ")"));
+  }
+  // Every id in range, none twice.
+  std::vector<uint32_t> ids(static_cast<size_t>(std::min(h.rows, kChunkRows)));
+  {
+    std::vector<uint64_t> seen(static_cast<size_t>((nvectors_ + 63) / 64));
+    for (int64_t k = 0; k < h.rows; k += kChunkRows) {
+      const int64_t n = std::min(kChunkRows, h.rows - k);
+      CEMB_RETURN_IF_ERROR(Prefix(name_, ReadAt(in->fd(), path, ids.data(), static_cast<size_t>(n) * 4,
+                                                             h.ids_offset + static_cast<uint64_t>(k) * 4)));
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t row = ids[static_cast<size_t>(i)];
+        const bool bad = row >= nvectors_ || ((seen[row >> 6] >> (row & 63)) & 1);
+        if (bad) {
+          return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: row id ", row, " at offset ",
+                                                  h.ids_offset + static_cast<uint64_t>(k + i) * 4,
+                                                  row >= nvectors_ ? " is out of range" : " appears twice"));
+        }
+        seen[row >> 6] |= uint64_t{1} << (row & 63);
+      }
+    }
   }
 
   std::unique_lock<std::mutex> lock = Lock();
+  CpuTimer cpu(&stats_.cpu);
   if (pinned_slots_ > 0) {
     return absl::FailedPreconditionError(absl::StrCat(name_, ": LoadSnapshot of ", path, " while ", pinned_slots_,
                                                       " rows are pinned (Unpin every batch first)"));
   }
   CEMB_RETURN_IF_ERROR(DrainIo());
-  // Every resident row goes, dirty or not; until the copy is done the rows are undefined.
-  free_.clear();
-  for (int64_t s = capacity - 1; s >= 0; --s) {
-    if (slot_row_[s] >= 0) map[slot_row_[s]].store(0, std::memory_order_release);
-    slot_row_[s] = -1;
-    flags[s].store(0, std::memory_order_relaxed);
-    free_.push_back(static_cast<uint32_t>(s));  // slot 0 first
-  }
-  hand_ = 0;
-  std::fill(written_.begin(), written_.end(), 0);
-  SnapshotInfo info;
-  info.written_blocks = written;
-  info.file_bytes = size;
-  if (absl::Status s = CopyBlocks(CopyTo::kRows, in->fd(), path, bitmap, h.data_offset, options, &info); !s.ok()) {
+  // Every row goes, resident, dirty or in the log; until the copy is done the rows are undefined.
+  Reset();
+  Progress progress(options, absl::StrCat(name_, ": loading snapshot "), static_cast<uint64_t>(h.rows) * row_bytes_);
+  std::vector<std::byte> data(static_cast<size_t>(std::min(h.rows, kChunkRows)) * row_bytes_);
+  auto copy = [&]() -> absl::Status {
+    for (int64_t k = 0; k < h.rows; k += kChunkRows) {
+      const int64_t n = std::min(kChunkRows, h.rows - k);
+      CEMB_RETURN_IF_ERROR(Prefix(name_, ReadAt(in->fd(), path, ids.data(), static_cast<size_t>(n) * 4,
+                                                             h.ids_offset + static_cast<uint64_t>(k) * 4)));
+      CEMB_RETURN_IF_ERROR(Prefix(
+          name_, ReadAt(in->fd(), path, data.data(), static_cast<size_t>(n) * row_bytes_,
+                                     h.data_offset + static_cast<uint64_t>(k) * row_bytes_)));
+      for (int64_t i = 0; i < n; ++i) {
+        const uint32_t row = ids[static_cast<size_t>(i)];
+        CEMB_ASSIGN_OR_RETURN(const uint32_t d, Append(row, data.data() + static_cast<size_t>(i) * row_bytes_));
+        map[row].store(kOnDisk | d, std::memory_order_release);
+      }
+      progress.Add(static_cast<uint64_t>(n) * row_bytes_);
+    }
+    return FlushLog();
+  };
+  if (absl::Status s = copy(); !s.ok()) {
     broken_ = absl::Status(s.code(), absl::StrCat(s.message(), " (during LoadSnapshot: the table's rows are undefined "
                                                                "until a LoadSnapshot succeeds)"));
     return broken_;
   }
-  written_ = std::move(bitmap);
   broken_ = absl::OkStatus();
+  SnapshotInfo info;
+  info.rows = h.rows;
+  info.file_bytes = size;
   info.took = absl::Now() - start;
   return info;
 }

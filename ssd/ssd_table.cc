@@ -9,17 +9,20 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/status_macros.h"
 
 namespace cemb {
 
 std::string SsdStats::ToString(int64_t row_bytes) const {
   return absl::StrFormat(
-      "prefetch rows %d, hit rate %.3f, fetched %d, lazy %d, sync fetches %d, evictions %d (dirty %d), "
-      "rows written %d, rmw reads %d, blocks read %d, blocks written %d, read amplification %.1f, "
-      "queue depth %.1f, waited %s",
-      prefetch_rows, hit_rate(), fetched_rows, lazy_rows, sync_fetches, evictions, dirty_evictions, rows_written,
-      rmw_reads, io.blocks_read(), io.blocks_written(), read_amplification(row_bytes), io.average_queue_depth(),
-      absl::FormatDuration(waited));
+      "prefetch rows %d, hit rate %.3f, fetched %d (from write buffers %d), lazy %d, sync fetches %d, evictions %d "
+      "(dirty %d), rows written %d, segments written %d, collector: %d read, %d freed unread, %d rows moved; "
+      "blocks read %d, bytes written %d, write amplification %.2f, live rows %d, file %d bytes, requests %d, "
+      "queue depth %.1f, cpu %.1f us/request, waited %s",
+      prefetch_rows, hit_rate(), fetched_rows, buffer_rows, lazy_rows, sync_fetches, evictions, dirty_evictions,
+      rows_written, segments_written, gc_segments, gc_freed, gc_rows_moved, io.blocks_read(), io.bytes_written,
+      write_amplification(row_bytes), live_rows, file_bytes, requests(), io.average_queue_depth(),
+      cpu_us_per_request(), absl::FormatDuration(waited));
 }
 
 namespace ssd_internal {
@@ -30,17 +33,6 @@ struct SsdCore::Batch {
   std::vector<uint32_t> slots;  // distinct slots this batch pins
   int64_t pending = 0;          // its fetches still in flight
   absl::Status error;
-};
-
-struct SsdCore::Op {
-  enum class Kind { kFetch, kRmwRead, kWrite };
-  Kind kind = Kind::kFetch;
-  int64_t block = 0;
-  std::unique_ptr<std::byte, decltype(&std::free)> buffer{nullptr, &std::free};
-  int64_t result = 0;
-  bool done = false;
-  std::vector<std::pair<int64_t, uint32_t>> rows;  // kFetch: (row, slot) to install
-  std::vector<uint64_t> batches;                   // kFetch: seqs of the batches waiting
 };
 
 namespace {
@@ -57,8 +49,15 @@ absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64
     return absl::InvalidArgumentError(absl::StrCat(name, ": an ssd slot pool of ", options.capacity_bytes,
                                                    " bytes holds no row of ", c->stride, " bytes"));
   }
-  if (c->capacity >= static_cast<int64_t>(kLoading) - 1) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": an ssd slot pool of more than 2^31 rows"));
+  if (c->capacity >= static_cast<int64_t>(kMaxSlots)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": an ssd slot pool of more than 2^30 rows"));
+  }
+  if (options.file_space < 1.1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": ssd file_space ", options.file_space, " < 1.1 leaves the log collector no room"));
+  }
+  if (nvectors >= static_cast<int64_t>(LogLayout::kNoRow)) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": an ssd table of 2^32 rows or more"));
   }
   c->name_ = std::move(name);
   c->nvectors_ = nvectors;
@@ -67,16 +66,22 @@ absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64
   c->seed_ = options.init_seed;
   c->eviction_ = options.eviction;
   c->init_row_ = init_row;
-  c->layout = BlockLayout::ForRows(nvectors, static_cast<int64_t>(row_bytes));
+  c->log = LogLayout::For(nvectors, static_cast<int64_t>(row_bytes), options.file_space, kReserveSegments,
+                          options.segment_bytes);
+  c->layout = c->log.rows;
+  if (c->log.disk_slots() >= static_cast<int64_t>(kOnDisk)) {
+    return absl::InvalidArgumentError(absl::StrCat(c->name_, ": an ssd log of ", c->log.disk_slots(),
+                                                   " row places, more than 2^30 (fewer rows, or a lower file_space)"));
+  }
 
   BlockFileOptions fo = options.file;
-  fo.bytes = c->layout.file_bytes();
+  fo.bytes = c->log.file_bytes();
   absl::StatusOr<BlockFile> file = BlockFile::Create(fo);
   if (!file.ok()) return absl::Status(file.status().code(), absl::StrCat(c->name_, ": ", file.status().message()));
   c->file_ = *std::move(file);
 
-  // The map is anonymous memory that reads as zero (not resident): a row
-  // never touched costs no DRAM page.
+  // The map is anonymous memory that reads as zero (never written, not
+  // resident): a row never touched costs no DRAM page.
   const size_t map_bytes = static_cast<size_t>(nvectors) * sizeof(uint32_t);
   absl::StatusOr<Region> map = Region::Allocate(TierOptions::Dram(map_bytes >= (size_t{2} << 20)), map_bytes);
   if (!map.ok()) return absl::Status(map.status().code(), absl::StrCat(c->name_, ": ", map.status().message()));
@@ -92,6 +97,7 @@ absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64
   c->flags_storage_.reset(new std::atomic<uint8_t>[n]);
   c->flags = c->flags_storage_.get();
   c->slot_row_.reset(new int64_t[n]);
+  c->slot_loc_.reset(new uint32_t[n]);
   c->pins_.reset(new int32_t[n]);
   c->pin_mark_.reset(new uint64_t[n]);
   c->loading_op_.reset(new uint32_t[n]);
@@ -99,11 +105,12 @@ absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64
   for (size_t s = 0; s < n; ++s) {
     c->flags[s].store(0, std::memory_order_relaxed);
     c->slot_row_[s] = -1;
+    c->slot_loc_[s] = kNoLoc;
     c->pins_[s] = 0;
     c->pin_mark_[s] = 0;
     c->free_.push_back(static_cast<uint32_t>(n - 1 - s));  // slot 0 first
   }
-  c->written_.assign(static_cast<size_t>((c->layout.nblocks + 63) / 64), 0);
+  c->InitLog();
   c->poison_.reset(new std::byte[c->stride]);
   if (row_bytes % sizeof(float) == 0 && featuresize * static_cast<int64_t>(sizeof(float)) == static_cast<int64_t>(row_bytes)) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -115,7 +122,7 @@ absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64
 }
 
 SsdCore::~SsdCore() {
-  // Reads in flight write into op buffers: let them land first.
+  // Requests in flight write into op and segment buffers: let them land first.
   std::lock_guard<std::mutex> lock(mu_);
   if (file_.fd() >= 0) {
     while (file_.io().in_flight() > 0) {
@@ -132,9 +139,9 @@ void SsdCore::InitRow(int64_t row, std::byte* out) const {
   }
 }
 
-absl::Status SsdCore::IoError(IoOp op, int64_t block, int64_t result) const {
-  const std::string what = absl::StrCat(name_, ": ", file_.name(), ": ", IoOpName(op), " of ", layout.block_bytes,
-                                        " bytes at offset ", layout.file_offset(block));
+absl::Status SsdCore::IoError(IoOp op, uint64_t offset, int64_t bytes, int64_t result) const {
+  const std::string what =
+      absl::StrCat(name_, ": ", file_.name(), ": ", IoOpName(op), " of ", bytes, " bytes at offset ", offset);
   if (result >= 0) return absl::DataLossError(absl::StrCat(what, " transferred only ", result, " bytes"));
   const int err = static_cast<int>(-result);
   const std::string msg = absl::StrCat(what, " failed: ", std::strerror(err));
@@ -143,7 +150,7 @@ absl::Status SsdCore::IoError(IoOp op, int64_t block, int64_t result) const {
 
 // --- I/O ops ------------------------------------------------------------------
 
-uint32_t SsdCore::NewOp(IoOp op, int64_t block) {
+uint32_t SsdCore::NewOp(OpKind kind, uint64_t offset, int64_t bytes) {
   uint32_t id;
   if (!free_ops_.empty()) {
     id = free_ops_.back();
@@ -151,66 +158,99 @@ uint32_t SsdCore::NewOp(IoOp op, int64_t block) {
   } else {
     id = static_cast<uint32_t>(ops_.size());
     ops_.emplace_back();
-    ops_.back().buffer.reset(static_cast<std::byte*>(
-        std::aligned_alloc(kIoAlignment, static_cast<size_t>(layout.block_bytes))));
   }
   Op& o = ops_[id];
-  o.kind = op == IoOp::kWrite ? Op::Kind::kWrite : Op::Kind::kFetch;
-  o.block = block;
-  o.result = 0;
+  o.kind = kind;
+  o.offset = offset;
+  o.bytes = bytes;
+  o.segment = static_cast<int64_t>(offset / static_cast<uint64_t>(log.segment_bytes));
+  o.buffer_index = -1;
   o.done = false;
   o.rows.clear();
   o.batches.clear();
-  requests_.push_back({op, layout.file_offset(block), o.buffer.get(), static_cast<uint32_t>(layout.block_bytes), id});
+  if (kind != OpKind::kWrite && o.buffer_bytes < static_cast<size_t>(bytes)) {
+    o.buffer.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, static_cast<size_t>(bytes))));
+    o.buffer_bytes = static_cast<size_t>(bytes);
+  }
   return id;
 }
 
 void SsdCore::ReleaseOp(uint32_t id) { free_ops_.push_back(id); }
 
 absl::Status SsdCore::Submit() {
-  absl::Status s = file_.io().Submit(requests_);
+  absl::Status s;
+  if (!requests_.empty()) s = file_.io().Submit(requests_);
+  if (s.ok() && !writes_.empty()) s = file_.io().Submit(writes_);
   if (!s.ok()) {
     // The ring failed (not one request): the requests not handed over
     // complete as errors, so every waiter finds out.
-    for (const BlockRequest& r : requests_) {
-      if (!ops_[r.tag].done) Complete({r.tag, -EIO});
+    for (const auto* list : {&requests_, &writes_}) {
+      for (const BlockRequest& r : *list) {
+        if (!ops_[r.tag].done) Complete({r.tag, -EIO});
+      }
     }
     s = absl::Status(s.code(), absl::StrCat(name_, ": ", file_.name(), ": ", s.message()));
   }
   requests_.clear();
+  writes_.clear();
   return s;
 }
 
-absl::Status SsdCore::ReapSome() {
-  done_.clear();
-  if (absl::Status s = file_.io().Reap(1, &done_); !s.ok()) {
+absl::Status SsdCore::ReapReady() {
+  std::vector<BlockCompletion> done;
+  if (absl::Status s = file_.io().Reap(0, &done); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat(name_, ": ", file_.name(), ": ", s.message()));
   }
-  for (const BlockCompletion& c : done_) Complete(c);
+  for (const BlockCompletion& c : done) Complete(c);
+  return absl::OkStatus();
+}
+
+absl::Status SsdCore::ReapSome() {
+  if (!requests_.empty() || !writes_.empty()) CEMB_RETURN_IF_ERROR(Submit());
+  // Completing a collector read may append, and appending may reap again:
+  // each call has its own list.
+  std::vector<BlockCompletion> done;
+  if (absl::Status s = file_.io().Reap(1, &done); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(name_, ": ", file_.name(), ": ", s.message()));
+  }
+  for (const BlockCompletion& c : done) Complete(c);
   return absl::OkStatus();
 }
 
 void SsdCore::Complete(const BlockCompletion& c) {
   Op& o = ops_[c.tag];
-  o.result = c.result;
   o.done = true;
-  if (o.kind != Op::Kind::kFetch) return;  // the writer waits for it and releases it
-  const bool ok = c.result == layout.block_bytes;
-  absl::Status error;
-  if (ok) {
+  const bool ok = c.result == o.bytes;
+  switch (o.kind) {
+    case OpKind::kWrite:
+      CompleteWrite(o, ok ? absl::OkStatus() : IoError(IoOp::kWrite, o.offset, o.bytes, c.result));
+      break;
+    case OpKind::kCollect:
+      CompleteCollect(static_cast<uint32_t>(c.tag),
+                      ok ? absl::OkStatus() : IoError(IoOp::kRead, o.offset, o.bytes, c.result));
+      break;
+    case OpKind::kFetch:
+      CompleteFetch(o, ok ? absl::OkStatus() : IoError(IoOp::kRead, o.offset, o.bytes, c.result));
+      break;
+  }
+  ReleaseOp(static_cast<uint32_t>(c.tag));
+}
+
+void SsdCore::CompleteFetch(Op& o, const absl::Status& error) {
+  if (error.ok()) {
     for (auto [row, s] : o.rows) {
-      std::memcpy(Slot(s), o.buffer.get() + layout.offset_in_block(row), row_bytes_);
+      std::memcpy(Slot(s), o.buffer.get() + log.offset_in_block(slot_loc_[s]), row_bytes_);
       map[row].store(s + 1, std::memory_order_release);
     }
     stats_.fetched_rows += static_cast<int64_t>(o.rows.size());
   } else {
-    // The rows stay where they were: in the file, not resident. Their slots
+    // The rows stay where they were: in the log, not resident. Their slots
     // are freed when the batches pinning them are unpinned.
-    error = IoError(IoOp::kRead, o.block, c.result);
     last_read_error_ = error;
     for (auto [row, s] : o.rows) {
-      map[row].store(0, std::memory_order_release);
+      map[row].store(kOnDisk | slot_loc_[s], std::memory_order_release);
       slot_row_[s] = -1;
+      slot_loc_[s] = kNoLoc;
       flags[s].store(0, std::memory_order_relaxed);
       if (pins_[s] == 0) free_.push_back(s);
     }
@@ -219,10 +259,56 @@ void SsdCore::Complete(const BlockCompletion& c) {
     for (Batch& b : batches_) {
       if (b.seq != seq) continue;
       --b.pending;
-      if (!ok && b.error.ok()) b.error = error;
+      if (!error.ok() && b.error.ok()) b.error = error;
     }
   }
-  ReleaseOp(static_cast<uint32_t>(c.tag));
+  EndSegmentRead(o.segment);
+}
+
+// --- a missed row ---------------------------------------------------------------
+
+bool SsdCore::StartFill(int64_t row, uint32_t w, uint32_t s) {
+  slot_row_[s] = row;
+  if (w == 0) {
+    InitRow(row, Slot(s));
+    slot_loc_[s] = kNoLoc;
+    map[row].store(s + 1, std::memory_order_release);
+    ++stats_.lazy_rows;
+    return false;
+  }
+  const uint32_t d = w & ~kOnDisk;
+  slot_loc_[s] = d;
+  if (const std::byte* p = Buffered(d); p != nullptr) {
+    std::memcpy(Slot(s), p, row_bytes_);
+    map[row].store(s + 1, std::memory_order_release);
+    ++stats_.buffer_rows;
+    return false;
+  }
+  reads_.emplace_back(log.block_offset(d), s);
+  map[row].store((s + 1) | kLoading, std::memory_order_relaxed);
+  return true;
+}
+
+void SsdCore::QueueFetchReads(uint64_t batch_seq, int64_t* pending) {
+  std::sort(reads_.begin(), reads_.end());
+  for (size_t i = 0; i < reads_.size();) {
+    const uint64_t offset = reads_[i].first;
+    const uint32_t id = NewOp(OpKind::kFetch, offset, log.rows.block_bytes);
+    Op& o = ops_[id];
+    for (; i < reads_.size() && reads_[i].first == offset; ++i) {
+      const uint32_t s = reads_[i].second;
+      o.rows.emplace_back(slot_row_[s], s);
+      loading_op_[s] = id;
+    }
+    if (pending != nullptr) {
+      o.batches.push_back(batch_seq);
+      ++*pending;
+    }
+    ++seg_reads_[static_cast<size_t>(o.segment)];
+    ++stats_.fetch_reads;
+    requests_.push_back({IoOp::kRead, offset, o.buffer.get(), static_cast<uint32_t>(o.bytes), id});
+  }
+  reads_.clear();
 }
 
 // --- batches ------------------------------------------------------------------
@@ -266,7 +352,12 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
     }
   }
   std::unique_lock<std::mutex> lock = Lock();
+  CpuTimer cpu(&stats_.cpu);
   if (!broken_.ok()) return broken_;
+  CEMB_RETURN_IF_ERROR(ReapReady());  // writes and collector reads done since the last call
+  // A segment write or a collector read that failed since the last call:
+  // reported once, here (its rows are still in DRAM: nothing is lost).
+  if (!background_error_.ok()) return std::exchange(background_error_, absl::OkStatus());
   if (FindBatch(batch_id) != nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(name_, ": batch ", batch_id, " is already pinned"));
   }
@@ -280,7 +371,7 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
   for (Index r : rows) {
     const int64_t row = r;
     const uint32_t w = map[row].load(std::memory_order_relaxed);
-    if (w == 0) {
+    if (w == 0 || (w & kOnDisk)) {
       missing_.push_back(row);
       continue;
     }
@@ -302,7 +393,8 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
   const int64_t need = static_cast<int64_t>(missing_.size());
   stats_.prefetch_rows += need;
 
-  // Slots for the missing rows, evicting unpinned rows when the pool is full.
+  // Slots for the missing rows, evicting unpinned rows when the pool is full
+  // (dirty victims are appended to the log: a copy into a write buffer).
   if (need > static_cast<int64_t>(free_.size())) {
     victims_.clear();
     FindVictims(need - static_cast<int64_t>(free_.size()));
@@ -322,48 +414,33 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
       return s;
     }
   }
-  Batch& batch = *FindBatch(batch_id);  // Evict does not touch batches_, but be plain about it
+  Batch& batch = *FindBatch(batch_id);  // eviction may complete other batches' reads: look it up again
 
-  // Install: rows of never-written blocks are computed now; every other
-  // block is read once, whatever number of its rows are missing.
-  for (size_t i = 0; i < missing_.size();) {
-    const int64_t block = layout.block_of(missing_[i]);
-    size_t j = i;
-    while (j < missing_.size() && layout.block_of(missing_[j]) == block) ++j;
-    const bool read = Written(block);
-    uint32_t op = 0;
-    if (read) {
-      op = NewOp(IoOp::kRead, block);
-      ops_[op].batches.push_back(batch.seq);
-      ++batch.pending;
-    }
-    for (size_t k = i; k < j; ++k) {
-      const int64_t row = missing_[k];
-      const uint32_t s = free_.back();
-      free_.pop_back();
-      slot_row_[s] = row;
-      pins_[s] = 1;
-      ++pinned_slots_;
-      pin_mark_[s] = batch.seq;
-      batch.slots.push_back(s);
-      flags[s].store(kReferenced, std::memory_order_relaxed);
-      if (read) {
-        loading_op_[s] = op;
-        ops_[op].rows.emplace_back(row, s);
-        map[row].store((s + 1) | kLoading, std::memory_order_relaxed);
-      } else {
-        InitRow(row, Slot(s));
-        map[row].store(s + 1, std::memory_order_release);
-        ++stats_.lazy_rows;
-      }
-    }
-    i = j;
+  // Install: rows never written are computed, rows of a segment still in a
+  // write buffer copied; the others read, one request per distinct block.
+  // Their map words are read now: the eviction may have let the collector
+  // move them.
+  for (const int64_t row : missing_) {
+    const uint32_t s = free_.back();
+    free_.pop_back();
+    pins_[s] = 1;
+    ++pinned_slots_;
+    pin_mark_[s] = batch.seq;
+    batch.slots.push_back(s);
+    flags[s].store(kReferenced, std::memory_order_relaxed);
+    StartFill(row, map[row].load(std::memory_order_relaxed), s);
   }
-  return Submit();
+  QueueFetchReads(batch.seq, &batch.pending);
+  // The batch's reads go first; then the sealed segments' writes and
+  // collector reads queued behind them.
+  absl::Status collected = Collect(/*until_free=*/false);
+  absl::Status submitted = Submit();
+  return submitted.ok() ? collected : submitted;
 }
 
 absl::StatusOr<absl::Duration> SsdCore::WaitResident(int64_t batch_id) {
   std::unique_lock<std::mutex> lock = Lock();
+  CpuTimer cpu(&stats_.cpu);
   if (FindBatch(batch_id) == nullptr) {
     return absl::NotFoundError(absl::StrCat(name_, ": WaitResident of batch ", batch_id, ", which is not pinned"));
   }
@@ -415,7 +492,7 @@ absl::Status SsdCore::Unpin(int64_t batch_id) {
   return UnpinBatch(batch_id);
 }
 
-// --- eviction and write-back ----------------------------------------------------
+// --- eviction ----------------------------------------------------------------
 
 void SsdCore::FindVictims(int64_t k) {
   // Two sweeps: the first may only clear reference bits.
@@ -437,181 +514,65 @@ void SsdCore::FindVictims(int64_t k) {
 }
 
 absl::Status SsdCore::Evict() {
-  std::vector<std::pair<int64_t, uint32_t>> dirty;
-  std::vector<bool> was_dirty(victims_.size());
-  for (size_t i = 0; i < victims_.size(); ++i) {
-    const uint32_t s = victims_[i];
-    was_dirty[i] = flags[s].load(std::memory_order_relaxed) & kDirty;
-    if (was_dirty[i]) dirty.emplace_back(slot_row_[s], s);
-  }
-  std::vector<int64_t> failed;
   absl::Status status;
-  if (!dirty.empty()) status = WriteBack(dirty, /*include_pinned=*/false, &failed);
-  for (size_t i = 0; i < victims_.size(); ++i) {
+  size_t i = 0;
+  for (; i < victims_.size(); ++i) {
     const uint32_t s = victims_[i];
-    flags[s].fetch_and(static_cast<uint8_t>(~kChosen), std::memory_order_relaxed);
     const int64_t row = slot_row_[s];
-    if (std::binary_search(failed.begin(), failed.end(), layout.block_of(row))) continue;  // stays, dirty
-    if (was_dirty[i]) ++stats_.dirty_evictions;
-    map[row].store(0, std::memory_order_release);
-    slot_row_[s] = -1;
-    flags[s].store(0, std::memory_order_relaxed);
-    free_.push_back(s);
+    const bool dirty = flags[s].load(std::memory_order_relaxed) & kDirty;
+    if (dirty) {
+      absl::StatusOr<uint32_t> d = Append(row, Slot(s));
+      if (!d.ok()) {
+        status = d.status();
+        break;
+      }
+      // Read after the append: a collector read completed meanwhile may have dropped the old copy.
+      if (slot_loc_[s] != kNoLoc) Release(slot_loc_[s]);
+      slot_loc_[s] = *d;
+      ++stats_.rows_written;
+      ++stats_.dirty_evictions;
+    }
+    map[row].store(slot_loc_[s] == kNoLoc ? 0 : kOnDisk | slot_loc_[s], std::memory_order_release);
+    FreeSlot(s);
     ++stats_.evictions;
+  }
+  for (; i < victims_.size(); ++i) {  // not evicted: they stay, dirty
+    flags[victims_[i]].fetch_and(static_cast<uint8_t>(~kChosen), std::memory_order_relaxed);
   }
   victims_.clear();
   return status;
 }
 
-absl::Status SsdCore::WriteBack(std::vector<std::pair<int64_t, uint32_t>>& rows, bool include_pinned,
-                                std::vector<int64_t>* failed) {
-  std::sort(rows.begin(), rows.end());
-  absl::Status first_error;
-  // Blocks in chunks, so the buffers of one chunk bound the memory.
-  constexpr size_t kChunkBlocks = 256;
-  struct BlockWrite {
-    int64_t block;
-    size_t begin, end;  // its rows in `rows`
-    uint32_t op;        // the write; its buffer is the block's image
-    int64_t rmw = -1;   // the read of the old block, if any
-    size_t also_begin = 0, also_end = 0;  // its other dirty rows the image holds, in `also`
-  };
-  std::vector<BlockWrite> chunk;
-  // Dirty rows that are not targets but go out with their block (they are
-  // clean once it is written, so their own eviction writes nothing).
-  std::vector<uint32_t> also;
-  size_t i = 0;
-  while (i < rows.size()) {
-    chunk.clear();
-    also.clear();
-    while (i < rows.size() && chunk.size() < kChunkBlocks) {
-      const int64_t block = layout.block_of(rows[i].first);
-      size_t j = i;
-      while (j < rows.size() && layout.block_of(rows[j].first) == block) ++j;
-      chunk.push_back({block, i, j, 0, -1});
-      i = j;
-    }
-    // Which rows of each block can come from DRAM: the rows written, and
-    // other resident rows that are ready (and, during a step, unpinned: a
-    // pinned row may be being updated by a kernel right now).
-    auto from_slot = [&](int64_t row) -> int64_t {
-      const uint32_t w = map[row].load(std::memory_order_acquire);
-      if (w == 0 || (w & kLoading)) return -1;
-      const uint32_t s = w - 1;
-      if (!include_pinned && pins_[s] > 0) return -1;
-      return s;
-    };
-    for (BlockWrite& bw : chunk) {
-      bw.op = NewOp(IoOp::kWrite, bw.block);
-      requests_.pop_back();  // submitted after the image is made
-      bool complete = true;
-      const int64_t first = layout.first_row(bw.block);
-      for (int64_t r = first; r < first + layout.rows_in(bw.block) && complete; ++r) {
-        const bool target = std::binary_search(rows.begin() + static_cast<ptrdiff_t>(bw.begin),
-                                               rows.begin() + static_cast<ptrdiff_t>(bw.end), std::pair<int64_t, uint32_t>(r, 0),
-                                               [](const auto& a, const auto& b) { return a.first < b.first; });
-        if (!target && from_slot(r) < 0) complete = false;
-      }
-      if (!complete && Written(bw.block)) {
-        bw.rmw = NewOp(IoOp::kRead, bw.block);
-        ops_[static_cast<uint32_t>(bw.rmw)].kind = Op::Kind::kRmwRead;
-        ++stats_.rmw_reads;
-      }
-    }
-    if (absl::Status s = Submit(); !s.ok() && first_error.ok()) first_error = s;
-    auto all_done = [&](bool writes) {
-      for (const BlockWrite& bw : chunk) {
-        const int64_t op = writes ? bw.op : bw.rmw;
-        if (op >= 0 && !ops_[static_cast<uint32_t>(op)].done) return false;
-      }
-      return true;
-    };
-    while (!all_done(false)) {
-      if (absl::Status s = ReapSome(); !s.ok()) return s;
-    }
-    // The images: the old block (read), or initial values for a block never
-    // written, then every row DRAM has.
-    for (BlockWrite& bw : chunk) {
-      Op& w = ops_[bw.op];
-      std::byte* image = w.buffer.get();
-      const int64_t first = layout.first_row(bw.block);
-      if (bw.rmw >= 0) {
-        Op& r = ops_[static_cast<uint32_t>(bw.rmw)];
-        if (r.result != layout.block_bytes) {
-          if (first_error.ok()) first_error = IoError(IoOp::kRead, bw.block, r.result);
-          failed->push_back(bw.block);
-          ReleaseOp(static_cast<uint32_t>(bw.rmw));
-          ReleaseOp(bw.op);
-          bw.op = UINT32_MAX;
-          continue;
-        }
-        std::memcpy(image, r.buffer.get(), static_cast<size_t>(layout.block_bytes));
-        ReleaseOp(static_cast<uint32_t>(bw.rmw));
-      } else {
-        std::memset(image, 0, static_cast<size_t>(layout.block_bytes));
-        if (!Written(bw.block)) {
-          for (int64_t r = first; r < first + layout.rows_in(bw.block); ++r) InitRow(r, image + layout.offset_in_block(r));
-        }
-      }
-      bw.also_begin = also.size();
-      for (int64_t r = first; r < first + layout.rows_in(bw.block); ++r) {
-        const int64_t s = from_slot(r);
-        if (s < 0) continue;
-        std::memcpy(image + layout.offset_in_block(r), Slot(static_cast<uint32_t>(s)), row_bytes_);
-        if (flags[s].load(std::memory_order_relaxed) & kDirty) also.push_back(static_cast<uint32_t>(s));
-      }
-      bw.also_end = also.size();
-      for (size_t k = bw.begin; k < bw.end; ++k) {  // the targets, pinned or not
-        std::memcpy(image + layout.offset_in_block(rows[k].first), Slot(rows[k].second), row_bytes_);
-      }
-      requests_.push_back({IoOp::kWrite, layout.file_offset(bw.block), image, static_cast<uint32_t>(layout.block_bytes),
-                           bw.op});
-    }
-    if (absl::Status s = Submit(); !s.ok() && first_error.ok()) first_error = s;
-    for (const BlockWrite& bw : chunk) {
-      if (bw.op == UINT32_MAX) continue;
-      while (!ops_[bw.op].done) {
-        if (absl::Status s = ReapSome(); !s.ok()) return s;
-      }
-      const int64_t result = ops_[bw.op].result;
-      ReleaseOp(bw.op);
-      if (result != layout.block_bytes) {
-        if (first_error.ok()) first_error = IoError(IoOp::kWrite, bw.block, result);
-        failed->push_back(bw.block);
-        continue;
-      }
-      written_[bw.block >> 6] |= uint64_t{1} << (bw.block & 63);
-      auto clean = [&](uint32_t slot) {
-        flags[slot].fetch_and(static_cast<uint8_t>(~kDirty), std::memory_order_relaxed);
-        ++stats_.rows_written;
-      };
-      for (size_t k = bw.begin; k < bw.end; ++k) clean(rows[k].second);
-      // A target is in `also` too when it was resident and ready: once is enough.
-      for (size_t k = bw.also_begin; k < bw.also_end; ++k) {
-        if (flags[also[k]].load(std::memory_order_relaxed) & kDirty) clean(also[k]);
-      }
-    }
-  }
-  std::sort(failed->begin(), failed->end());
-  return first_error;
+void SsdCore::FreeSlot(uint32_t s) {
+  slot_row_[s] = -1;
+  slot_loc_[s] = kNoLoc;
+  flags[s].store(0, std::memory_order_relaxed);
+  free_.push_back(s);
 }
 
 absl::Status SsdCore::FlushDirty() {
   std::unique_lock<std::mutex> lock = Lock();
+  CpuTimer cpu(&stats_.cpu);
   return FlushDirtyLocked();
 }
 
 absl::Status SsdCore::FlushDirtyLocked() {
-  std::vector<std::pair<int64_t, uint32_t>> dirty;
-  for (int64_t s = 0; s < capacity; ++s) {
+  for (int64_t i = 0; i < capacity; ++i) {
+    const auto s = static_cast<uint32_t>(i);
     const int64_t row = slot_row_[s];
-    if (row >= 0 && (flags[s].load(std::memory_order_relaxed) & kDirty)) dirty.emplace_back(row, static_cast<uint32_t>(s));
+    if (row < 0 || !(flags[s].load(std::memory_order_relaxed) & kDirty)) continue;
+    if (map[row].load(std::memory_order_relaxed) & kLoading) continue;  // not filled yet: cannot be dirty
+    CEMB_ASSIGN_OR_RETURN(const uint32_t d, Append(row, Slot(s)));
+    if (slot_loc_[s] != kNoLoc) Release(slot_loc_[s]);
+    slot_loc_[s] = d;
+    flags[s].fetch_and(static_cast<uint8_t>(~kDirty), std::memory_order_relaxed);
+    ++stats_.rows_written;
   }
-  std::vector<int64_t> failed;
-  return WriteBack(dirty, /*include_pinned=*/true, &failed);
+  return FlushLog();
 }
 
 absl::Status SsdCore::DrainIo() {
+  CEMB_RETURN_IF_ERROR(Submit());
   while (file_.io().in_flight() > 0) {
     if (absl::Status s = ReapSome(); !s.ok()) return s;
   }
@@ -620,6 +581,7 @@ absl::Status SsdCore::DrainIo() {
 
 absl::Status SsdCore::EvictUnpinned() {
   std::unique_lock<std::mutex> lock = Lock();
+  CpuTimer cpu(&stats_.cpu);
   victims_.clear();
   for (int64_t s = 0; s < capacity; ++s) {
     const int64_t row = slot_row_[s];
@@ -627,7 +589,10 @@ absl::Status SsdCore::EvictUnpinned() {
     flags[s].fetch_or(kChosen, std::memory_order_relaxed);
     victims_.push_back(static_cast<uint32_t>(s));
   }
-  return Evict();
+  CEMB_RETURN_IF_ERROR(Evict());
+  absl::Status collected = Collect(/*until_free=*/false);
+  absl::Status submitted = Submit();
+  return submitted.ok() ? collected : submitted;
 }
 
 // --- the miss path of rowpointer() -----------------------------------------------
@@ -653,10 +618,11 @@ std::optional<uint32_t> SsdCore::TakeSlot(absl::Status* error) {
 
 std::byte* SsdCore::Fetch(int64_t row, bool for_update) {
   std::unique_lock<std::mutex> lock = Lock();
+  CpuTimer cpu(&stats_.cpu);
   const uint8_t touch = for_update ? kReferenced | kDirty : kReferenced;
   if (!broken_.ok()) return poison_.get();  // status() says why
   uint32_t w = map[row].load(std::memory_order_acquire);
-  if (w == 0) {
+  if (w == 0 || (w & kOnDisk)) {
     absl::Status error;
     std::optional<uint32_t> slot = TakeSlot(&error);
     if (!slot.has_value()) {
@@ -665,20 +631,12 @@ std::byte* SsdCore::Fetch(int64_t row, bool for_update) {
     }
     const uint32_t s = *slot;
     ++stats_.sync_fetches;
-    slot_row_[s] = row;
     flags[s].store(0, std::memory_order_relaxed);
-    const int64_t block = layout.block_of(row);
-    if (!Written(block)) {
-      InitRow(row, Slot(s));
-      map[row].store(s + 1, std::memory_order_release);
-      ++stats_.lazy_rows;
-    } else {
-      const uint32_t op = NewOp(IoOp::kRead, block);
-      ops_[op].rows.emplace_back(row, s);
-      loading_op_[s] = op;
-      map[row].store((s + 1) | kLoading, std::memory_order_relaxed);
-      if (absl::Status st = Submit(); !st.ok() && status_.ok()) status_ = st;
-    }
+    // Read the word again: the eviction may have let the collector move the row.
+    if (StartFill(row, map[row].load(std::memory_order_relaxed), s)) QueueFetchReads(0, nullptr);
+    absl::Status st = Collect(/*until_free=*/false);
+    st.Update(Submit());
+    if (!st.ok() && status_.ok()) status_ = st;
     w = map[row].load(std::memory_order_acquire);
   }
   // In flight (ours, or a prefetch's): wait for it.
@@ -689,7 +647,7 @@ std::byte* SsdCore::Fetch(int64_t row, bool for_update) {
     }
     w = map[row].load(std::memory_order_acquire);
   }
-  if (w == 0) {  // the read failed
+  if (w - 1 >= kMaxSlots) {  // the read failed: the row is still in the log
     if (status_.ok()) status_ = last_read_error_;
     return poison_.get();
   }
@@ -703,6 +661,10 @@ SsdStats SsdCore::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   SsdStats s = stats_;
   s.io = file_.io().counters();
+  s.live_rows = 0;
+  for (uint32_t live : seg_live_) s.live_rows += live;
+  s.file_bytes = static_cast<int64_t>(log.file_bytes());
+  s.block_bytes = log.rows.block_bytes;
   return s;
 }
 

@@ -119,7 +119,7 @@ class SsdTable {
   // a harmless prefetch address).
   [[gnu::always_inline]] T* rowpointer(int64_t row, Access kind = Access::kForward) const {
     const uint32_t s = map_[row].load(std::memory_order_acquire) - 1;
-    if (s < ssd_internal::kLoading) [[likely]] {
+    if (s < ssd_internal::kMaxSlots) [[likely]] {
       if (kind != Access::kRead && kind != Access::kPrefetch) {
         const uint8_t want = kind == Access::kUpdate ? ssd_internal::kReferenced | ssd_internal::kDirty
                              : kind == Access::kWrite ? ssd_internal::kDirty
@@ -188,11 +188,11 @@ class SsdTable {
   size_t slot_bytes() const { return stride_; }
   size_t row_bytes() const { return static_cast<size_t>(featuresize()) * sizeof(T); }
   const BlockLayout& layout() const { return core_->layout; }
+  const LogLayout& log_layout() const { return core_->log; }
   const BlockFile& file() const { return core_->file(); }
   int64_t pinned_rows() const { return core_->pinned_rows(); }
   bool is_resident(int64_t row) const {
-    const uint32_t w = map_[row].load(std::memory_order_acquire);
-    return w != 0 && !(w & ssd_internal::kLoading);
+    return map_[row].load(std::memory_order_acquire) - 1 < ssd_internal::kMaxSlots;
   }
   bool is_dirty(int64_t row) const {
     return is_resident(row) && (flags_[map_[row].load(std::memory_order_acquire) - 1].load() & ssd_internal::kDirty);

@@ -5,6 +5,7 @@
 #define CEMB_SSD_INTERNAL_SSD_CORE_H_
 
 #include <atomic>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -23,6 +24,7 @@
 #include "embedding/memory.h"
 #include "ssd/block_file.h"
 #include "ssd/block_io.h"
+#include "ssd/log_layout.h"
 
 namespace cemb {
 
@@ -42,6 +44,12 @@ struct SsdOptions {
   // (embedding/table_io.h), computed when first needed; without a seed, as zeros.
   std::optional<uint64_t> init_seed;
   Eviction eviction = Eviction::kClock;
+  // The log (ssd/log_layout.h): the file holds `file_space` times the
+  // table's row blocks plus a reserve of segments; the collector keeps the
+  // log within it. At least 1.1.
+  double file_space = 1.5;
+  // Data bytes of a segment; 0: 1 MiB, less for a small table (tests set it).
+  int64_t segment_bytes = 0;
 };
 
 // Counts since the table was made (stats()).
@@ -53,18 +61,38 @@ struct SsdStats {
   int64_t sync_fetches = 0;       // rowpointer() of a row not resident
   int64_t evictions = 0;
   int64_t dirty_evictions = 0;    // of them, written back
-  int64_t rows_written = 0;       // dirty rows written back (evictions and FlushDirty)
-  int64_t rmw_reads = 0;          // blocks read to patch a partial write
+  int64_t rows_written = 0;       // dirty rows appended to the log (evictions and FlushDirty)
+  int64_t fetch_reads = 0;        // block reads for missed rows
+  int64_t buffer_rows = 0;        // missed rows copied from a segment still in a write buffer
+  int64_t segments_written = 0;   // segment writes (whole, or a flush's partial one)
+  int64_t gc_segments = 0;        // segments the collector read
+  int64_t gc_freed = 0;           // segments freed without a read (every copy dead)
+  int64_t gc_rows_moved = 0;      // live rows the collector appended again
+  int64_t gc_bytes_read = 0;
+  int64_t live_rows = 0;          // rows with a copy in the log (now)
+  int64_t file_bytes = 0;         // the file, reserved up front
+  int64_t block_bytes = 0;        // the table's read unit
   absl::Duration waited;          // in WaitResident
+  absl::Duration cpu;             // thread CPU time (user + kernel) inside the tier's calls
   IoCounters io;
 
   double hit_rate() const {
     return prefetch_rows == 0 ? 0.0 : static_cast<double>(prefetch_hits) / static_cast<double>(prefetch_rows);
   }
-  // Bytes read from the file per byte of rows fetched.
+  // Block bytes read per byte of missed rows read (the collector's reads not counted).
   double read_amplification(int64_t row_bytes) const {
     return fetched_rows == 0 ? 0.0
-                             : static_cast<double>(io.bytes_read) / static_cast<double>(fetched_rows * row_bytes);
+                             : static_cast<double>(fetch_reads * block_bytes) / static_cast<double>(fetched_rows * row_bytes);
+  }
+  // Bytes written to the file (segments, the collector's moves, a flush's
+  // partial segments) per byte of dirty rows written back.
+  double write_amplification(int64_t row_bytes) const {
+    return rows_written == 0 ? 0.0 : static_cast<double>(io.bytes_written) / static_cast<double>(rows_written * row_bytes);
+  }
+  int64_t requests() const { return io.reads + io.writes; }
+  // Microseconds of CPU per request.
+  double cpu_us_per_request() const {
+    return requests() == 0 ? 0.0 : absl::ToDoubleMicroseconds(cpu) / static_cast<double>(requests());
   }
   std::string ToString(int64_t row_bytes) const;
 };
@@ -72,31 +100,47 @@ struct SsdStats {
 // SaveSnapshot / LoadSnapshot (ssd/ssd_table.h; the format is in docs/ssd.md).
 struct SnapshotOptions {
   // Gets a line ("emb0: snapshot 12.3 of 40.0 GiB") at most every
-  // `progress_every` while blocks are copied; never called when empty.
+  // `progress_every` while rows are copied; never called when empty.
   std::function<void(std::string_view line)> progress;
   absl::Duration progress_every = absl::Seconds(5);
-  // Tests: copy through the table's BlockIo (pread/pwrite or io_uring), as
-  // where the kernel refuses copy_file_range, without asking the kernel.
-  bool force_block_io = false;
 };
 
-// What a snapshot held and how it was copied.
+// What a snapshot held.
 struct SnapshotInfo {
-  int64_t written_blocks = 0;   // blocks copied (the rest are lazy: the seed makes them)
-  uint64_t file_bytes = 0;      // the snapshot's size: header and bitmap (4 KiB-aligned) + the blocks
-  bool copy_file_range = false; // false: through the BlockIo (forced, or the kernel refused)
+  int64_t rows = 0;          // rows copied (the rest are lazy: the seed makes them)
+  uint64_t file_bytes = 0;   // the snapshot's size: header, row ids, rows
   absl::Duration took;
 };
 
 namespace ssd_internal {
 
-// Residency map word of a row: 0 = not resident, slot + 1 = resident,
-// (slot + 1) | kLoading = its block read is in flight.
+// The map word of a row:
+//   0                     never written, not resident: its initial value
+//   slot + 1              resident (slot < kMaxSlots)
+//   (slot + 1) | kLoading resident soon: its block read is in flight
+//   kOnDisk | d           not resident; its copy is at disk slot d of the log
+// A hit is `w - 1 < kMaxSlots`: one load and one compare.
 inline constexpr uint32_t kLoading = uint32_t{1} << 31;
+inline constexpr uint32_t kOnDisk = uint32_t{1} << 30;
+inline constexpr uint32_t kMaxSlots = kOnDisk - 1;
+inline constexpr uint32_t kNoLoc = UINT32_MAX;  // a slot's row has no copy in the log
 // Slot flags.
 inline constexpr uint8_t kReferenced = 1;  // used since the CLOCK hand passed
 inline constexpr uint8_t kDirty = 2;       // handed out for an update since written back
 inline constexpr uint8_t kChosen = 4;      // picked as a victim by the running eviction
+
+// Adds the thread's CPU time (user + kernel) from construction to destruction to *sum.
+class CpuTimer {
+ public:
+  explicit CpuTimer(absl::Duration* sum);
+  ~CpuTimer();
+  CpuTimer(const CpuTimer&) = delete;
+  CpuTimer& operator=(const CpuTimer&) = delete;
+
+ private:
+  absl::Duration* sum_;
+  absl::Duration start_;
+};
 
 // Writes the initial value of `row` (row_bytes bytes) to `out`.
 using InitRowFn = void (*)(uint64_t seed, int64_t nvectors, int64_t row, int64_t featuresize, void* out);
@@ -129,13 +173,55 @@ class SsdCore {
   std::byte* pool = nullptr;              // capacity slots of `stride` bytes
   size_t stride = 0;
   int64_t capacity = 0;
-  BlockLayout layout;
+  BlockLayout layout;                     // how rows pack into blocks (log.rows)
+  LogLayout log;
   const std::string& name() const { return name_; }
   const BlockFile& file() const { return file_; }
 
  private:
   struct Batch;
-  struct Op;
+  enum class OpKind : uint8_t { kFetch, kWrite, kCollect };
+  // A request in flight: a block read for missed rows, a segment write, a collector read.
+  struct Op {
+    OpKind kind = OpKind::kFetch;
+    uint64_t offset = 0;
+    int64_t bytes = 0;
+    int64_t segment = 0;
+    int buffer_index = -1;  // kWrite: the segment buffer written
+    std::unique_ptr<std::byte, decltype(&std::free)> buffer{nullptr, &std::free};  // kFetch, kCollect
+    size_t buffer_bytes = 0;
+    bool done = false;
+    std::vector<std::pair<int64_t, uint32_t>> rows;  // kFetch: (row, slot) to install
+    std::vector<uint64_t> batches;                   // kFetch: seqs of the batches waiting
+  };
+  // A segment in DRAM: open (taking rows), or sealed and not yet on disk.
+  struct SegmentBuffer {
+    std::unique_ptr<std::byte, decltype(&std::free)> data{nullptr, &std::free};  // segment_bytes
+    int64_t segment = -1;
+    int64_t filled = 0;   // slots appended
+    int64_t durable = 0;  // slots a successful write has covered
+    int64_t writing = 0;  // slots the write in flight covers (0: none in flight)
+    bool failed = false;  // its last write failed: the rows are only here
+  };
+  // Segment write buffers (each segment_bytes of DRAM).
+  static constexpr int kWriteBuffers = 4;
+  // Free segments only the collector may open (its moves need room).
+  static constexpr int64_t kCollectorReserve = 1;
+  // The collector reads while fewer segments than this are free (counting
+  // those its reads in flight will free), at most kMaxCollecting at once.
+  static constexpr int64_t kCollectorLowWater = 4;
+  static constexpr int kMaxCollecting = 2;
+  // Segments beyond file_space x the table's blocks: the write buffers, the
+  // collector's reserve and its segments in flight.
+  static constexpr int64_t kReserveSegments = kWriteBuffers + kCollectorLowWater;
+  enum class Segment : uint8_t {
+    kFree,
+    kOpen,        // taking rows, in a write buffer
+    kBuffered,    // full (or flushed), its write in flight or failed: still in its buffer
+    kOnDisk,
+    kCollecting,  // the collector's read in flight
+    kDraining,    // collected, waiting for fetch reads still in flight from it
+  };
   SsdCore() = default;
 
   template <typename Index>
@@ -144,44 +230,64 @@ class SsdCore {
   void UnpinSlots(Batch& b);
   void RemoveBatch(int64_t id);
   std::byte* Slot(uint32_t s) const { return pool + static_cast<size_t>(s) * stride; }
-  bool Written(int64_t block) const { return (written_[block >> 6] >> (block & 63)) & 1; }
   void InitRow(int64_t row, std::byte* out) const;
+  // Makes slot s hold `row` whose map word is `w` (0 or kOnDisk | d): computes
+  // it, copies it from a write buffer, or adds it to a block read in
+  // `reads_` (returns true then: the caller submits the reads).
+  bool StartFill(int64_t row, uint32_t w, uint32_t s);
+  // Turns the block reads StartFill gathered (sorted by block) into requests.
+  void QueueFetchReads(uint64_t batch_seq, int64_t* pending);
 
   // CLOCK: appends up to k unpinned, resident victims to victims_ (marked kChosen).
   void FindVictims(int64_t k);
-  // Writes back the dirty victims and frees every victim whose row is safe.
+  // Appends the dirty victims to the log and frees every victim (a failed
+  // append leaves the rest resident).
   absl::Status Evict();
-  // Writes `rows` (dirty, resident) back in whole blocks; the block's other
-  // rows come from their slots (ready; unpinned unless include_pinned), else
-  // from the file (a read-modify-write) or their initial values. Rows of a
-  // block whose write failed stay dirty; *failed gets their blocks.
-  absl::Status WriteBack(std::vector<std::pair<int64_t, uint32_t>>& rows, bool include_pinned,
-                         std::vector<int64_t>* failed);
   // A free slot (evicting one if needed), or nullopt when every slot is pinned.
   std::optional<uint32_t> TakeSlot(absl::Status* error);
+  void FreeSlot(uint32_t s);
 
-  uint32_t NewOp(IoOp op, int64_t block);
+  // --- the log (ssd_log.cc) ---
+  // Appends `bytes` (row_bytes) as row `row`'s newest copy; returns its disk
+  // slot. The old copy, if any, is the caller's to Release. Seals the open
+  // segment when it fills (its write is queued in requests_).
+  absl::StatusOr<uint32_t> Append(int64_t row, const std::byte* bytes, bool for_collector = false);
+  void Release(uint32_t dslot);        // a copy became garbage
+  absl::Status OpenSegment(bool for_collector);
+  void QueueSegmentWrite(int buffer);  // the buffer's filled part (whole blocks)
+  void FreeSegment(int64_t seg);
+  // Starts collector reads while free segments run low (a bounded number in
+  // flight); with `until_free`, waits until more than the collector's reserve is free.
+  absl::Status Collect(bool until_free);
+  void InitLog();                  // every segment free, every buffer free
+  void RetryFailedWrites();        // queues the writes of buffers whose last write failed
+  void EndSegmentRead(int64_t seg);  // a fetch read of the segment completed
+  void CompleteFetch(Op& o, const absl::Status& error);
+  void CompleteWrite(Op& o, const absl::Status& error);
+  void CompleteCollect(uint32_t op, const absl::Status& error);
+  // Writes the open segment's rows so far and waits for every segment write;
+  // resubmits failed ones once. The first failure.
+  absl::Status FlushLog();
+  // Where the newest copy of a row is in a buffer, or nullptr.
+  const std::byte* Buffered(uint32_t dslot) const;
+
+  uint32_t NewOp(OpKind kind, uint64_t offset, int64_t bytes);
   void ReleaseOp(uint32_t id);
+  // Submits requests_ (reads first, then writes_) to the BlockIo.
   absl::Status Submit();
   // Reaps at least one completion (when any is in flight) and applies them.
   absl::Status ReapSome();
+  // Applies the completions already there, without waiting.
+  absl::Status ReapReady();
   void Complete(const BlockCompletion& c);
-  absl::Status IoError(IoOp op, int64_t block, int64_t result) const;
+  absl::Status IoError(IoOp op, uint64_t offset, int64_t bytes, int64_t result) const;
   absl::Status FlushDirtyLocked();
-  // Reaps every request in flight (reads of batches unpinned before their
-  // WaitResident), so the snapshot's own requests have the BlockIo alone.
+  // Reaps every request in flight, so the snapshot's own requests have the BlockIo alone.
   absl::Status DrainIo();
-
-  // ssd_snapshot.cc: copies the blocks set in `bitmap`, in block order, between
-  // the rows file and the snapshot's descriptor (whose blocks start at
-  // data_offset): with copy_file_range, else through the BlockIo.
-  enum class CopyTo { kSnapshot, kRows };
-  absl::Status CopyBlocks(CopyTo to, int snapshot_fd, const std::string& snapshot_name,
-                          const std::vector<uint64_t>& bitmap, uint64_t data_offset, const SnapshotOptions& options,
-                          SnapshotInfo* info);
-  // `count` blocks from `first` on, read into or written from `buffer` (contiguous) with one
-  // batch of BlockIo requests; the first failure names the table, file, operation and offset.
-  absl::Status BlockIoBatch(IoOp op, int64_t first, int64_t count, std::byte* buffer);
+  // One request (snapshots, the load), waited for: DrainIo ran first.
+  absl::Status SyncIo(IoOp op, uint64_t offset, std::byte* buffer, int64_t bytes);
+  // Forgets every row: all lazy, the log empty, no row resident. REQUIRES: none pinned, no I/O in flight.
+  void Reset();
 
   std::string name_;
   int64_t nvectors_ = 0, featuresize_ = 0;
@@ -197,8 +303,8 @@ class SsdCore {
   absl::Status UnpinBatch(int64_t batch_id);  // REQUIRES: mu_ held
 
   // Unpin of a batch while mu_ is held (the prefetcher in a long Prefetch
-  // waits for its write-back under it): the batch id waits here and is
-  // unpinned by the next Lock(), so a step's end never waits for the disk.
+  // waits under it): the batch id waits here and is unpinned by the next
+  // Lock(), so a step's end never waits for the disk.
   std::mutex unpin_mu_;
   std::vector<int64_t> pending_unpins_;  // guarded by unpin_mu_
 
@@ -206,26 +312,40 @@ class SsdCore {
   Region map_region_, pool_region_;
   std::unique_ptr<std::atomic<uint8_t>[]> flags_storage_;
   std::unique_ptr<int64_t[]> slot_row_;       // slot -> row, -1 = none
+  std::unique_ptr<uint32_t[]> slot_loc_;      // slot -> disk slot of its row's copy in the log, kNoLoc = none
   std::unique_ptr<int32_t[]> pins_;           // batches pinning the slot
   std::unique_ptr<uint64_t[]> pin_mark_;      // seq of the last batch that pinned it
   std::unique_ptr<uint32_t[]> loading_op_;    // the fetch op of a loading slot
   std::vector<uint32_t> free_;
   int64_t hand_ = 0;
   int64_t pinned_slots_ = 0;
-  std::vector<uint64_t> written_;             // per block: ever written to the file
   BlockFile file_;
   std::vector<Batch> batches_;
   uint64_t seq_ = 0;
   std::vector<Op> ops_;
   std::vector<uint32_t> free_ops_;
-  std::vector<BlockRequest> requests_;        // to submit
+  std::vector<BlockRequest> requests_;        // reads to submit
+  std::vector<BlockRequest> writes_;          // writes and collector reads to submit after them
   std::vector<BlockCompletion> done_;         // scratch
   std::vector<uint32_t> victims_;             // scratch
-  std::vector<int64_t> missing_;              // scratch
+  std::vector<int64_t> missing_;                        // scratch
+  std::vector<std::pair<uint64_t, uint32_t>> reads_;    // scratch: (block offset, slot) of StartFill's reads
   std::unique_ptr<std::byte[]> poison_;       // NaN row returned after a failed fetch
   absl::Status status_;                       // first failure of a fetch in rowpointer()
   absl::Status broken_;                       // a LoadSnapshot failed part way: rows undefined, refuses use
   absl::Status last_read_error_;
+  absl::Status background_error_;             // a segment write or collector read failed since the last report
+
+  // The log: per segment its state, live copies and fetch reads in flight.
+  std::vector<Segment> seg_state_;
+  std::vector<uint32_t> seg_live_;
+  std::vector<uint32_t> seg_reads_;
+  std::vector<int32_t> seg_buffer_;           // its write buffer while kOpen or kBuffered, else -1
+  std::vector<uint32_t> free_segs_;
+  std::vector<SegmentBuffer> buffers_;
+  std::vector<int> free_buffers_;
+  int open_ = -1;                             // the open segment's buffer
+  int collecting_ = 0;                        // collector reads in flight
   SsdStats stats_;
 };
 

@@ -4,6 +4,7 @@
 // error of an ssd table (injected: FaultInjectingBlockIo) stops training
 // with a message naming it, and the last checkpoint resumes.
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -176,7 +177,8 @@ TEST_F(SsdTrainingTest, ReportsTheSplitAndEachSsdTablesTraffic) {
   EXPECT_THAT(split_line, ::testing::Not(HasSubstr("emb0 ")));  // in DRAM: not in the budget
   EXPECT_THAT(split_line, HasSubstr("split by the lookups of the first "));
   EXPECT_THAT(text, HasSubstr("\nssd wait "));
-  EXPECT_THAT(text, HasSubstr("hit rate   computed  rows read bytes read  rows wrtn bytes wrtn  ampl.  depth    waited"));
+  EXPECT_THAT(text, HasSubstr("hit rate   computed  rows read bytes read  rows wrtn bytes wrtn w.ampl.     moved     "
+                              "file / live req/step  cpu/req    waited"));
   EXPECT_THAT(text, HasSubstr("\nemb5 "));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("\nemb0 ")));  // in DRAM: not listed
   std::ifstream in(dir_ + "/log.jsonl");
@@ -185,7 +187,9 @@ TEST_F(SsdTrainingTest, ReportsTheSplitAndEachSsdTablesTraffic) {
   EXPECT_THAT(last, HasSubstr("\"ssd wait\":"));
   EXPECT_THAT(last, HasSubstr(",\"ssd\":{\"dram_bytes\":"));
   for (const char* key : {"\"hit_rate\":", "\"rows_read\":", "\"bytes_read\":", "\"rows_written\":",
-                          "\"bytes_written\":", "\"read_amplification\":", "\"average_queue_depth\":", "\"waited_s\":"}) {
+                          "\"bytes_written\":", "\"read_amplification\":", "\"average_queue_depth\":", "\"waited_s\":",
+                          "\"reads\":", "\"writes\":", "\"write_amplification\":", "\"collector_bytes_moved\":",
+                          "\"file_bytes\":", "\"live_bytes\":", "\"cpu_us_per_request\":"}) {
     EXPECT_THAT(last, HasSubstr(key));
   }
   ASSERT_EQ(s->tables.size(), static_cast<size_t>(kTables));
@@ -341,10 +345,12 @@ void SsdTrainingTest::ExpectFailsNamingTheTableAndResumes(IoOp op, int error, ab
   // A quarter of the way: a failed read of a prefetch comes out at its
   // batch's WaitResident, prefetch_batches steps after it was submitted, so
   // a failed read of batch 10 or 11 (submitted in steps 8 and 9) stops
-  // training only after the checkpoint of step 10. Over 82 runs emb3 did 802
-  // to 1008 writes and 2519 to 2723 reads in this stretch, about 430 reads a step.
-  ASSERT_GT(between, 8) << "emb3 does too little " << IoOpName(op) << " I/O between steps 5 and 10";
-  const int64_t nth = between / 4;
+  // training only after the checkpoint of step 10. Over 82 runs emb3 did 2519
+  // to 2723 reads in this stretch, about 430 reads a step; its dirty rows go
+  // out in a few segment writes (5 in the log's first runs), each failure
+  // reported by emb3's next Prefetch.
+  ASSERT_GT(between, op == IoOp::kRead ? 8 : 0) << "emb3 does too little " << IoOpName(op) << " I/O between steps 5 and 10";
+  const int64_t nth = std::max<int64_t>(1, between / 4);
   SCOPED_TRACE(absl::StrCat(IoOpName(op), " ", nth, " of emb3 after the step-5 checkpoint fails (", between,
                             " before the step-10 one in the uninterrupted run)"));
 
@@ -359,7 +365,8 @@ void SsdTrainingTest::ExpectFailsNamingTheTableAndResumes(IoOp op, int error, ab
   using ::testing::HasSubstr;
   EXPECT_THAT(msg, HasSubstr("emb3: "));
   EXPECT_THAT(msg, HasSubstr(absl::StrCat(dir, "/(unnamed temporary file): ")));
-  EXPECT_THAT(msg, HasSubstr(absl::StrCat(IoOpName(op), " of 4096 bytes at offset ")));
+  EXPECT_THAT(msg, HasSubstr(absl::StrCat(IoOpName(op), " of ")));
+  EXPECT_THAT(msg, HasSubstr(" bytes at offset "));
   EXPECT_THAT(msg, HasSubstr(std::strerror(error)));
 
   absl::StatusOr<std::string> latest = LatestCheckpoint(dir + "/ck");

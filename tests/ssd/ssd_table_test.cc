@@ -76,7 +76,12 @@ TEST(SsdTable, CreatingALargeTableReadsAndWritesNothing) {
   // 2^20 rows of 256 bytes: a 256 MiB file, reserved, never touched.
   auto t = SsdTable<float, 64>::Create({.name = "big", .nvectors = 1 << 20}, Options(1 << 20));
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(t->file().size(), uint64_t{256} << 20);
+  // The log: segments of 4096 row ids (16 KiB) and 1 MiB of rows, for 1.5 x
+  // the table's 256 MiB of rows, plus 8 in reserve.
+  const LogLayout& log = t->log_layout();
+  EXPECT_EQ(log.segment_bytes, 16384 + (1 << 20));
+  EXPECT_EQ(log.nsegments, 384 + 8);
+  EXPECT_EQ(t->file().size(), log.file_bytes());
   EXPECT_EQ(t->layout().rows_per_block, 16);
   std::vector<int64_t> rows = {5, 1 << 19, (1 << 20) - 1};
   ASSERT_TRUE(t->Prefetch(0, rows).ok());
@@ -129,7 +134,9 @@ void ExpectTrainingMatchesSimpleTable(Isa isa, int64_t d, uint64_t seed) {
   const SsdStats s = ssd->stats();
   EXPECT_GT(s.dirty_evictions, 0) << s.ToString(slot);
   EXPECT_GT(s.io.reads, 0) << s.ToString(slot);   // rows came back from the file
-  EXPECT_GT(s.rmw_reads, 0) << s.ToString(slot);  // partial blocks were patched
+  // Every read is a missed row's block or the collector's: nothing is read to be written.
+  EXPECT_EQ(s.io.reads, s.fetch_reads + s.gc_segments) << s.ToString(slot);
+  EXPECT_GT(s.segments_written, 0) << s.ToString(slot);
   EXPECT_GT(s.prefetch_hits, 0) << s.ToString(slot);
   // Every row, resident or not (kRead fetches), then again after a flush and
   // with nothing resident.
@@ -232,6 +239,7 @@ template <typename Table>
 void WriteAndEvictAll(Table& t, int64_t n) {
   for (int64_t r = 0; r < n; ++r) t.rowpointer(r, Access::kUpdate)[0] = static_cast<float>(r);
   ASSERT_TRUE(t.EvictUnpinned().ok());
+  ASSERT_TRUE(t.FlushDirty().ok());  // the segments' writes done: later reads reach the file
 }
 
 SsdOptions WithFaults(int64_t capacity, std::vector<IoFault> faults) {
@@ -254,7 +262,13 @@ TEST(SsdTable, EioOnAReadIsAStatusNamingTableFileAndOffsetAndLosesNothing) {
   const std::string msg(w.status().message());
   EXPECT_NE(msg.find("t_eio: "), std::string::npos) << msg;
   EXPECT_NE(msg.find("(unnamed temporary file)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("read of 4096 bytes at offset 4096 failed: Input/output error"), std::string::npos) << msg;
+  // Rows 0-255 were appended in order, 64 to a segment (a 4 KiB id area, then one block).
+  const LogLayout& log = t->log_layout();
+  ASSERT_EQ(log.segment_rows, 64);
+  EXPECT_NE(msg.find(absl::StrCat("read of 4096 bytes at offset ", log.segment_bytes + log.id_bytes,
+                                  " failed: Input/output error")),
+            std::string::npos)
+      << msg;
   EXPECT_FALSE(t->is_resident(64));
   EXPECT_TRUE(t->is_resident(0));
   ASSERT_TRUE(t->Unpin(0).ok());
@@ -263,28 +277,34 @@ TEST(SsdTable, EioOnAReadIsAStatusNamingTableFileAndOffsetAndLosesNothing) {
   EXPECT_TRUE(t->status().ok());
 }
 
-TEST(SsdTable, EnospcOnAWriteBackKeepsTheRowDirtyAndResident) {
-  // 64 slots, 64 rows per block.
+TEST(SsdTable, EnospcOnASegmentWriteIsReportedByTheNextPrefetchAndLosesNothing) {
+  // 64 rows a segment: evicting 64 dirty rows fills one, whose write fails.
   auto t = SsdTable<float, 16>::Create({.name = "t_full", .nvectors = 1024},
                                        WithFaults(64 * 64, {{.op = IoOp::kWrite, .nth = 1, .error = ENOSPC}}));
   ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->log_layout().segment_rows, 64);
   for (int64_t r = 0; r < 64; ++r) t->rowpointer(r, Access::kUpdate)[0] = static_cast<float>(r) + 0.5f;
-  std::vector<int64_t> other = {500, 501, 502};
-  absl::Status s = t->Prefetch(0, other);  // must evict dirty rows of block 0: the write fails
+  ASSERT_TRUE(t->EvictUnpinned().ok());  // the segment's write goes out behind the call
+  std::vector<int64_t> rows = {3, 500};
+  absl::Status s;
+  for (int64_t k = 0; s.ok() && k < 100; ++k) {  // the failure is reported by the first call after its completion
+    s = t->Prefetch(k, rows);
+    if (s.ok()) s = t->WaitResident(k).status();
+    if (s.ok()) s = t->Unpin(k);
+  }
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
   EXPECT_NE(s.message().find("t_full: "), std::string::npos) << s;
-  EXPECT_NE(s.message().find("write of 4096 bytes at offset 0 failed: No space left on device"), std::string::npos)
+  EXPECT_NE(s.message().find(absl::StrCat("write of ", t->log_layout().segment_bytes,
+                                          " bytes at offset 0 failed: No space left on device")),
+            std::string::npos)
       << s;
   EXPECT_EQ(t->pinned_rows(), 0);
-  for (int64_t r = 0; r < 64; ++r) {
-    ASSERT_TRUE(t->is_dirty(r)) << r;
-    ASSERT_EQ(t->rowpointer(r, Access::kRead)[0], static_cast<float>(r) + 0.5f);
-  }
-  // The fault fired once: the next attempt writes and evicts; the values survive.
-  ASSERT_TRUE(t->Prefetch(0, other).ok());
-  ASSERT_TRUE(t->Unpin(0).ok());
+  // The rows are still in their write buffer; a flush writes it again.
+  for (int64_t r = 0; r < 64; ++r) ASSERT_EQ(t->rowpointer(r, Access::kRead)[0], static_cast<float>(r) + 0.5f) << r;
+  ASSERT_TRUE(t->FlushDirty().ok());
   ASSERT_TRUE(t->EvictUnpinned().ok());
-  for (int64_t r = 0; r < 64; ++r) ASSERT_EQ(t->rowpointer(r, Access::kRead)[0], static_cast<float>(r) + 0.5f);
+  for (int64_t r = 0; r < 64; ++r) ASSERT_EQ(t->rowpointer(r, Access::kRead)[0], static_cast<float>(r) + 0.5f) << r;
+  EXPECT_TRUE(t->status().ok()) << t->status();
 }
 
 TEST(SsdTable, FailedSyncFetchReturnsNaNsAndSetsStatus) {
@@ -293,7 +313,9 @@ TEST(SsdTable, FailedSyncFetchReturnsNaNsAndSetsStatus) {
   ASSERT_TRUE(t.ok());
   WriteAndEvictAll(*t, 256);
   EXPECT_TRUE(std::isnan(t->rowpointer(3, Access::kForward)[0]));
-  EXPECT_NE(t->status().message().find("read of 4096 bytes at offset 0 transferred only 2048 bytes"), std::string::npos)
+  EXPECT_NE(t->status().message().find(absl::StrCat("read of 4096 bytes at offset ", t->log_layout().id_bytes,
+                                                    " transferred only 2048 bytes")),
+            std::string::npos)
       << t->status();
   EXPECT_EQ(t->rowpointer(3, Access::kForward)[0], 3.0f);  // a second try reads it
 }
@@ -326,15 +348,14 @@ void ExpectSameRows(const A& expected, const B& actual) {
 
 std::string SnapshotPath(const std::string& name) { return testing::DiskDir() + "/" + name + ".ssd"; }
 
-// A table with blocks written (rows evicted), rows dirty in DRAM at the time
-// of the save, and most blocks never written, saved and loaded into a table
-// that holds other written blocks and dirty rows of its own: the loaded
-// table equals a SimpleTable that got the same writes, bit for bit, through
-// copy_file_range and through the BlockIo.
+// A table with rows written and evicted (in the log), rows dirty at the time
+// of the save, and most rows never written, saved and loaded into a table
+// that holds other written rows and dirty rows of its own: the loaded table
+// equals a SimpleTable that got the same writes, bit for bit.
 template <typename T, int64_t D>
-void ExpectSnapshotRoundTrip(bool force_block_io, int64_t expected_blocks) {
-  SCOPED_TRACE(::testing::Message() << "row bytes " << D * sizeof(T) << ", force_block_io " << force_block_io);
-  constexpr int64_t kN = 20000;
+void ExpectSnapshotRoundTrip() {
+  SCOPED_TRACE(::testing::Message() << "row bytes " << D * sizeof(T));
+  constexpr int64_t kN = 20000, kWritten = 350;
   constexpr uint64_t kSeed = 5;
   auto ref = SimpleTable<T, D>::Create({.name = "ref", .nvectors = kN});
   ASSERT_TRUE(ref.ok());
@@ -342,39 +363,38 @@ void ExpectSnapshotRoundTrip(bool force_block_io, int64_t expected_blocks) {
   const int64_t slot = static_cast<int64_t>((D * sizeof(T) + 7) / 8 * 8);
   auto a = SsdTable<T, D>::Create({.name = "snap_a", .nvectors = kN}, Options(200 * slot, kSeed));
   ASSERT_TRUE(a.ok()) << a.status();
-  WriteRows(*a, 0, 300, 1.0f, &*ref);  // more rows than slots: evicted, written
+  WriteRows(*a, 0, 300, 1.0f, &*ref);  // more rows than slots: evicted, in the log
   ASSERT_TRUE(a->EvictUnpinned().ok());
   WriteRows(*a, 5000, 5050, 2.0f, &*ref);  // dirty in DRAM at the save
   ASSERT_TRUE(a->is_dirty(5000));
   ASSERT_TRUE(a->is_dirty(5049));
 
-  const std::string path = SnapshotPath(absl::StrCat("round_trip_", sizeof(T), "_", force_block_io));
-  SnapshotOptions o{.force_block_io = force_block_io};
-  absl::StatusOr<SnapshotInfo> saved = a->SaveSnapshot(path, o);
+  const std::string path = SnapshotPath(absl::StrCat("round_trip_", sizeof(T)));
+  absl::StatusOr<SnapshotInfo> saved = a->SaveSnapshot(path);
   ASSERT_TRUE(saved.ok()) << saved.status();
-  EXPECT_EQ(saved->written_blocks, expected_blocks);
-  EXPECT_EQ(saved->copy_file_range, !force_block_io);  // ext4 and tmpfs copy in the kernel
-  EXPECT_EQ(saved->file_bytes, 4096 + static_cast<uint64_t>(expected_blocks) * 4096);
+  EXPECT_EQ(saved->rows, kWritten);
+  // A 4 KiB header, the row ids (4 bytes each, padded to 4 KiB), the rows.
+  EXPECT_EQ(saved->file_bytes, 4096 + 4096 + static_cast<uint64_t>(kWritten * D * sizeof(T)));
   EXPECT_EQ(std::filesystem::file_size(path), saved->file_bytes);
   EXPECT_FALSE(a->is_dirty(5000));  // flushed
   EXPECT_TRUE(a->is_resident(5000));
 
   auto b = SsdTable<T, D>::Create({.name = "snap_b", .nvectors = kN}, Options(200 * slot, kSeed));
   ASSERT_TRUE(b.ok()) << b.status();
-  WriteRows(*b, 10000, 10300, 3.0f);  // blocks the snapshot lacks
+  WriteRows(*b, 10000, 10300, 3.0f);  // rows the snapshot lacks
   ASSERT_TRUE(b->EvictUnpinned().ok());
   WriteRows(*b, 5010, 5020, 4.0f);  // dirty: dropped by the load
   ASSERT_TRUE(b->is_dirty(5010));
-  absl::StatusOr<SnapshotInfo> loaded = b->LoadSnapshot(path, o);
+  absl::StatusOr<SnapshotInfo> loaded = b->LoadSnapshot(path);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_EQ(loaded->written_blocks, expected_blocks);
-  EXPECT_EQ(loaded->copy_file_range, !force_block_io);
+  EXPECT_EQ(loaded->rows, kWritten);
   EXPECT_FALSE(b->is_resident(5010));
+  EXPECT_EQ(b->stats().live_rows, kWritten);
   const int64_t lazy_before = b->stats().lazy_rows;
   ExpectSameRows(*ref, *b);
-  EXPECT_EQ(b->stats().lazy_rows - lazy_before, kN - expected_blocks * b->layout().rows_per_block);
+  EXPECT_EQ(b->stats().lazy_rows - lazy_before, kN - kWritten);
   ExpectSameRows(*ref, *a);  // the save changed nothing
-  // The loaded table trains on: its written blocks are read back after eviction.
+  // The loaded table trains on: its rows are read back after eviction.
   WriteRows(*b, 100, 400, 5.0f, &*ref);
   ASSERT_TRUE(b->EvictUnpinned().ok());
   ExpectSameRows(*ref, *b);
@@ -382,42 +402,38 @@ void ExpectSnapshotRoundTrip(bool force_block_io, int64_t expected_blocks) {
   std::remove(path.c_str());
 }
 
-TEST(SsdTable, SnapshotRoundTripIsBitForBitThroughCopyFileRangeAndThroughBlockIo) {
-  for (bool force : {false, true}) {
-    // Rows 0-299 and 5000-5049: 19 + 4 blocks of 16 rows; 5 + 1 blocks of 64 rows.
-    ExpectSnapshotRoundTrip<float, 64>(force, 23);
-    ExpectSnapshotRoundTrip<bfloat16, 32>(force, 6);
-  }
+TEST(SsdTable, SnapshotRoundTripIsBitForBit) {
+  ExpectSnapshotRoundTrip<float, 64>();
+  ExpectSnapshotRoundTrip<bfloat16, 32>();
 }
 
-TEST(SsdTable, SnapshotHoldsTheHeaderTheBitmapAndTheWrittenBlocksOnly) {
-  // 2^20 rows of 256 bytes: a 256 MiB table of 65,536 blocks (a bitmap of 8 KiB).
+TEST(SsdTable, SnapshotHoldsTheHeaderAndTheWrittenRowsOnly) {
+  // 2^20 rows of 256 bytes: a 256 MiB table.
   auto t = SsdTable<float, 64>::Create({.name = "big", .nvectors = 1 << 20}, Options(1 << 20));
   ASSERT_TRUE(t.ok()) << t.status();
   const std::string path = SnapshotPath("sizes");
   absl::StatusOr<SnapshotInfo> empty = t->SaveSnapshot(path);
   ASSERT_TRUE(empty.ok()) << empty.status();
-  EXPECT_EQ(empty->written_blocks, 0);
-  EXPECT_EQ(std::filesystem::file_size(path), 12288u);  // 80 + 8192 bytes, rounded up to 4 KiB
-  for (int64_t r : {3, 17, 500000}) t->rowpointer(r, Access::kUpdate)[0] = 1.5f;  // blocks 0, 1, 31250
+  EXPECT_EQ(empty->rows, 0);
+  EXPECT_EQ(std::filesystem::file_size(path), 4096u);  // the header
+  for (int64_t r : {3, 17, 500000}) t->rowpointer(r, Access::kUpdate)[0] = 1.5f;
   absl::StatusOr<SnapshotInfo> three = t->SaveSnapshot(path);
   ASSERT_TRUE(three.ok()) << three.status();
-  EXPECT_EQ(three->written_blocks, 3);
-  EXPECT_EQ(std::filesystem::file_size(path), 12288u + 3 * 4096);
-  EXPECT_EQ(three->file_bytes, 12288u + 3 * 4096);
+  EXPECT_EQ(three->rows, 3);
+  EXPECT_EQ(std::filesystem::file_size(path), 8192u + 3 * 256);
+  EXPECT_EQ(three->file_bytes, 8192u + 3 * 256);
   std::remove(path.c_str());
 }
 
 TEST(SsdTable, SnapshotReportsProgressLines) {
   auto t = SsdTable<float, 16>::Create({.name = "p", .nvectors = 64 * 1000}, Options(1 << 20));
   ASSERT_TRUE(t.ok()) << t.status();
-  WriteRows(*t, 0, 64 * 128, 1.0f);  // 128 blocks: 0.5 MiB
+  WriteRows(*t, 0, 64 * 128, 1.0f);  // 8192 rows of 64 bytes: 0.5 MiB
   const std::string path = SnapshotPath("progress");
-  for (bool force : {false, true}) {
+  {
     std::vector<std::string> lines;
     SnapshotOptions o{.progress = [&](std::string_view l) { lines.emplace_back(l); },
-                      .progress_every = absl::ZeroDuration(),
-                      .force_block_io = force};
+                      .progress_every = absl::ZeroDuration()};
     ASSERT_TRUE(t->SaveSnapshot(path, o).ok());
     ASSERT_FALSE(lines.empty());
     EXPECT_EQ(lines.back(), "p: snapshot 0.5 of 0.5 MiB");
@@ -479,22 +495,22 @@ TEST(SsdTable, SnapshotOfAnotherShapeOrSeedIsRefusedNamingTheFieldAndTheTableIsU
 TEST(SsdTable, TruncatedSnapshotIsDataLossNamingTheFileAndTheOffset) {
   auto t = SsdTable<float, 16>::Create({.name = "tr", .nvectors = 1000}, Options(1 << 12, 7));
   ASSERT_TRUE(t.ok());
-  for (int64_t r : {0, 100, 900}) t->rowpointer(r, Access::kUpdate)[0] = static_cast<float>(r);  // 3 blocks
+  for (int64_t r : {0, 100, 900}) t->rowpointer(r, Access::kUpdate)[0] = static_cast<float>(r);  // 3 rows
   const std::string path = SnapshotPath("truncated");
   ASSERT_TRUE(t->SaveSnapshot(path).ok());
-  ASSERT_EQ(std::filesystem::file_size(path), 4096u + 3 * 4096);
+  ASSERT_EQ(std::filesystem::file_size(path), 8192u + 3 * 64);
   t->rowpointer(5, Access::kUpdate)[0] = 55.0f;  // dirty: a refused load must keep it
-  std::filesystem::resize_file(path, 4096 + 3 * 4096 - 100);
+  std::filesystem::resize_file(path, 8192 + 3 * 64 - 100);
   absl::StatusOr<SnapshotInfo> r = t->LoadSnapshot(path);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
-  EXPECT_EQ(r.status().message(), absl::StrCat("tr: ", path, ": truncated ssd snapshot: it ends at offset 16284, ",
-                                               "before the end of its 3 blocks at offset 16384"));
+  EXPECT_EQ(r.status().message(), absl::StrCat("tr: ", path, ": truncated ssd snapshot: it ends at offset 8284, ",
+                                               "before the end of its 3 rows at offset 8384"));
   std::filesystem::resize_file(path, 50);
   r = t->LoadSnapshot(path);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
   EXPECT_EQ(r.status().message(),
             absl::StrCat("tr: ", path, ": truncated ssd snapshot: it ends at offset 50, before the end of its "
-                         "header at offset 80"));
+                         "header at offset 72"));
   EXPECT_EQ(t->rowpointer(5, Access::kRead)[0], 55.0f);
   EXPECT_EQ(t->rowpointer(100, Access::kRead)[0], 100.0f);
   EXPECT_TRUE(t->status().ok());
@@ -515,27 +531,28 @@ TEST(SsdTable, LoadSnapshotWithRowsPinnedIsRefused) {
   std::remove(path.c_str());
 }
 
-// With the copy through the BlockIo, faults planted in the table's backend
-// reach the snapshot: EIO on a read during the save, EIO on a write during
-// the load.
+// Faults planted in the table's backend reach the snapshot: EIO on a read of
+// the log during the save, EIO on a segment write during the load.
 TEST(SsdTable, EioDuringSaveSnapshotIsAnErrorAndTheTableStaysUsable) {
   auto t = SsdTable<float, 16>::Create({.name = "t_snap", .nvectors = 256},
                                        WithFaults(256 * 64, {{.op = IoOp::kRead, .nth = 2, .error = EIO}}));
   ASSERT_TRUE(t.ok()) << t.status();
-  WriteAndEvictAll(*t, 256);  // 4 blocks written, no read yet
+  WriteAndEvictAll(*t, 256);  // 4 segments written, no read yet
+  const LogLayout& log = t->log_layout();
+  ASSERT_EQ(log.segment_rows, 64);
   const std::string path = SnapshotPath("eio_save");
-  absl::StatusOr<SnapshotInfo> r = t->SaveSnapshot(path, {.force_block_io = true});
+  absl::StatusOr<SnapshotInfo> r = t->SaveSnapshot(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
   EXPECT_THAT(std::string(r.status().message()),
-              ::testing::HasSubstr("t_snap: " + testing::DiskDir() +
-                                   "/(unnamed temporary file): read of 4096 bytes at offset 4096 failed: "
-                                   "Input/output error"));
+              ::testing::HasSubstr(absl::StrCat("t_snap: ", testing::DiskDir(), "/(unnamed temporary file): read of ",
+                                                log.segment_bytes, " bytes at offset ", log.segment_bytes,
+                                                " failed: Input/output error")));
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   EXPECT_TRUE(t->status().ok());
   for (int64_t r2 = 0; r2 < 256; ++r2) ASSERT_EQ(t->rowpointer(r2, Access::kRead)[0], static_cast<float>(r2)) << r2;
-  ASSERT_TRUE(t->SaveSnapshot(path, {.force_block_io = true}).ok());
+  ASSERT_TRUE(t->SaveSnapshot(path).ok());
 
   // A directory that does not exist: the error names the file.
   r = t->SaveSnapshot(testing::DiskDir() + "/no/such/dir/x.ssd");
@@ -545,18 +562,19 @@ TEST(SsdTable, EioDuringSaveSnapshotIsAnErrorAndTheTableStaysUsable) {
   auto u = SsdTable<float, 16>::Create({.name = "t_load", .nvectors = 256},
                                        WithFaults(256 * 64, {{.op = IoOp::kWrite, .nth = 3, .error = EIO}}));
   ASSERT_TRUE(u.ok()) << u.status();
-  r = u->LoadSnapshot(path, {.force_block_io = true});
+  r = u->LoadSnapshot(path);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()),
-              ::testing::HasSubstr("t_load: " + testing::DiskDir() +
-                                   "/(unnamed temporary file): write of 4096 bytes at offset 8192 failed"));
+              ::testing::HasSubstr(absl::StrCat("t_load: ", testing::DiskDir(), "/(unnamed temporary file): write of ",
+                                                log.segment_bytes, " bytes at offset ", 2 * log.segment_bytes,
+                                                " failed")));
   // Half loaded: the table says so and refuses use until a load succeeds.
   EXPECT_THAT(std::string(u->status().message()), ::testing::HasSubstr("rows are undefined"));
   std::vector<int64_t> rows = {1};
   EXPECT_EQ(u->Prefetch(0, rows).code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(std::isnan(u->rowpointer(1, Access::kRead)[0]));
   EXPECT_FALSE(u->SaveSnapshot(path + ".2").ok());
-  ASSERT_TRUE(u->LoadSnapshot(path, {.force_block_io = true}).ok());
+  ASSERT_TRUE(u->LoadSnapshot(path).ok());
   EXPECT_TRUE(u->status().ok()) << u->status();
   for (int64_t r2 = 0; r2 < 256; ++r2) ASSERT_EQ(u->rowpointer(r2, Access::kRead)[0], static_cast<float>(r2)) << r2;
   std::remove(path.c_str());
