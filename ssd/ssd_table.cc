@@ -196,24 +196,27 @@ absl::Status SsdCore::Submit() {
   return s;
 }
 
-absl::Status SsdCore::ReapReady() {
-  std::vector<BlockCompletion> done;
-  if (absl::Status s = file_.io().Reap(0, &done); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(name_, ": ", file_.name(), ": ", s.message()));
-  }
-  for (const BlockCompletion& c : done) Complete(c);
-  return absl::OkStatus();
-}
+absl::Status SsdCore::ReapReady() { return Reap(0); }
+absl::Status SsdCore::ReapSome() { return Reap(1); }
 
-absl::Status SsdCore::ReapSome() {
+absl::Status SsdCore::Reap(int64_t at_least) {
   if (!requests_.empty() || !writes_.empty()) CEMB_RETURN_IF_ERROR(Submit());
-  // Completing a collector read may append, and appending may reap again:
-  // each call has its own list.
-  std::vector<BlockCompletion> done;
-  if (absl::Status s = file_.io().Reap(1, &done); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat(name_, ": ", file_.name(), ": ", s.message()));
+  // Completing a collector read appends, and appending may reap again: the
+  // inner call applies the completions the outer one has not reached yet
+  // (a write the inner call waits for may be among them), so they wait in
+  // one queue, not in each call's own list.
+  if (reaped_.empty() || at_least == 0) {
+    scratch_.clear();
+    if (absl::Status s = file_.io().Reap(at_least, &scratch_); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(name_, ": ", file_.name(), ": ", s.message()));
+    }
+    reaped_.insert(reaped_.end(), scratch_.begin(), scratch_.end());
   }
-  for (const BlockCompletion& c : done) Complete(c);
+  while (!reaped_.empty()) {
+    const BlockCompletion c = reaped_.front();
+    reaped_.pop_front();
+    Complete(c);
+  }
   return absl::OkStatus();
 }
 
@@ -238,8 +241,8 @@ void SsdCore::Complete(const BlockCompletion& c) {
 
 void SsdCore::CompleteFetch(Op& o, const absl::Status& error) {
   if (error.ok()) {
-    for (auto [row, s] : o.rows) {
-      std::memcpy(Slot(s), o.buffer.get() + log.offset_in_block(slot_loc_[s]), row_bytes_);
+    for (auto [row, s, offset] : o.rows) {
+      std::memcpy(Slot(s), o.buffer.get() + offset, row_bytes_);
       map[row].store(s + 1, std::memory_order_release);
     }
     stats_.fetched_rows += static_cast<int64_t>(o.rows.size());
@@ -247,7 +250,7 @@ void SsdCore::CompleteFetch(Op& o, const absl::Status& error) {
     // The rows stay where they were: in the log, not resident. Their slots
     // are freed when the batches pinning them are unpinned.
     last_read_error_ = error;
-    for (auto [row, s] : o.rows) {
+    for (auto [row, s, offset] : o.rows) {
       map[row].store(kOnDisk | slot_loc_[s], std::memory_order_release);
       slot_row_[s] = -1;
       slot_loc_[s] = kNoLoc;
@@ -297,7 +300,7 @@ void SsdCore::QueueFetchReads(uint64_t batch_seq, int64_t* pending) {
     Op& o = ops_[id];
     for (; i < reads_.size() && reads_[i].first == offset; ++i) {
       const uint32_t s = reads_[i].second;
-      o.rows.emplace_back(slot_row_[s], s);
+      o.rows.push_back({slot_row_[s], s, static_cast<uint32_t>(log.offset_in_block(slot_loc_[s]))});
       loading_op_[s] = id;
     }
     if (pending != nullptr) {

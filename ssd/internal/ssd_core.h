@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -191,7 +192,14 @@ class SsdCore {
     std::unique_ptr<std::byte, decltype(&std::free)> buffer{nullptr, &std::free};  // kFetch, kCollect
     size_t buffer_bytes = 0;
     bool done = false;
-    std::vector<std::pair<int64_t, uint32_t>> rows;  // kFetch: (row, slot) to install
+    // kFetch: the rows to install, with their byte in the block (taken when
+    // the read is queued: the collector may move a loading row's copy meanwhile).
+    struct Fill {
+      int64_t row;
+      uint32_t slot;
+      uint32_t offset;
+    };
+    std::vector<Fill> rows;
     std::vector<uint64_t> batches;                   // kFetch: seqs of the batches waiting
   };
   // A segment in DRAM: open (taking rows), or sealed and not yet on disk.
@@ -279,6 +287,7 @@ class SsdCore {
   absl::Status ReapSome();
   // Applies the completions already there, without waiting.
   absl::Status ReapReady();
+  absl::Status Reap(int64_t at_least);
   void Complete(const BlockCompletion& c);
   absl::Status IoError(IoOp op, uint64_t offset, int64_t bytes, int64_t result) const;
   absl::Status FlushDirtyLocked();
@@ -326,7 +335,8 @@ class SsdCore {
   std::vector<uint32_t> free_ops_;
   std::vector<BlockRequest> requests_;        // reads to submit
   std::vector<BlockRequest> writes_;          // writes and collector reads to submit after them
-  std::vector<BlockCompletion> done_;         // scratch
+  std::deque<BlockCompletion> reaped_;        // reaped, not yet applied (Reap)
+  std::vector<BlockCompletion> scratch_;
   std::vector<uint32_t> victims_;             // scratch
   std::vector<int64_t> missing_;                        // scratch
   std::vector<std::pair<uint64_t, uint32_t>> reads_;    // scratch: (block offset, slot) of StartFill's reads

@@ -24,6 +24,15 @@ SsdOptions Options(int64_t capacity_rows) {
   return o;
 }
 
+// A log with little room (segments of 64 rows, 1.1x the table), so that the
+// collector runs while kernels update pinned rows.
+SsdOptions TightLog(int64_t capacity_rows) {
+  SsdOptions o = Options(capacity_rows);
+  o.segment_bytes = 4096;
+  o.file_space = 1.1;
+  return o;
+}
+
 // Every row written (value row * 100 + j) and on the file, none resident.
 void Fill(SsdTable<float, 16>& t) {
   for (int64_t r = 0; r < t.nvectors(); ++r) {
@@ -31,6 +40,7 @@ void Fill(SsdTable<float, 16>& t) {
     for (int64_t j = 0; j < 16; ++j) p[j] = Value(r, j);
   }
   ASSERT_TRUE(t.EvictUnpinned().ok());
+  ASSERT_TRUE(t.FlushDirty().ok());  // the segments written: misses read the file
 }
 
 TEST(SsdTableStress, ConcurrentMissesOnRowsNotResidentReturnCorrectRows) {
@@ -61,10 +71,11 @@ TEST(SsdTableStress, ConcurrentMissesOnRowsNotResidentReturnCorrectRows) {
 
 TEST(SsdTableStress, PrefetcherThreadOverlapsKernelThreadsOnPinnedRows) {
   // A prefetcher pins batch k+1 (evicting: the pool holds about three
-  // batches) while workers read and update the rows of batch k; each worker
+  // batches; the log collecting: it has room for 1.1x the rows, all
+  // written) while workers read and update the rows of batch k; each worker
   // owns the rows r % kThreads == i, as the kernels partition unique rows.
   constexpr int64_t kN = 4096, kBatch = 96, kSteps = 40;
-  auto t = SsdTable<float, 16>::Create({.name = "overlap", .nvectors = kN}, Options(3 * kBatch));
+  auto t = SsdTable<float, 16>::Create({.name = "overlap", .nvectors = kN}, TightLog(3 * kBatch));
   ASSERT_TRUE(t.ok()) << t.status();
   Fill(*t);
   std::vector<std::vector<int64_t>> batches(kSteps);
@@ -116,7 +127,10 @@ TEST(SsdTableStress, PrefetcherThreadOverlapsKernelThreadsOnPinnedRows) {
   for (int64_t r = 0; r < kN; ++r) {
     ASSERT_EQ(t->rowpointer(r, Access::kRead)[0], Value(r, 0) + static_cast<float>(updates[r])) << r;
   }
-  EXPECT_GT(t->stats().dirty_evictions, 0);
+  const SsdStats s = t->stats();
+  EXPECT_GT(s.dirty_evictions, 0);
+  EXPECT_GT(s.gc_segments, 0) << s.ToString(64);  // the collector ran beside the workers
+  EXPECT_GT(s.gc_rows_moved, 0) << s.ToString(64);
 }
 
 }  // namespace

@@ -1,0 +1,224 @@
+// The ssd tier's log (docs/ssd.md, "The log"): every row reads back its last
+// write however often the collector has moved it; the file never grows past
+// its bound; a failed collector read is reported and loses nothing; nothing
+// is read to be written.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/random.h"
+#include "embedding/simple_table.h"
+#include "embedding/table_io.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "ssd/ssd_table.h"
+#include "tests/ssd/test_util.h"
+
+namespace cemb {
+namespace {
+
+using Table = SsdTable<float, 16>;  // 64-byte rows: 64 to a block
+constexpr int64_t kN = 4000;
+constexpr uint64_t kSeed = 3;
+
+// Segments of one block (64 rows), room for `space` x the table's rows.
+SsdOptions SmallLog(int64_t capacity_rows, double space) {
+  SsdOptions o;
+  o.capacity_bytes = capacity_rows * 64;
+  o.file.directory = testing::DiskDir();
+  o.init_seed = kSeed;
+  o.segment_bytes = 4096;
+  o.file_space = space;
+  return o;
+}
+
+// Training-like steps: batch k of `rows` is prefetched, every distinct row
+// of it updated (element 0 set to a value unique to the step and the row),
+// unpinned. `ref` gets the same writes.
+class Steps {
+ public:
+  Steps(Table* t, SimpleTable<float, 16>* ref) : t_(t), ref_(ref) {}
+
+  absl::Status Run(int64_t k, const std::vector<int64_t>& rows) {
+    if (absl::Status s = t_->Prefetch(k, rows); !s.ok()) return s;
+    if (absl::Status s = t_->WaitResident(k).status(); !s.ok()) return s;
+    for (int64_t r : rows) {
+      const float v = static_cast<float>(k * kN + r);
+      t_->rowpointer(r, Access::kUpdate)[0] = v;
+      ref_->rowpointer(r)[0] = v;
+    }
+    return t_->Unpin(k);
+  }
+
+ private:
+  Table* t_;
+  SimpleTable<float, 16>* ref_;
+};
+
+std::vector<int64_t> Batch(Xoshiro256pp& rng, int64_t n, bool zipf, ZipfSampler& z) {
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int64_t& r : rows) r = zipf ? static_cast<int64_t>(z(rng)) : static_cast<int64_t>(rng.Below(kN));
+  return rows;
+}
+
+void ExpectSameRows(const SimpleTable<float, 16>& ref, const Table& t) {
+  for (int64_t r = 0; r < kN; ++r) {
+    ASSERT_EQ(std::memcmp(ref.rowpointer(r), t.rowpointer(r, Access::kRead), 64), 0) << "row " << r;
+  }
+}
+
+// 400 batches of 256 rows over 4000: each row rewritten ~25 times, the log
+// (1.5x the rows) rewritten over and over: the collector runs all along.
+void ExpectLastWritesAfterManyCollections(bool zipf) {
+  SCOPED_TRACE(zipf ? "Zipf(1.05)" : "uniform");
+  auto ref = SimpleTable<float, 16>::Create({.name = "ref", .nvectors = kN});
+  ASSERT_TRUE(ref.ok());
+  InitUniform(*ref, kSeed);
+  auto t = Table::Create({.name = "log", .nvectors = kN}, SmallLog(600, 1.5));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const uint64_t file = t->file().size();
+  EXPECT_EQ(file, t->log_layout().file_bytes());
+  // The bound: 1.5 x the rows' blocks (63) in segments of one block and an id area, plus 8.
+  EXPECT_EQ(t->log_layout().nsegments, 95 + 8);
+  Steps steps(&*t, &*ref);
+  Xoshiro256pp rng(zipf ? 5 : 6);
+  ZipfSampler z(kN, 1.05);
+  int64_t max_live = 0;
+  for (int64_t k = 0; k < 400; ++k) {
+    ASSERT_TRUE(steps.Run(k, Batch(rng, 256, zipf, z)).ok()) << "step " << k;
+    max_live = std::max(max_live, t->stats().live_rows);
+  }
+  const SsdStats s = t->stats();
+  SCOPED_TRACE(s.ToString(64));
+  EXPECT_GT(s.gc_segments + s.gc_freed, 50);
+  if (!zipf) EXPECT_GT(s.gc_rows_moved, 0);
+  EXPECT_LE(max_live, kN);                  // one copy per row at most
+  EXPECT_EQ(t->file().size(), file);        // never grew
+  EXPECT_EQ(s.io.reads, s.fetch_reads + s.gc_segments);  // nothing read to be written
+  ExpectSameRows(*ref, *t);
+  // After a flush, and with nothing resident: every row from the log.
+  ASSERT_TRUE(t->FlushDirty().ok());
+  ASSERT_TRUE(t->EvictUnpinned().ok());
+  ExpectSameRows(*ref, *t);
+  // A snapshot of the collected log loads into a fresh table, bit for bit.
+  const std::string path = absl::StrCat(testing::DiskDir(), "/log_test_", zipf ? "zipf" : "uniform", "_", getpid(), ".ssd");
+  ASSERT_TRUE(t->SaveSnapshot(path).ok());
+  auto u = Table::Create({.name = "log2", .nvectors = kN}, SmallLog(600, 1.5));
+  ASSERT_TRUE(u.ok());
+  absl::StatusOr<SnapshotInfo> loaded = u->LoadSnapshot(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->rows, t->stats().live_rows);
+  ExpectSameRows(*ref, *u);
+  std::remove(path.c_str());
+  EXPECT_TRUE(t->status().ok()) << t->status();
+}
+
+TEST(SsdLog, EveryRowReadsItsLastWriteAfterManyCollectionsUniform) { ExpectLastWritesAfterManyCollections(false); }
+TEST(SsdLog, EveryRowReadsItsLastWriteAfterManyCollectionsZipf) { ExpectLastWritesAfterManyCollections(true); }
+
+TEST(SsdLog, EveryRowWrittenInATightLogStillFits) {
+  // 1.1x: every row written, then rewritten in random order several times.
+  auto ref = SimpleTable<float, 16>::Create({.name = "ref", .nvectors = kN});
+  ASSERT_TRUE(ref.ok());
+  InitUniform(*ref, kSeed);
+  auto t = Table::Create({.name = "tight", .nvectors = kN}, SmallLog(300, 1.1));
+  ASSERT_TRUE(t.ok()) << t.status();
+  Steps steps(&*t, &*ref);
+  Xoshiro256pp rng(8);
+  ZipfSampler z(kN, 1.05);
+  int64_t k = 0;
+  for (int64_t r = 0; r < kN; r += 200, ++k) {
+    std::vector<int64_t> rows;
+    for (int64_t i = r; i < std::min(kN, r + 200); ++i) rows.push_back(i);
+    ASSERT_TRUE(steps.Run(k, rows).ok());
+  }
+  for (int64_t i = 0; i < 100; ++i, ++k) ASSERT_TRUE(steps.Run(k, Batch(rng, 200, false, z)).ok()) << k;
+  const SsdStats s = t->stats();
+  EXPECT_GT(s.gc_rows_moved, 0) << s.ToString(64);
+  ExpectSameRows(*ref, *t);
+}
+
+// Fails the first collector read (a whole segment) with EIO.
+class FailFirstSegmentRead final : public BlockIo {
+ public:
+  FailFirstSegmentRead(std::unique_ptr<BlockIo> io, uint32_t segment_bytes)
+      : io_(std::move(io)), segment_bytes_(segment_bytes) {}
+  absl::Status Submit(std::span<const BlockRequest> requests) override {
+    std::vector<BlockRequest> pass;
+    for (const BlockRequest& r : requests) {
+      if (!fired_ && r.op == IoOp::kRead && r.bytes == segment_bytes_) {
+        fired_ = true;
+        failed_.push_back({r.tag, -EIO});
+        offset_ = r.offset;
+        continue;
+      }
+      pass.push_back(r);
+    }
+    return io_->Submit(pass);
+  }
+  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
+    const auto n = static_cast<int64_t>(failed_.size());
+    out->insert(out->end(), failed_.begin(), failed_.end());
+    failed_.clear();
+    return io_->Reap(min_completions - n, out);
+  }
+  int64_t in_flight() const override { return io_->in_flight() + static_cast<int64_t>(failed_.size()); }
+  const IoCounters& counters() const override { return io_->counters(); }
+  const char* name() const override { return io_->name(); }
+  uint64_t offset() const { return offset_; }
+
+ private:
+  std::unique_ptr<BlockIo> io_;
+  uint32_t segment_bytes_;
+  bool fired_ = false;
+  uint64_t offset_ = 0;
+  std::vector<BlockCompletion> failed_;
+};
+
+TEST(SsdLog, EioOnACollectorReadIsReportedNamingTheSegmentAndLosesNothing) {
+  auto ref = SimpleTable<float, 16>::Create({.name = "ref", .nvectors = kN});
+  ASSERT_TRUE(ref.ok());
+  InitUniform(*ref, kSeed);
+  SsdOptions o = SmallLog(600, 1.5);
+  FailFirstSegmentRead* fault = nullptr;
+  o.file.wrap_io = [&fault](std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
+    auto f = std::make_unique<FailFirstSegmentRead>(std::move(io), 4096 + 4096);  // id area + one block
+    fault = f.get();
+    return f;
+  };
+  auto t = Table::Create({.name = "t_gc", .nvectors = kN}, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->log_layout().segment_bytes, 8192);
+  Steps steps(&*t, &*ref);
+  Xoshiro256pp rng(6);
+  ZipfSampler z(kN, 1.05);
+  absl::Status failed;
+  int64_t k = 0;
+  for (; k < 400; ++k) {
+    absl::Status s = steps.Run(k, Batch(rng, 256, false, z));
+    if (!s.ok()) {
+      failed = s;
+      ASSERT_TRUE(t->pinned_rows() == 0 || t->Unpin(k).ok());
+      ++k;
+      break;
+    }
+  }
+  ASSERT_FALSE(failed.ok()) << "the collector never read a segment";
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss) << failed;
+  EXPECT_THAT(std::string(failed.message()),
+              ::testing::HasSubstr(absl::StrCat("t_gc: ", testing::DiskDir(), "/(unnamed temporary file): read of 8192 "
+                                                "bytes at offset ", fault->offset(), " failed: Input/output error")));
+  // The segment stayed where it was: training goes on, the collector takes it later.
+  for (int64_t i = 0; i < 100; ++i, ++k) ASSERT_TRUE(steps.Run(k, Batch(rng, 256, false, z)).ok()) << k;
+  ExpectSameRows(*ref, *t);
+  ASSERT_TRUE(t->FlushDirty().ok());
+  ASSERT_TRUE(t->EvictUnpinned().ok());
+  ExpectSameRows(*ref, *t);
+}
+
+}  // namespace
+}  // namespace cemb
