@@ -387,6 +387,8 @@ absl::Status ParseStorage(MapReader& r, TableStorageConfig& s) {
   CEMB_RETURN_IF_ERROR(r.CacheSizeValue("cache_slack", &s.cache_slack));
   CEMB_RETURN_IF_ERROR(r.Integer("admit_after", &s.admit_after, 0, 1000000));
   CEMB_RETURN_IF_ERROR(r.String("slow_tier", &s.slow_tier));
+  CEMB_RETURN_IF_ERROR(r.Integer("ssd_queue_depth", &s.ssd_queue_depth, 1, 4096));
+  CEMB_RETURN_IF_ERROR(r.Double("ssd_file_space", &s.ssd_file_space, 1.1, 100));
   if (s.cache_lower.bytes == 0 &&
       (s.kind == StorageKind::kStatic || s.kind == StorageKind::kDynamic)) {
     return r.Error("cache_lower", "a cached table needs a cache: expected a size > 0");
@@ -536,6 +538,8 @@ StorageConfig TableStorageConfig::ToStorageConfig() const {
   }
   c.slow_tier = TierOptions::Pmem(dir);
   c.ssd.file.directory = dir;
+  c.ssd.file.queue_depth = ssd_queue_depth;
+  c.ssd.file_space = ssd_file_space;
   c.cache.lower = cache_lower;
   c.cache.slack = cache_slack;
   c.cache.admit_after = admit_after;

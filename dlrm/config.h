@@ -70,6 +70,10 @@ struct TableStorageConfig {
   // rows file of an "ssd" table (an unnamed temporary file in it). Empty =
   // $TMPDIR (or /tmp).
   std::string slow_tier;
+  // ssd: requests in flight per table (io_uring entries), and the rows file
+  // as a multiple of the table's rows (the log's room: docs/ssd.md).
+  int ssd_queue_depth = BlockFileOptions{}.queue_depth;
+  double ssd_file_space = SsdOptions{}.file_space;
   // cache_lower or cache_slack was in the config (otherwise a model.dram_budget
   // sizes a cached table's cache: dlrm/dram_budget.h).
   bool cache_size_given = false;
@@ -109,7 +113,7 @@ struct ModelConfig {
   std::map<int, TableStorageConfig> table_storage;  // per-table overrides
 
   // DRAM for the rows of the tables on a slower tier: the ssd tables' slot
-  // pools, slot metadata and residency maps, and the caches of cached tables
+  // pools, slot metadata, maps and log buffers, and the caches of cached tables
   // whose size is not given; in bytes ("6GiB") or as a fraction of this
   // machine's physical memory ("25%", "0.25"). Required when a table is
   // "ssd". ToDlrmOptions splits it (dlrm/dram_budget.h).

@@ -13,9 +13,6 @@
 namespace cemb::dlrm {
 namespace {
 
-// ssd, per slot: pins (4), the batch that last pinned it (8), its row (8),
-// its read (4), flags (1), the free list (4): docs/ssd.md.
-constexpr int64_t kSsdSlotMetadataBytes = 29;
 // cached, per slot: the backedge (slot -> row).
 constexpr int64_t kCacheSlotMetadataBytes = 8;
 
@@ -76,7 +73,7 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
     if (p.ssd) {
       p.unit = (row_bytes + 7) / 8 * 8;
       p.cost = p.unit + kSsdSlotMetadataBytes;
-      p.fixed = 4 * spec.rows + spec.rows / 8 + 1;
+      p.fixed = SsdFixedDramBytes(spec.rows, row_bytes, spec.storage.ssd);
       p.held = std::min(spec.rows, (request.prefetch_batches + 1) * per_batch);
     } else {
       p.unit = row_bytes;
@@ -101,7 +98,7 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
     if (nssd > 0) {
       what.push_back(absl::StrCat("the rows that ", nssd, " ssd table(s) pin at once: train.prefetch_batches + 1 = ",
                                   request.prefetch_batches + 1, " batches of up to ", per_batch,
-                                  " distinct rows (batch_size x hotness) per table, plus their residency maps"));
+                                  " distinct rows (batch_size x hotness) per table, plus their maps and log buffers"));
     }
     if (ncached > 0) {
       what.push_back(absl::StrCat(ncached, " cached table(s) without a cache size: ", per_batch + 1,

@@ -1,8 +1,8 @@
 // model.dram_budget: one DRAM budget for the tables whose rows live on a
 // slower tier, split among them by what they need, their traffic and size.
 //
-// Who takes part: every "ssd" table (its slot pool, slot metadata and
-// residency map), and every cached table ("static", "dynamic") whose cache
+// Who takes part: every "ssd" table (its slot pool, slot metadata, map
+// and log buffers: ssd/internal/ssd_core.h, SsdFixedDramBytes), and every cached table ("static", "dynamic") whose cache
 // size the config does not give (cache_lower / cache_slack left out: the
 // budget sets both; a cached table with a given size keeps it and its bytes
 // come out of the budget first).
@@ -10,7 +10,8 @@
 // The split, in order:
 //   1. What each table cannot do without (refused, naming model.dram_budget
 //      and the bytes, when the budget is smaller): its fixed metadata (ssd:
-//      4 bytes per row of residency map and a bit per block; cached: the
+//      4 bytes per row of map, the log's write and collector buffers of
+//      about 1 MiB each, 6 per table; cached: the
 //      8-byte pointer word per row) and the rows it must hold at once (ssd:
 //      the rows pinned by prefetch_batches + 1 batches, batch_size x hotness
 //      each; cached: one batch's rows, the cache slack a step may admit,

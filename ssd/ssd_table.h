@@ -1,7 +1,8 @@
 // SsdTable<T, D>: an embedding table larger than DRAM. Its rows live in a
-// file on an NVMe drive, read and written in 4 KiB blocks with io_uring and
-// O_DIRECT, never mapped (ssd/block_file.h); DRAM holds a pool of row slots
-// and a residency map. rowpointer() always returns a DRAM address: a row is
+// file on an NVMe drive that is a log (ssd/log_layout.h): dirty rows are
+// appended in 1 MiB segment writes, missed rows read in 4 KiB blocks, with
+// io_uring and O_DIRECT, never mapped; DRAM holds a pool of row slots and a
+// map word per row. rowpointer() always returns a DRAM address: a row is
 // in DRAM before a kernel touches it. docs/ssd.md is the design.
 //
 // A training step: Prefetch(k, rows of batch k) finds the rows not resident,
@@ -12,18 +13,21 @@
 // of batch k+1 may come before WaitResident(k): its reads overlap step k.
 //
 // DRAM: capacity_bytes of slots (row bytes rounded up to 8 each); per slot
-// 29 bytes of metadata (row, pins, flags, the batch that last pinned it, its
-// read, the free list); per row 4 bytes, the residency map (a slot index, or "not resident",
-// or "read in flight": an array, not a hash table, so a hit costs one load;
-// anonymous memory, so rows never touched cost nothing); per block 1 bit
-// ("ever written"). A 256-byte row costs 4 bytes + 1/128 byte beyond the pool.
+// kSsdSlotMetadataBytes (33) of metadata (row, its copy in the log, pins,
+// flags, the batch that last pinned it, its read, the free list); per row 4
+// bytes, the map (a slot index, "read in flight", "never written", or the
+// place of its copy in the log: an array, not a hash table, so a hit costs
+// one load; anonymous memory, so rows never touched cost nothing); the
+// log's write and collector buffers, about 6 MiB (SsdFixedDramBytes).
 //
 // Eviction: CLOCK (second chance) over the unpinned slots; rows of a pinned
 // batch are never evicted. A dirty victim (handed out for kUpdate since last
-// written) is written back with batched asynchronous writes of whole blocks,
-// reading the block first (read-modify-write) when other rows of it are not
-// in DRAM; Prefetch waits for those writes (not for its reads), so a failed
-// write leaves the row resident and dirty, never lost.
+// written) is copied into the log's open segment (nothing is read to write
+// it); a full segment is written with one request behind the batch's reads.
+// A failed segment write keeps its rows in the write buffer (served from
+// there) and is reported by the next Prefetch; never lost. A collector
+// appends the live rows of mostly dead segments again, so the file stays
+// within 1.5x the table's rows (SsdOptions::file_space) plus 8 segments.
 //
 // Lifetime of a rowpointer() address: for a row of a pinned batch, until
 // Unpin of every batch that pins it; for any other row, until the next miss
@@ -33,8 +37,7 @@
 // rowpointer() of a row not resident (a user who did not prefetch): a
 // synchronous read of its block at queue depth 1 under the table's mutex
 // (about 80 us on a drive that does 12,500 reads/s at depth 1), plus a
-// write of the victim's block, and a read of it, if the victim is dirty;
-// concurrent misses are served one at a time. Correct from any number of
+// copy of the victim into the log if it is dirty; concurrent misses are served one at a time. Correct from any number of
 // threads. If it fails (an I/O error, every slot pinned), it returns a row
 // of NaNs and status() says why.
 //
@@ -44,12 +47,11 @@
 // failed: Input/output error"); the rows concerned stay where they were (in
 // the file, or resident and dirty), so the table stays consistent.
 //
-// Checkpoints: SaveSnapshot(path) writes back the dirty rows and copies the
-// blocks ever written (with copy_file_range: in the kernel, a reflink where the
-// file system shares extents) into one file after a small header and the
-// written-block bitmap; blocks never written are not copied (the seed makes
-// them again). A checkpoint costs the bytes training has written, not the
-// table. LoadSnapshot(path) puts them back into a table of the same shape.
+// Checkpoints: SaveSnapshot(path) appends the dirty rows and copies the live
+// rows of the log, compacted (row ids, then rows), into one file; rows never
+// written are not copied (the seed makes them again), nor is the log's
+// garbage. A checkpoint costs the rows training has written, not the table.
+// LoadSnapshot(path) appends them to a fresh log of a table of the same shape.
 //
 // Thread safety: rowpointer() from any number of threads (a hit is one
 // acquire load and, the first time after the CLOCK hand passed, one relaxed
@@ -148,27 +150,29 @@ class SsdTable {
   [[nodiscard]] absl::StatusOr<absl::Duration> WaitResident(int64_t batch_id);
   // The step is done with the batch's rows.
   [[nodiscard]] absl::Status Unpin(int64_t batch_id);
-  // Writes every dirty row back (whole blocks, batched) and marks it clean;
-  // the rows stay resident. Before a checkpoint. REQUIRES: no kernel running.
+  // Appends every dirty row to the log, writes the open segment and waits
+  // for every segment write, and marks the rows clean; they stay resident.
+  // Before a checkpoint. REQUIRES: no kernel running.
   [[nodiscard]] absl::Status FlushDirty();
-  // Writes back and drops every unpinned row (tests; a smaller DRAM share).
+  // Appends the dirty unpinned rows to the log and drops every unpinned row
+  // (tests; a smaller DRAM share).
   // REQUIRES: no kernel running on unpinned rows.
   [[nodiscard]] absl::Status EvictUnpinned();
 
   // --- snapshots (checkpoints) ------------------------------------------------
 
-  // Writes back every dirty row, then writes `path` (through "<path>.tmp",
-  // fsync'd, renamed): a header (nvectors, row and block bytes, seed), the
-  // written-block bitmap, and the written blocks in block order. Pinned
-  // batches may stay pinned. Errors name the table, the file and the
-  // operation; on an error `path` is left as it was (the .tmp is removed)
-  // and the table holds the same values.
-  // REQUIRES: no kernel running on the table. NOTE: reads the written blocks
-  // once (none with a reflink); the rows stay resident.
+  // Appends every dirty row to the log, then writes `path` (through
+  // "<path>.tmp", fsync'd, renamed): a header (nvectors, row bytes, seed,
+  // rows), the row ids, and the rows that have a copy in the log, each once
+  // (docs/ssd.md, format 2). Pinned batches may stay pinned. Errors name the
+  // table, the file and the operation; on an error `path` is left as it was
+  // (the .tmp is removed) and the table holds the same values.
+  // REQUIRES: no kernel running on the table. NOTE: reads each segment that
+  // holds a live row once; the rows stay resident.
   [[nodiscard]] absl::StatusOr<SnapshotInfo> SaveSnapshot(const std::string& path,
                                                           const SnapshotOptions& options = {});
   // Replaces every row by the snapshot's: resident rows are dropped without
-  // write-back, the written blocks are copied into the rows file, the others
+  // write-back, the snapshot's rows are appended to an empty log, the others
   // become lazy. A snapshot of another shape or seed is InvalidArgument
   // naming the field, a short or corrupt one DataLoss naming the offset;
   // both leave the table as it was (the whole file is checked first). A

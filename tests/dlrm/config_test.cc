@@ -408,9 +408,11 @@ TEST(TrainConfig, SsdConfigErrorsNameTheKey) {
               HasSubstr("configs/x.yaml: model.dram_budget: required when a table's storage is ssd"));
 }
 
-// dim 16 fp32: 64-byte rows, slots of 64 + 29 bytes of metadata; residency
-// map 4 bytes per row plus a bit per block.
-int64_t SsdNeed(int64_t rows, int64_t pinned_rows) { return 4 * rows + rows / 8 + 1 + pinned_rows * (64 + 29); }
+// dim 16 fp32: 64-byte rows, slots of 64 bytes and their metadata; the map
+// and the log's buffers (ssd/internal/ssd_core.h).
+int64_t SsdNeed(int64_t rows, int64_t pinned_rows) {
+  return SsdFixedDramBytes(rows, 64, SsdOptions{}) + pinned_rows * (64 + kSsdSlotMetadataBytes);
+}
 
 TEST(TrainConfig, DramBudgetThatCannotHoldThePinnedBatchesIsRefusedWithTheBytesNeeded) {
   // 2 ssd tables of 100,000 rows, batch 512, hotness 2, prefetch 2: 3 x 1024
@@ -454,9 +456,9 @@ train: {batch_size: 100, prefetch_batches: 1}
   const auto slots = [&](int t) { return o->embeddings.tables[t].storage.ssd.capacity_bytes / 64; };
   EXPECT_EQ(o->embeddings.tables[3].storage.ssd.capacity_bytes, 0);
   const int64_t fixed = SsdNeed(10000, 0) + SsdNeed(1000000, 0) + SsdNeed(3000000, 0);
-  const int64_t used = fixed + (slots(0) + slots(1) + slots(2)) * (64 + 29);
+  const int64_t used = fixed + (slots(0) + slots(1) + slots(2)) * (64 + kSsdSlotMetadataBytes);
   EXPECT_LE(used, int64_t{32} << 20);
-  EXPECT_GT(used, (int64_t{32} << 20) - 4 * (64 + 29));  // every whole slot handed out (but rounding)
+  EXPECT_GT(used, (int64_t{32} << 20) - 4 * (64 + kSsdSlotMetadataBytes));  // every whole slot handed out (but rounding)
   EXPECT_NEAR(static_cast<double>(slots(2) - 200) / static_cast<double>(slots(1) - 200), 3.0, 0.01);
   EXPECT_NEAR(static_cast<double>(slots(1) - 200) / static_cast<double>(slots(0) - 200), 100.0, 1.0);
 

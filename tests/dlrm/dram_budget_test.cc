@@ -16,7 +16,7 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr int64_t kDim = 16;  // fp32: 64-byte rows and slots
-constexpr int64_t kSsdCost = 64 + 29;
+constexpr int64_t kSsdCost = 64 + kSsdSlotMetadataBytes;
 constexpr int64_t kCacheCost = 64 + 8;
 
 EmbeddingLayerOptions Tables(std::vector<std::pair<int64_t, StorageKind>> tables) {
@@ -31,7 +31,7 @@ EmbeddingLayerOptions Tables(std::vector<std::pair<int64_t, StorageKind>> tables
   return o;
 }
 
-int64_t SsdFixed(int64_t rows) { return 4 * rows + rows / 8 + 1; }
+int64_t SsdFixed(int64_t rows) { return SsdFixedDramBytes(rows, 64, SsdOptions{}); }
 
 DramBudgetRequest Request(int64_t budget) {
   return {.budget = budget, .where = "x.yaml: model.dram_budget: ", .batch_size = 10, .hotness = 1,

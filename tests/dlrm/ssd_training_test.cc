@@ -5,6 +5,9 @@
 // with a message naming it, and the last checkpoint resumes.
 
 #include <algorithm>
+#include <signal.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -71,11 +74,11 @@ train:
 
   // The smallest budget the trainer accepts for prefetch_batches = p, plus
   // `slack_rows` slots per table: (p + 1) batches of kBatch x kHotness rows
-  // per table (docs/training.md: 64-byte rows, 29 bytes of slot metadata,
-  // 4 bytes per row of residency map and a bit per block).
+  // per table (64-byte rows and their slot metadata, the map and the log's
+  // buffers: ssd/internal/ssd_core.h).
   static int64_t TightBudget(int p, int64_t slack_rows) {
     const int64_t pinned = std::min<int64_t>(kRows, (p + 1) * kBatch * kHotness) + slack_rows;
-    return kTables * (4 * kRows + kRows / 8 + 1 + pinned * (64 + 29));
+    return kTables * (SsdFixedDramBytes(kRows, 64, SsdOptions{}) + pinned * (64 + kSsdSlotMetadataBytes));
   }
 
   using WrapIo = std::function<std::unique_ptr<BlockIo>(int, std::unique_ptr<BlockIo>)>;
@@ -232,6 +235,89 @@ TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
   // Neither the snapshot's save nor its load fetched a row.
   for (const TrainSummary* run : {&*a, &*b}) {
     for (const TableReport& r : run->tables) EXPECT_EQ(r.ssd_stats.sync_fetches, 0) << r.name;
+  }
+}
+
+// Kills the process (SIGKILL) at emb3's I/O: the `nth` request after the
+// step-5 checkpoint is in place (in the middle of a step), or its first
+// request while the step-10 checkpoint is being written (in the middle of a
+// checkpoint: emb0-2's snapshots are in its temporary directory, emb3's is not).
+class KillAt final : public BlockIo {
+ public:
+  enum class When { kStep, kCheckpoint };
+  KillAt(std::unique_ptr<BlockIo> io, std::string dir, When when, int64_t nth)
+      : io_(std::move(io)), dir_(std::move(dir)), when_(when), nth_(nth) {}
+  absl::Status Submit(std::span<const BlockRequest> requests) override {
+    if (when_ == When::kStep && std::filesystem::exists(dir_ + "/" + CheckpointName(5)) && ++seen_ >= nth_) {
+      ::raise(SIGKILL);
+    }
+    if (when_ == When::kCheckpoint &&
+        std::filesystem::exists(absl::StrCat(dir_, "/.tmp-", CheckpointName(10), "-", ::getpid()))) {
+      ::raise(SIGKILL);
+    }
+    return io_->Submit(requests);
+  }
+  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
+    return io_->Reap(min_completions, out);
+  }
+  int64_t in_flight() const override { return io_->in_flight(); }
+  const IoCounters& counters() const override { return io_->counters(); }
+  const char* name() const override { return io_->name(); }
+
+ private:
+  std::unique_ptr<BlockIo> io_;
+  std::string dir_;
+  When when_;
+  int64_t nth_;
+  int64_t seen_ = 0;
+};
+
+// kill -9 in the middle of a step, and in the middle of writing a
+// checkpoint: --resume starts from the last complete checkpoint (step 5) and
+// gives the uninterrupted run's losses bit for bit. The rows file dies with
+// the process; a checkpoint is renamed into place only when complete.
+TEST_F(SsdTrainingTest, KilledMidStepOrMidCheckpointResumesFromTheLastCheckpointBitForBit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no OpenMP pool across fork()
+  // The child is this test run again in a new process with a new fixture:
+  // it finds the parent's directory in the environment it inherits.
+  const char* inherited = std::getenv("CEMB_KILL_TEST_DIR");
+  const std::string dir = inherited != nullptr ? std::string(inherited) : dir_;
+  ::setenv("CEMB_KILL_TEST_DIR", dir.c_str(), 1);
+  const std::vector<std::string> ssd = {"model.storage.kind=ssd", absl::StrCat("model.dram_budget=", TightBudget(2, 8)),
+                                        "train.checkpoint_every=5"};
+  auto run_in = [&](const std::string& sub) {
+    std::vector<std::string> run = ssd;
+    run.push_back(absl::StrCat("train.checkpoint_dir=", dir, "/", sub));
+    return run;
+  };
+  auto kill = [&](const std::string& sub, KillAt::When when) -> WrapIo {
+    return [=](int table, std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
+      if (table != 3) return io;
+      return std::make_unique<KillAt>(std::move(io), dir + "/" + sub, when, /*nth=*/2);
+    };
+  };
+  EXPECT_EXIT((void)Train(run_in("step"), false, nullptr, kill("step", KillAt::When::kStep)); std::exit(0),
+              ::testing::KilledBySignal(SIGKILL), "");
+  EXPECT_EXIT((void)Train(run_in("checkpoint"), false, nullptr, kill("checkpoint", KillAt::When::kCheckpoint));
+              std::exit(0), ::testing::KilledBySignal(SIGKILL), "");
+
+  absl::StatusOr<TrainSummary> whole = Train(run_in("whole"));
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (const char* sub : {"step", "checkpoint"}) {
+    SCOPED_TRACE(absl::StrCat("killed in the middle of a ", sub));
+    absl::StatusOr<std::string> latest = LatestCheckpoint(absl::StrCat(dir, "/", sub));
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest);
+    ASSERT_TRUE(state.ok()) << state.status();
+    EXPECT_EQ(state->step, 5);
+    absl::StatusOr<TrainSummary> resumed = Train(run_in(sub), /*resume=*/true);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    EXPECT_EQ(resumed->first_step, 5);
+    ASSERT_EQ(resumed->losses.size(), static_cast<size_t>(kSteps - 5));
+    for (size_t i = 0; i < resumed->losses.size(); ++i) {
+      EXPECT_EQ(resumed->losses[i], whole->losses[5 + i]) << "step " << 5 + i;
+    }
+    EXPECT_EQ(resumed->final_metrics.log_loss, whole->final_metrics.log_loss);
   }
 }
 
