@@ -73,7 +73,7 @@ struct BlockFileOptions {
   std::string directory;
   std::string path;
   uint64_t bytes = 0;  // reserved with fallocate; > 0
-  int queue_depth = 64;
+  int queue_depth = 256;
   DirectIo direct = DirectIo::kAuto;
   // Tests: wraps the backend (a FaultInjectingBlockIo).
   std::function<std::unique_ptr<BlockIo>(std::unique_ptr<BlockIo>)> wrap_io;
