@@ -3,16 +3,20 @@
 # tier against the same model all in DRAM, in one sitting, with the disk's
 # own limit measured in the same run.
 #
-#   1. the disk: random 4 KiB O_DIRECT reads at queue depth 64 over a written
-#      4 GiB file in SSD_DIR (bench/ssd_bench --limit_only 1);
+#   1. the disk: sequential 1 MiB O_DIRECT writes of a 4 GiB file in
+#      SSD_DIR, then random 4 KiB reads of it at queue depth 64
+#      (bench/ssd_bench --limit_only 1);
 #   2. for each index distribution (DISTS, default "zipf uniform"):
 #      a. configs/bench-ssd.yaml with every table in DRAM, no memory cap;
 #      b. the same with every table on ssd in SSD_DIR, model.dram_budget =
 #         BUDGET, under ../shared/tools/memlimit CAP (page cache included);
 #      and prints samples/s of both and their ratio, whether the two runs'
 #      step losses are bit-identical (the summary's losses_digest), the ssd
-#      run's block reads per step and its I/O floor: those reads at the
-#      disk's measured rate, the least a step can take when it is I/O bound;
+#      run's requests per step and its I/O floor: its block reads of missed
+#      rows at the disk's measured random-read rate plus its bytes written
+#      at the measured sequential-write rate, the least a step can take when
+#      it is I/O bound (the log's writes are sequential: issue 22), its write
+#      amplification and what the collector moved;
 #      c. with PEER=1, the comparison a PyTorch user would make: the same
 #         model on the same prepared samples in PyTorch, each table an
 #         nn.EmbeddingBag whose weight is a file in SSD_DIR mapped with
@@ -32,7 +36,8 @@
 # data, $OUT/data), EXTRA (more --set arguments for both runs), PEER (1: also
 # the torch mmap peer), PYTHON (/usr/bin/python3, the peer's), PEER_ARGS (more
 # arguments for the peer, e.g. "--madvise random" or "--init zeros": see
-# bench/reference/torch_mmap_dlrm.py --help).
+# bench/reference/torch_mmap_dlrm.py --help), PEER_STEPS (STEPS: the peer's
+# steps, fewer where it is much slower).
 # The peer needs, for this benchmark only (not in scripts/setup.sh):
 #   apt-get install python3-torch libopenblas0
 set -euo pipefail
@@ -48,6 +53,7 @@ OUT=${OUT:-$(mktemp -d)}
 EXTRA=${EXTRA:-}
 MEMLIMIT=${MEMLIMIT:-../shared/tools/memlimit}
 PEER=${PEER:-0}
+PEER_STEPS=${PEER_STEPS:-$STEPS}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PEER_ARGS=${PEER_ARGS:-}
 
@@ -66,6 +72,7 @@ echo "== SSD_DIR $SSD_DIR ($(stat -f -c %T "$SSD_DIR")), CAP $CAP, BUDGET $BUDGE
 
 "$BUILD_DIR/bench/ssd_bench" --limit_only 1 --dir "$SSD_DIR" --rows 16777216 | tee "$OUT/limit.txt"
 limit=$(sed -n 's/^limit: \([0-9]*\) random.*/\1/p' "$OUT/limit.txt")
+seqwrite=$(sed -n 's/^seqwrite: \([0-9]*\) MiB.*/\1/p' "$OUT/limit.txt")
 
 # One epoch of STEPS batches (no row of the data repeats) plus 10 validation
 # batches; the generated dataset is shared by the runs (and the peer), kept
@@ -95,21 +102,24 @@ for dist in $DISTS; do
     peer_threads=$THREADS; ((peer_threads > 0)) || peer_threads=$(nproc)
     OMP_NUM_THREADS=$peer_threads OPENBLAS_NUM_THREADS=$peer_threads \
       "$MEMLIMIT" "$CAP" "$PYTHON" bench/reference/torch_mmap_dlrm.py --data "$data" --dir "$SSD_DIR/torch-mmap" \
-      --steps "$STEPS" --threads "$peer_threads" $PEER_ARGS >"$OUT/torch-$dist.txt" 2>&1 ||
+      --steps "$PEER_STEPS" --threads "$peer_threads" $PEER_ARGS >"$OUT/torch-$dist.txt" 2>&1 ||
       { tail -20 "$OUT/torch-$dist.txt"; exit 1; }
     rm -rf "$SSD_DIR/torch-mmap"
     grep -h '^memlimit:' "$OUT/torch-$dist.txt" || true
     peer=$(grep '^torch_mmap:' "$OUT/torch-$dist.txt")
     echo "  peer: ${peer#*; }"
   fi
-  python3 - "$OUT/dram-$dist.jsonl" "$OUT/ssd-$dist.jsonl" "$limit" "$peer" <<'EOF'
+  python3 - "$OUT/dram-$dist.jsonl" "$OUT/ssd-$dist.jsonl" "$limit" "$peer" "$seqwrite" <<'EOF'
 import json, re, sys
 def summary(path):
     return [json.loads(l) for l in open(path) if '"summary"' in l][-1]
 dram, ssd, limit = summary(sys.argv[1]), summary(sys.argv[2]), float(sys.argv[3])
+seqwrite = float(sys.argv[5]) * (1 << 20)  # bytes/s
 steps = ssd["steps"]
-reads = sum(t["ssd"]["bytes_read"] for t in ssd["tables"] if "ssd" in t) / 4096
-writes = sum(t["ssd"]["bytes_written"] for t in ssd["tables"] if "ssd" in t) / 4096
+tables = [t["ssd"] for t in ssd["tables"] if "ssd" in t]
+total = lambda key: sum(t[key] for t in tables)
+fetch_reads, written = total("fetch_reads"), total("bytes_written")
+requests = total("reads") + total("writes")
 asked = sum(t["ssd"]["rows_asked"] for t in ssd["tables"] if "ssd" in t)
 hits = sum(t["ssd"]["hit_rate"] * t["ssd"]["rows_asked"] for t in ssd["tables"] if "ssd" in t)
 step_ms = lambda s: 1e3 * s["train_seconds"] / s["steps"]
@@ -119,7 +129,11 @@ def second_half(path):
     e = [json.loads(l) for l in open(path) if '"eval"' in l]
     (s1, r1), (s2, r2) = (e[0]["samples"], e[0]["samples_per_s"]), (e[-1]["samples"], e[-1]["samples_per_s"])
     return (s2 - s1) / (s2 / r2 - s1 / r1)
-floor_ms = 1e3 * (reads + writes) / steps / limit
+# The floor: a missed row's block at the random-read rate, the log's bytes
+# at the sequential-write rate (the collector's reads are counted as writes'
+# companions: they are as large and as sequential).
+gc_read = total("collector_bytes_read")
+floor_ms = 1e3 * (fetch_reads / limit + (written + gc_read) / seqwrite) / steps
 print(f"  DRAM {dram['samples_per_s']:9.0f} samples/s ({step_ms(dram):6.1f} ms/step)")
 print(f"  ssd  {ssd['samples_per_s']:9.0f} samples/s ({step_ms(ssd):6.1f} ms/step, ssd wait "
       f"{1e3 * ssd['phases']['ssd wait'] / steps:.1f} ms/step) = {ssd['samples_per_s'] / dram['samples_per_s']:.2f}x DRAM")
@@ -131,8 +145,17 @@ if sys.argv[4]:
     print(f"  torch mmap: {t_all:.0f} samples/s (second half {t_half:.0f}) = {t_all / dram['samples_per_s']:.2f}x DRAM,"
           f" ours/torch = {ssd['samples_per_s'] / t_all:.2f} (second half {h_ssd / t_half:.2f}; {t_ms:.1f} ms/step,"
           f" {t_steps} steps)")
-print(f"  ssd hit rate {hits / asked:.3f}; per step {reads / steps:.0f} block reads + {writes / steps:.0f} block writes;"
-      f" I/O floor {floor_ms:.1f} ms/step at the disk's {limit:.0f} requests/s")
+print(f"  ssd hit rate {hits / asked:.3f}; per step {requests / steps:.0f} requests: {fetch_reads / steps:.0f} block"
+      f" reads of missed rows, {total('writes') / steps:.1f} segment writes ({written / steps / (1 << 20):.2f} MiB),"
+      f" {(total('reads') - fetch_reads) / steps:.1f} other reads; tier CPU {1e6 * total('cpu_s') / max(1, requests):.1f}"
+      f" us/request ({1e3 * total('cpu_s') / steps:.1f} ms/step)")
+print(f"  I/O floor {floor_ms:.1f} ms/step (reads at the disk's {limit:.0f}/s, writes at {seqwrite / (1 << 20):.0f} MiB/s);"
+      f" step {step_ms(ssd) / floor_ms:.2f}x the floor, {step_ms(ssd) / max(floor_ms, step_ms(dram)):.2f}x"
+      f" max(floor, DRAM step)")
+wa = [t["write_amplification"] for t in tables]
+print(f"  write amplification {min(wa):.3f}-{max(wa):.3f} (bytes written / dirty row bytes), collector moved"
+      f" {total('collector_bytes_moved') / (1 << 20):.1f} MiB, file {total('file_bytes') / (1 << 30):.2f} GiB"
+      f" for {total('live_bytes') / (1 << 30):.2f} GiB of live rows")
 same = dram["losses_digest"] == ssd["losses_digest"] and dram["steps"] == ssd["steps"]
 print(f"  step losses bit-identical: {'yes' if same else 'NO'} ({dram['losses_digest']} vs {ssd['losses_digest']},"
       f" {dram['steps']} steps)")

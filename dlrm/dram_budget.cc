@@ -73,8 +73,8 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
     if (p.ssd) {
       p.unit = (row_bytes + 7) / 8 * 8;
       p.cost = p.unit + kSsdSlotMetadataBytes;
-      p.fixed = SsdFixedDramBytes(spec.rows, row_bytes, spec.storage.ssd);
       p.held = std::min(spec.rows, (request.prefetch_batches + 1) * per_batch);
+      p.fixed = SsdFixedDramBytes(spec.rows, row_bytes, spec.storage.ssd, /*evicts=*/p.held < spec.rows);
     } else {
       p.unit = row_bytes;
       p.cost = row_bytes + kCacheSlotMetadataBytes;

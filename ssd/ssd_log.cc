@@ -34,12 +34,7 @@ void SsdCore::InitLog() {
   seg_buffer_.assign(n, -1);
   free_segs_.clear();
   for (size_t g = n; g-- > 0;) free_segs_.push_back(static_cast<uint32_t>(g));  // segment 0 first
-  if (buffers_.empty()) {
-    buffers_.resize(kWriteBuffers);
-    for (SegmentBuffer& b : buffers_) {
-      b.data.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, static_cast<size_t>(log.segment_bytes))));
-    }
-  }
+  if (buffers_.empty()) buffers_.resize(kWriteBuffers);  // their bytes when first opened
   free_buffers_.clear();
   for (int b = kWriteBuffers; b-- > 0;) {
     buffers_[static_cast<size_t>(b)].segment = -1;
@@ -126,6 +121,9 @@ absl::Status SsdCore::OpenSegment(bool for_collector) {
   const uint32_t g = free_segs_.back();
   free_segs_.pop_back();
   SegmentBuffer& sb = buffers_[static_cast<size_t>(b)];
+  if (sb.data == nullptr) {
+    sb.data.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, static_cast<size_t>(log.segment_bytes))));
+  }
   sb.segment = g;
   sb.filled = sb.durable = sb.writing = 0;
   sb.failed = false;

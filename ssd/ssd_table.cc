@@ -25,12 +25,13 @@ std::string SsdStats::ToString(int64_t row_bytes) const {
       cpu_us_per_request(), absl::FormatDuration(waited));
 }
 
-int64_t SsdFixedDramBytes(int64_t nvectors, int64_t row_bytes, const SsdOptions& options) {
+int64_t SsdFixedDramBytes(int64_t nvectors, int64_t row_bytes, const SsdOptions& options, bool evicts) {
   using Core = ssd_internal::SsdCore;
   const LogLayout log = LogLayout::For(nvectors, row_bytes, options.file_space, Core::kReserveSegments,
                                        options.segment_bytes);
   constexpr int64_t kPerSegment = 1 + 4 + 4 + 4;  // state, live copies, reads in flight, buffer
-  return 4 * nvectors + kPerSegment * log.nsegments + (Core::kWriteBuffers + Core::kMaxCollecting) * log.segment_bytes;
+  const int64_t buffers = evicts ? (Core::kWriteBuffers + Core::kMaxCollecting) * log.segment_bytes : 0;
+  return 4 * nvectors + kPerSegment * log.nsegments + buffers;
 }
 
 namespace ssd_internal {

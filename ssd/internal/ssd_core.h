@@ -54,10 +54,12 @@ struct SsdOptions {
 };
 
 // DRAM an ssd table takes besides its slots' row bytes: per slot, and
-// whatever its pool (the map, the log's segment states and buffers). For
-// model.dram_budget (dlrm/dram_budget.cc); docs/ssd.md lists them.
+// whatever its pool (the map, the log's segment states and, when it evicts,
+// its write and collector buffers: allocated when first needed, so a table
+// whose pool holds every row has none). For model.dram_budget
+// (dlrm/dram_budget.cc); docs/ssd.md lists them.
 inline constexpr int64_t kSsdSlotMetadataBytes = 33;
-int64_t SsdFixedDramBytes(int64_t nvectors, int64_t row_bytes, const SsdOptions& options);
+int64_t SsdFixedDramBytes(int64_t nvectors, int64_t row_bytes, const SsdOptions& options, bool evicts);
 
 // Counts since the table was made (stats()).
 struct SsdStats {
@@ -228,7 +230,7 @@ class SsdCore {
   // Segments beyond file_space x the table's blocks: the write buffers, the
   // collector's reserve and its segments in flight.
   static constexpr int64_t kReserveSegments = kWriteBuffers + kCollectorLowWater;
-  friend int64_t cemb::SsdFixedDramBytes(int64_t, int64_t, const SsdOptions&);
+  friend int64_t cemb::SsdFixedDramBytes(int64_t, int64_t, const SsdOptions&, bool);
   enum class Segment : uint8_t {
     kFree,
     kOpen,        // taking rows, in a write buffer

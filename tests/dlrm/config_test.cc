@@ -411,7 +411,7 @@ TEST(TrainConfig, SsdConfigErrorsNameTheKey) {
 // dim 16 fp32: 64-byte rows, slots of 64 bytes and their metadata; the map
 // and the log's buffers (ssd/internal/ssd_core.h).
 int64_t SsdNeed(int64_t rows, int64_t pinned_rows) {
-  return SsdFixedDramBytes(rows, 64, SsdOptions{}) + pinned_rows * (64 + kSsdSlotMetadataBytes);
+  return SsdFixedDramBytes(rows, 64, SsdOptions{}, /*evicts=*/true) + pinned_rows * (64 + kSsdSlotMetadataBytes);
 }
 
 TEST(TrainConfig, DramBudgetThatCannotHoldThePinnedBatchesIsRefusedWithTheBytesNeeded) {

@@ -198,7 +198,7 @@ TEST_F(DistributedTrainingTest, SsdTablesPrefetchAheadOnTheirOwnersAndTrainAsInD
   absl::StatusOr<TrainConfig> dram = Default({data[0], data[1], "train.steps=12", "train.eval_every=6"});
   absl::StatusOr<TrainConfig> ssd =
       Default({data[0], data[1], "train.steps=12", "train.eval_every=6", absl::StrCat("model.storage.slow_tier=", dir_),
-               "model.storage.kind=ssd", "model.dram_budget=4MiB", "train.prefetch_batches=2"});
+               "model.storage.kind=ssd", "model.dram_budget=6MiB", "train.prefetch_batches=2"});
   ASSERT_TRUE(dram.ok() && ssd.ok());
   absl::StatusOr<TrainSummary> d = Train(*dram, &comm_);
   ASSERT_TRUE(d.ok()) << d.status();
@@ -210,8 +210,8 @@ TEST_F(DistributedTrainingTest, SsdTablesPrefetchAheadOnTheirOwnersAndTrainAsInD
     std::string text;
     std::rewind(report);
     for (int c; (c = std::fgetc(report)) != EOF;) text.push_back(static_cast<char>(c));
-    const size_t r0 = text.find("\nrank 0's dram_budget: 4.0 MiB, ");
-    const size_t r1 = text.find("\nrank 1's dram_budget: 4.0 MiB, ");
+    const size_t r0 = text.find("\nrank 0's dram_budget: 6.0 MiB, ");
+    const size_t r1 = text.find("\nrank 1's dram_budget: 6.0 MiB, ");
     EXPECT_NE(r0, std::string::npos) << text;
     EXPECT_NE(r1, std::string::npos) << text;
     EXPECT_LT(r0, r1) << text;

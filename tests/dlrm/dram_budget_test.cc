@@ -31,7 +31,7 @@ EmbeddingLayerOptions Tables(std::vector<std::pair<int64_t, StorageKind>> tables
   return o;
 }
 
-int64_t SsdFixed(int64_t rows) { return SsdFixedDramBytes(rows, 64, SsdOptions{}); }
+int64_t SsdFixed(int64_t rows) { return SsdFixedDramBytes(rows, 64, SsdOptions{}, /*evicts=*/true); }
 
 DramBudgetRequest Request(int64_t budget) {
   return {.budget = budget, .where = "x.yaml: model.dram_budget: ", .batch_size = 10, .hotness = 1,

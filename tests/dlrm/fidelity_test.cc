@@ -307,7 +307,7 @@ TEST_F(FidelityTest, TablesOnEveryStorageKindMatchToo) {
                  absl::StrCat("model.storage.slow_tier=", dir_)},
                 1e-5, 1e-4);
   RunAndCompare("ssd",
-                {"model.storage.kind=ssd", "model.dram_budget=1MiB", absl::StrCat("model.storage.slow_tier=", dir_)},
+                {"model.storage.kind=ssd", "model.dram_budget=2MiB", absl::StrCat("model.storage.slow_tier=", dir_)},
                 1e-5, 1e-4);
 }
 

@@ -78,7 +78,8 @@ train:
   // buffers: ssd/internal/ssd_core.h).
   static int64_t TightBudget(int p, int64_t slack_rows) {
     const int64_t pinned = std::min<int64_t>(kRows, (p + 1) * kBatch * kHotness) + slack_rows;
-    return kTables * (SsdFixedDramBytes(kRows, 64, SsdOptions{}) + pinned * (64 + kSsdSlotMetadataBytes));
+    return kTables *
+           (SsdFixedDramBytes(kRows, 64, SsdOptions{}, /*evicts=*/true) + pinned * (64 + kSsdSlotMetadataBytes));
   }
 
   using WrapIo = std::function<std::unique_ptr<BlockIo>(int, std::unique_ptr<BlockIo>)>;

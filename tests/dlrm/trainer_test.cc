@@ -523,11 +523,11 @@ TEST_F(TrainerTest, ExportIsTheSameFromEveryStorageKind) {
     SCOPED_TRACE(kind);
     const std::string out = absl::StrCat(dir_, "/export-", kind);
     // Caches of 10% + 5%; the ssd tables' DRAM holds about half their rows
-    // (each batch's rows read just before its step).
+    // beside their maps and log buffers (each batch's rows read just before its step).
     absl::StatusOr<TrainConfig> c =
         Config(SmallYaml(), {"train.steps=6", "model.table_storage={}", absl::StrCat("model.storage.kind=", kind),
                              absl::StrCat("model.storage.slow_tier=", dir_), "model.storage.cache_lower=0.1",
-                             std::string(kind) == "ssd" ? "model.dram_budget=640KiB" : "train.seed=3",
+                             std::string(kind) == "ssd" ? "model.dram_budget=1280KiB" : "train.seed=3",
                              "train.prefetch_batches=0",
                              "train.export_dir=" + out});
     ASSERT_TRUE(c.ok()) << c.status();
