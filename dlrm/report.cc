@@ -264,7 +264,10 @@ std::string SummaryJson(const TrainSummary& summary, const RunFacts& facts) {
       ",\"mlp_precision\":", JsonString(PrecisionName(facts.mlp_precision)),
       ",\"mlp_precision_requested\":", JsonString(PrecisionName(facts.mlp_precision_requested)),
       ",\"train_seconds\":", JsonNumber(summary.train_seconds),
-      ",\"samples_per_s\":", JsonNumber(summary.samples_per_second), ",\"losses_digest\":\"",
+      ",\"samples_per_s\":", JsonNumber(summary.samples_per_second),
+      ",\"slowest_step\":", summary.slowest_step,
+      ",\"slowest_step_seconds\":", JsonNumber(summary.slowest_step_seconds),
+      ",\"losses_digest\":\"",
       absl::StrFormat("%016x", losses_digest.Digest()), "\"", ",\"eval_seconds\":", JsonNumber(summary.eval_seconds),
       ",\"checkpoint_seconds\":", JsonNumber(summary.checkpoint_seconds),
       ",\"export_seconds\":", JsonNumber(summary.export_seconds),
@@ -317,10 +320,10 @@ void Report::Log(const std::string& record) {
   std::fflush(log_);
 }
 
-void Report::Step(int64_t step, double loss, float lr) {
+void Report::Step(int64_t step, double loss, float lr, double seconds) {
   if (!log_) return;
-  std::fprintf(log_, "{\"type\":\"step\",\"step\":%" PRId64 ",\"loss\":%.17g,\"lr\":%.9g}\n", step, loss,
-               static_cast<double>(lr));
+  std::fprintf(log_, "{\"type\":\"step\",\"step\":%" PRId64 ",\"loss\":%.17g,\"lr\":%.9g,\"seconds\":%.6g}\n", step,
+               loss, static_cast<double>(lr), seconds);
 }
 
 void Report::Eval(const EvalRecord& r, int64_t batch_size, double samples_per_s) {

@@ -61,6 +61,8 @@ struct TrainSummary {
   PhaseTimes eval_times;
   double train_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0, export_seconds = 0;
   double samples_per_second = 0;
+  double slowest_step_seconds = 0;  // the longest training step, from loading its batch to its End
+  int64_t slowest_step = -1;
   std::vector<TableReport> tables;
   std::string last_checkpoint;  // empty when none was written
 };
@@ -149,7 +151,7 @@ class Report {
 
   // The "step" record, printed straight into the log: a training step
   // builds no string. Nothing without a log.
-  void Step(int64_t step, double loss, float lr);
+  void Step(int64_t step, double loss, float lr, double seconds);
   void Eval(const EvalRecord& r, int64_t batch_size, double samples_per_s);
   void Summary(const TrainSummary& summary, const RunFacts& facts);
 

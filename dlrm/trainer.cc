@@ -660,7 +660,12 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(view, lr, &summary.train_times));
     CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->End(m.step, &summary.train_times)));
     const auto t3 = Clock::now();
-    step_wall += Seconds(t0, t3);
+    const double step_seconds = Seconds(t0, t3);
+    step_wall += step_seconds;
+    if (step_seconds > summary.slowest_step_seconds) {
+      summary.slowest_step_seconds = step_seconds;
+      summary.slowest_step = m.step;
+    }
     samples_done += b->global_size();
     if (!std::isfinite(loss)) {
       m.report.ClearProgress();
@@ -669,7 +674,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
           loss));
     }
     summary.losses.push_back(loss);
-    if (t.log_every > 0 && m.step % t.log_every == 0) m.report.Step(m.step, loss, lr);
+    if (t.log_every > 0 && m.step % t.log_every == 0) m.report.Step(m.step, loss, lr, step_seconds);
     ++m.step;
     m.interval_loss_sum += loss;
     ++m.interval_steps;

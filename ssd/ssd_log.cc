@@ -13,8 +13,6 @@
 #include "ssd/internal/ssd_core.h"
 
 namespace cemb::ssd_internal {
-
-
 namespace {
 absl::Duration ThreadCpu() {
   timespec ts{};

@@ -220,7 +220,7 @@ TEST(Report, WritesOneJsonLinePerRecordAndTextToItsStream) {
   {
     Report report(out, nullptr, /*progress=*/true);  // no stream for the bar: never drawn
     ASSERT_TRUE(report.OpenLog(log_path, /*append=*/false).ok());
-    report.Step(3, 0.25, 0.5f);
+    report.Step(3, 0.25, 0.5f, 0.125);
     report.Eval(SomeEval(), 2048, 1000);
     report.Print("checkpoint: %s\n", "x");
   }
@@ -228,7 +228,7 @@ TEST(Report, WritesOneJsonLinePerRecordAndTextToItsStream) {
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(lines[0], "{\"type\":\"step\",\"step\":3,\"loss\":0.25,\"lr\":0.5}");
+  EXPECT_EQ(lines[0], "{\"type\":\"step\",\"step\":3,\"loss\":0.25,\"lr\":0.5,\"seconds\":0.125}");
   EXPECT_EQ(ParseJson(lines[1])["type"].as<std::string>(), "eval");
   std::rewind(out);
   char buf[512] = {};
