@@ -69,7 +69,8 @@ struct LogLayout {
   // The file offset of the block that holds disk slot d, and d's byte in it.
   uint64_t block_offset(int64_t dslot) const {
     const int64_t i = dslot % segment_rows;
-    return segment_offset(segment_of(dslot)) + static_cast<uint64_t>(id_bytes + i / rows.rows_per_block * rows.block_bytes);
+    return segment_offset(segment_of(dslot)) +
+           static_cast<uint64_t>(id_bytes + i / rows.rows_per_block * rows.block_bytes);
   }
   int64_t offset_in_block(int64_t dslot) const { return dslot % segment_rows % rows.rows_per_block * rows.row_bytes; }
 };

@@ -98,8 +98,7 @@ absl::Status SsdCore::OpenSegment(bool for_collector) {
   // are written again once, then the failure is the caller's.
   bool retried = false;
   while (free_buffers_.empty() && open_ < 0) {
-    const bool in_flight = std::any_of(buffers_.begin(), buffers_.end(), [](const SegmentBuffer& b) { return b.writing > 0; });
-    if (!in_flight) {
+    if (!AnyWriteInFlight()) {
       if (retried) return background_error_.ok() ? absl::InternalError(absl::StrCat(name_, ": no ssd write buffer"))
                                                  : background_error_;
       RetryFailedWrites();
@@ -142,6 +141,10 @@ void SsdCore::QueueSegmentWrite(int buffer) {
   b.failed = false;
   ++stats_.segments_written;
   writes_.push_back({IoOp::kWrite, log.segment_offset(b.segment), b.data.get(), static_cast<uint32_t>(bytes), id});
+}
+
+bool SsdCore::AnyWriteInFlight() const {
+  return std::any_of(buffers_.begin(), buffers_.end(), [](const SegmentBuffer& b) { return b.writing > 0; });
 }
 
 void SsdCore::RetryFailedWrites() {
@@ -190,7 +193,8 @@ absl::Status SsdCore::Collect(bool until_free) {
       ++collecting_;
       ++stats_.gc_segments;
       stats_.gc_bytes_read += log.segment_bytes;
-      writes_.push_back({IoOp::kRead, ops_[id].offset, ops_[id].buffer.get(), static_cast<uint32_t>(log.segment_bytes), id});
+      writes_.push_back(
+          {IoOp::kRead, ops_[id].offset, ops_[id].buffer.get(), static_cast<uint32_t>(log.segment_bytes), id});
     }
     if (!until_free || static_cast<int64_t>(free_segs_.size()) > kCollectorReserve) return absl::OkStatus();
     if (collecting_ == 0) {
@@ -263,7 +267,7 @@ absl::Status SsdCore::FlushLog() {
   }
   RetryFailedWrites();
   CEMB_RETURN_IF_ERROR(Submit());
-  while (std::any_of(buffers_.begin(), buffers_.end(), [](const SegmentBuffer& b) { return b.writing > 0; })) {
+  while (AnyWriteInFlight()) {
     CEMB_RETURN_IF_ERROR(ReapSome());
   }
   if (std::any_of(buffers_.begin(), buffers_.end(), [](const SegmentBuffer& b) { return b.failed; })) {

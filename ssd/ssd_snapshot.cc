@@ -105,7 +105,9 @@ absl::Status SsdCore::SyncIo(IoOp op, uint64_t offset, std::byte* buffer, int64_
     if (!error.ok()) break;
   }
   if (!error.ok()) return absl::Status(error.code(), absl::StrCat(name_, ": ", file_.name(), ": ", error.message()));
-  if (done.size() != 1 || done[0].result != bytes) return IoError(op, offset, bytes, done.empty() ? -EIO : done[0].result);
+  if (done.size() != 1 || done[0].result != bytes) {
+    return IoError(op, offset, bytes, done.empty() ? -EIO : done[0].result);
+  }
   return absl::OkStatus();
 }
 
@@ -219,7 +221,8 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
                        : ""));
   }
   if (size < sizeof h) return truncated("header", sizeof h);
-  CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(in->fd(), path, reinterpret_cast<char*>(&h) + 16, sizeof h - 16)));
+  CEMB_RETURN_IF_ERROR(
+      Prefix(name_, base::ReadExactly(in->fd(), path, reinterpret_cast<char*>(&h) + 16, sizeof h - 16)));
   auto differs = [&](const char* field, const std::string& theirs, const std::string& ours) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, "the snapshot's ", field, " is ", theirs, ", the table's is ", ours));

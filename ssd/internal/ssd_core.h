@@ -278,6 +278,7 @@ class SsdCore {
   absl::Status Collect(bool until_free);
   void InitLog();                  // every segment free, every buffer free
   void RetryFailedWrites();        // queues the writes of buffers whose last write failed
+  bool AnyWriteInFlight() const;
   void EndSegmentRead(int64_t seg);  // a fetch read of the segment completed
   void CompleteFetch(Op& o, const absl::Status& error);
   void CompleteWrite(Op& o, const absl::Status& error);
