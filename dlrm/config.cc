@@ -485,7 +485,6 @@ absl::Status ParseTrain(MapReader& r, TrainSettings& t) {
   CEMB_RETURN_IF_ERROR(r.String("export_dir", &t.export_dir));
   CEMB_RETURN_IF_ERROR(r.Bool("progress", &t.progress));
   CEMB_RETURN_IF_ERROR(r.Integer("prefetch_batches", &t.prefetch_batches, 0, 64));
-  CEMB_RETURN_IF_ERROR(r.Bool("prefetch_wait", &t.prefetch_wait));
   if (t.checkpoint_every > 0 && t.checkpoint_dir.empty()) {
     return r.Error("checkpoint_every", "needs train.checkpoint_dir");
   }
@@ -732,7 +731,7 @@ constexpr std::string_view kMayChangeOnResume[] = {
     "train.steps",         "train.epochs",            "train.eval_every",      "train.eval_batches",
     "train.threads",       "train.checkpoint_dir",    "train.checkpoint_every", "train.keep_checkpoints",
     "train.log_jsonl",     "train.log_every",         "train.export_dir",      "train.progress",
-    "train.prefetch_batches", "train.prefetch_wait"};
+    "train.prefetch_batches"};
 }  // namespace
 
 bool TrainConfig::MayChangeOnResume(std::string_view key) {

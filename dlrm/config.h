@@ -167,11 +167,6 @@ struct TrainSettings {
   // while the current step computes (dlrm/step_cycle.h); 0 = each batch's
   // rows are read (batched) just before its step.
   int prefetch_batches = 2;
-  // ssd tables: the step's Begin waits for the prefetcher threads' CPU work
-  // on the next batches (slot choice, eviction, the log's appends, the
-  // submission), while their reads still overlap the step; false: that work
-  // runs beside the step's compute, taking its cores (dlrm/step_cycle.h).
-  bool prefetch_wait = true;
 };
 
 struct TrainConfig {

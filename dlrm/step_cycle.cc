@@ -18,8 +18,8 @@ double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 
 }  // namespace
 
-StepCycle::StepCycle(EmbeddingLayer* layer, int prefetch_batches, bool wait)
-    : layer_(layer), prefetch_batches_(prefetch_batches), wait_(wait) {
+StepCycle::StepCycle(EmbeddingLayer* layer, int prefetch_batches)
+    : layer_(layer), prefetch_batches_(prefetch_batches) {
   if (layer_->has_ssd_tables() && prefetch_batches_ > 0) {
     jobs_.assign(static_cast<size_t>(prefetch_batches_), std::vector<Bags<int32_t>>(layer_->num_tables()));
     const int workers = std::min(layer_->num_tables(), kMaxPrefetchThreads);
@@ -111,13 +111,6 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
       ++generation_;
       cv_.notify_all();
     }
-  }
-  // The prefetchers' CPU work done before the step's compute starts: on a
-  // machine whose cores the step's OpenMP threads all take, work beside them
-  // descheduled one of them while the others spun at its next barrier, so it
-  // cost the step about twice its CPU time (bench/RESULTS.md, session 10).
-  if (waited.ok() && wait_ && !threads_.empty()) {
-    if (absl::Status s = Drain(); !s.ok()) waited = s;
   }
   if (times != nullptr) (*times)[Phase::kSsdWait] += Since(t0);
   return waited.status();

@@ -6,12 +6,10 @@
 //     Prefetch batch k here if it was not (the first step, P = 0);
 //     WaitResident(k); then hand the next batches not prefetched yet (one a
 //     step in steady state) to the prefetcher threads, whose Prefetch — slot
-//     choice, eviction, the log's appends of dirty victims, the read
-//     submission — runs on every core at once; with `wait`
-//     (train.prefetch_wait) Begin waits for it, and the reads it submitted
-//     complete while this step computes; without, it runs beside the step's
-//     compute. Either way it is phase "ssd wait" only for what Begin waited;
-//     cached tables: open the step scopes
+//     choice, eviction, the write-back of dirty victims, the read submission
+//     — runs while this step computes: all of it phase "ssd wait" when it is
+//     on the trainer's thread, none of it when it is not; cached tables: open
+//     the step scopes
 //   ... Dlrm::TrainStep or Predict (lookups, backward, updates) ...
 //   End(k)
 //     close the step scopes, Unpin(k), flush the full dynamic caches:
@@ -65,12 +63,8 @@ namespace cemb::dlrm {
 
 class StepCycle {
  public:
-  // REQUIRES: layer outlives the cycle; prefetch_batches >= 0. With `wait`,
-  // Begin waits for the prefetcher threads' work on the batches ahead
-  // (their CPU: slot choice, eviction, appends, submission) before it
-  // returns; their reads still overlap the step. Without, that work runs
-  // beside the step's compute.
-  StepCycle(EmbeddingLayer* layer, int prefetch_batches, bool wait = false);
+  // REQUIRES: layer outlives the cycle; prefetch_batches >= 0.
+  StepCycle(EmbeddingLayer* layer, int prefetch_batches);
   ~StepCycle();  // drains and joins the prefetcher threads
   StepCycle(const StepCycle&) = delete;
   StepCycle& operator=(const StepCycle&) = delete;
@@ -98,7 +92,6 @@ class StepCycle {
 
   EmbeddingLayer* layer_;
   int prefetch_batches_;
-  bool wait_;
   int64_t next_ = std::numeric_limits<int64_t>::min();  // the first id not prefetched yet
 
   // The prefetcher threads' job: the bags of batches `jobs_[0, njobs_)` of

@@ -241,7 +241,7 @@ absl::Status Trainer::Impl::BuildModel() {
     }
     report.Print("model: every parameter from %s\n", config.model.init_from);
   }
-  train_cycle = std::make_unique<StepCycle>(&model->embeddings(), t.prefetch_batches, t.prefetch_wait);
+  train_cycle = std::make_unique<StepCycle>(&model->embeddings(), t.prefetch_batches);
   eval_cycle = std::make_unique<StepCycle>(&model->embeddings(), 0);
   bags.resize(table_sizes.size());
   peeked_bags.assign(static_cast<size_t>(t.prefetch_batches), std::vector<Bags<int32_t>>(table_sizes.size()));

@@ -18,7 +18,6 @@
 #include <memory>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -108,14 +107,11 @@ TEST_F(SsdTrainingTest, LossesEqualDramBitForBitWhileEveryStepEvicts) {
   absl::StatusOr<TrainSummary> dram = Train({});
   ASSERT_TRUE(dram.ok()) << dram.status();
   ASSERT_EQ(dram->losses.size(), static_cast<size_t>(kSteps));
-  // prefetch_wait: Begin waits for the prefetchers' CPU work (the
-  // default), or lets it run beside the step (false, with P = 3).
-  for (auto [p, wait] : {std::pair{2, true}, {0, true}, {3, false}}) {
-    SCOPED_TRACE(absl::StrCat("prefetch_batches ", p, ", prefetch_wait ", wait ? "true" : "false"));
+  for (int p : {2, 0, 3}) {
+    SCOPED_TRACE(absl::StrCat("prefetch_batches ", p));
     absl::StatusOr<TrainSummary> ssd =
         Train({"model.storage.kind=ssd", absl::StrCat("model.dram_budget=", TightBudget(p, 8)),
-               absl::StrCat("train.prefetch_batches=", p),
-               absl::StrCat("train.prefetch_wait=", wait ? "true" : "false")});
+               absl::StrCat("train.prefetch_batches=", p)});
     ASSERT_TRUE(ssd.ok()) << ssd.status();
     ASSERT_EQ(ssd->losses.size(), dram->losses.size());
     for (size_t i = 0; i < ssd->losses.size(); ++i) {
