@@ -42,6 +42,14 @@ void SsdCore::InitLog() {
   collecting_ = 0;
 }
 
+SsdCore::Holder SsdCore::HolderOf(uint32_t row, uint32_t dslot, uint32_t* slot) const {
+  const uint32_t w = map[row].load(std::memory_order_relaxed);
+  if (w == (kOnDisk | dslot)) return Holder::kInMap;
+  if (w == 0 || (w & kOnDisk)) return Holder::kDead;
+  *slot = (w & ~kLoading) - 1;
+  return slot_loc_[*slot] == dslot ? Holder::kInSlot : Holder::kDead;
+}
+
 const std::byte* SsdCore::Buffered(uint32_t dslot) const {
   const int b = seg_buffer_[static_cast<size_t>(log.segment_of(dslot))];
   if (b < 0) return nullptr;
@@ -223,20 +231,14 @@ void SsdCore::CompleteCollect(uint32_t op, const absl::Status& error) {
     const uint32_t row = ids[i];
     if (row == LogLayout::kNoRow || row >= nvectors_) continue;
     const auto d = static_cast<uint32_t>(g * log.segment_rows + i);
-    const uint32_t w = map[row].load(std::memory_order_relaxed);
-    // Who holds the copy at d: the map word (not resident), or a resident
-    // (or loading) row's slot_loc_; else it is dead (a newer copy elsewhere).
-    const bool in_map = w == (kOnDisk | d);
     uint32_t slot = 0;
-    if (!in_map) {
-      if (w == 0 || (w & kOnDisk)) continue;
-      slot = (w & ~kLoading) - 1;
-      if (slot_loc_[slot] != d) continue;
-      if (flags[slot].load(std::memory_order_relaxed) & kDirty) {  // a newer value will be appended: drop this one
-        slot_loc_[slot] = kNoLoc;
-        Release(d);
-        continue;
-      }
+    const Holder holder = HolderOf(row, d, &slot);
+    if (holder == Holder::kDead) continue;
+    const bool in_map = holder == Holder::kInMap;
+    if (!in_map && (flags[slot].load(std::memory_order_relaxed) & kDirty)) {
+      slot_loc_[slot] = kNoLoc;  // a newer value will be appended: drop this one
+      Release(d);
+      continue;
     }
     absl::StatusOr<uint32_t> nd = Append(row, image + log.offset_in_segment(i), /*for_collector=*/true);
     if (!nd.ok()) {  // the rest stay in this segment, which stays on disk

@@ -175,10 +175,8 @@ absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, cons
     for (int64_t i = 0; i < log.segment_rows; ++i) {
       const uint32_t row = seg_ids[i];
       if (row == LogLayout::kNoRow || row >= nvectors_) continue;
-      const auto d = static_cast<uint32_t>(g * log.segment_rows + i);
-      const uint32_t w = map[row].load(std::memory_order_relaxed);
-      const bool live = w == (kOnDisk | d) || (w != 0 && !(w & kOnDisk) && slot_loc_[(w & ~kLoading) - 1] == d);
-      if (!live) continue;
+      uint32_t slot = 0;
+      if (HolderOf(row, static_cast<uint32_t>(g * log.segment_rows + i), &slot) == Holder::kDead) continue;
       ids.push_back(row);
       const std::byte* bytes = image + log.offset_in_segment(i);
       data.insert(data.end(), bytes, bytes + row_bytes_);

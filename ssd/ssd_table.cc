@@ -160,10 +160,15 @@ absl::Status SsdCore::IoError(IoOp op, uint64_t offset, int64_t bytes, int64_t r
 // --- I/O ops ------------------------------------------------------------------
 
 uint32_t SsdCore::NewOp(OpKind kind, uint64_t offset, int64_t bytes) {
+  // Collector reads keep their segment-sized buffers among themselves (at
+  // most kMaxCollecting): reused for a block read, an op would keep its
+  // segment buffer, and over a long run every op would grow one (the soak
+  // of session 10 ran out of memory at step 3784 when the log filled).
+  std::vector<uint32_t>& pool = kind == OpKind::kCollect ? free_collect_ops_ : free_ops_;
   uint32_t id;
-  if (!free_ops_.empty()) {
-    id = free_ops_.back();
-    free_ops_.pop_back();
+  if (!pool.empty()) {
+    id = pool.back();
+    pool.pop_back();
   } else {
     id = static_cast<uint32_t>(ops_.size());
     ops_.emplace_back();
@@ -184,7 +189,9 @@ uint32_t SsdCore::NewOp(OpKind kind, uint64_t offset, int64_t bytes) {
   return id;
 }
 
-void SsdCore::ReleaseOp(uint32_t id) { free_ops_.push_back(id); }
+void SsdCore::ReleaseOp(uint32_t id) {
+  (ops_[id].kind == OpKind::kCollect ? free_collect_ops_ : free_ops_).push_back(id);
+}
 
 absl::Status SsdCore::Submit() {
   absl::Status s;

@@ -286,6 +286,11 @@ class SsdCore {
   // Writes the open segment's rows so far and waits for every segment write;
   // resubmits failed ones once. The first failure.
   absl::Status FlushLog();
+  // Who holds row's copy at disk slot d: the row's map word (kInMap), the
+  // slot of the row, resident or loading (kInSlot, *slot set), or nobody
+  // (kDead: a newer copy is elsewhere, or none is needed).
+  enum class Holder : uint8_t { kDead, kInMap, kInSlot };
+  Holder HolderOf(uint32_t row, uint32_t dslot, uint32_t* slot) const;
   // Where the newest copy of a row is in a buffer, or nullptr.
   const std::byte* Buffered(uint32_t dslot) const;
 
@@ -342,7 +347,8 @@ class SsdCore {
   std::vector<Batch> batches_;
   uint64_t seq_ = 0;
   std::vector<Op> ops_;
-  std::vector<uint32_t> free_ops_;
+  std::vector<uint32_t> free_ops_;            // block reads and segment writes
+  std::vector<uint32_t> free_collect_ops_;    // collector reads (a segment-sized buffer each)
   std::vector<BlockRequest> requests_;        // reads to submit
   std::vector<BlockRequest> writes_;          // writes and collector reads to submit after them
   std::deque<BlockCompletion> reaped_;        // reaped, not yet applied (Reap)

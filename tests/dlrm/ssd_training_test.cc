@@ -26,6 +26,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/test_util.h"
+#include "tests/ssd/test_util.h"
 
 namespace cemb::dlrm {
 namespace {
@@ -243,11 +244,11 @@ TEST_F(SsdTrainingTest, ResumeEqualsUninterrupted) {
 // step-5 checkpoint is in place (in the middle of a step), or its first
 // request while the step-10 checkpoint is being written (in the middle of a
 // checkpoint: emb0-2's snapshots are in its temporary directory, emb3's is not).
-class KillAt final : public BlockIo {
+class KillAt final : public testing::ForwardingBlockIo {
  public:
   enum class When { kStep, kCheckpoint };
   KillAt(std::unique_ptr<BlockIo> io, std::string dir, When when, int64_t nth)
-      : io_(std::move(io)), dir_(std::move(dir)), when_(when), nth_(nth) {}
+      : ForwardingBlockIo(std::move(io)), dir_(std::move(dir)), when_(when), nth_(nth) {}
   absl::Status Submit(std::span<const BlockRequest> requests) override {
     if (when_ == When::kStep && std::filesystem::exists(dir_ + "/" + CheckpointName(5)) && ++seen_ >= nth_) {
       ::raise(SIGKILL);
@@ -258,15 +259,8 @@ class KillAt final : public BlockIo {
     }
     return io_->Submit(requests);
   }
-  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
-    return io_->Reap(min_completions, out);
-  }
-  int64_t in_flight() const override { return io_->in_flight(); }
-  const IoCounters& counters() const override { return io_->counters(); }
-  const char* name() const override { return io_->name(); }
 
  private:
-  std::unique_ptr<BlockIo> io_;
   std::string dir_;
   When when_;
   int64_t nth_;
@@ -370,10 +364,15 @@ TEST_F(SsdTrainingTest, CheckpointsResumeBitForBitWithTheTablesMovedBetweenDramA
 // from 998 to 1255.
 SsdTrainingTest::WrapIo SsdTrainingTest::Emb3AfterStep5Checkpoint(std::string checkpoint_dir, IoOp op, int64_t nth,
                                                                   int error, int64_t* requests_to_step10) {
-  class AfterStep5 final : public BlockIo {
+  class AfterStep5 final : public testing::ForwardingBlockIo {
    public:
     AfterStep5(std::unique_ptr<BlockIo> io, std::string dir, IoOp op, int64_t nth, int error, int64_t* counted)
-        : io_(std::move(io)), dir_(std::move(dir)), op_(op), nth_(nth), error_(error), counted_(counted) {}
+        : ForwardingBlockIo(std::move(io)),
+          dir_(std::move(dir)),
+          op_(op),
+          nth_(nth),
+          error_(error),
+          counted_(counted) {}
 
     absl::Status Submit(std::span<const BlockRequest> requests) override {
       if (at_step5_ < 0 && Exists(5)) {
@@ -386,18 +385,12 @@ SsdTrainingTest::WrapIo SsdTrainingTest::Emb3AfterStep5Checkpoint(std::string ch
       if (at_step5_ >= 0 && *counted_ < 0 && Exists(10)) *counted_ = Requests() - at_step5_;
       return io_->Submit(requests);
     }
-    absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
-      return io_->Reap(min_completions, out);
-    }
-    int64_t in_flight() const override { return io_->in_flight(); }
-    const IoCounters& counters() const override { return io_->counters(); }
-    const char* name() const override { return io_->name(); }
 
    private:
     bool Exists(int64_t step) const { return std::filesystem::exists(dir_ + "/" + CheckpointName(step)); }
     int64_t Requests() const { return op_ == IoOp::kRead ? io_->counters().reads : io_->counters().writes; }
 
-    std::unique_ptr<BlockIo> io_;  // a FaultInjectingBlockIo over the table's once armed with a fault
+    // io_ becomes a FaultInjectingBlockIo over the table's once armed with a fault.
     std::string dir_;
     IoOp op_;
     int64_t nth_;

@@ -143,10 +143,10 @@ TEST(SsdLog, EveryRowWrittenInATightLogStillFits) {
 }
 
 // Fails the first collector read (a whole segment) with EIO.
-class FailFirstSegmentRead final : public BlockIo {
+class FailFirstSegmentRead final : public testing::ForwardingBlockIo {
  public:
   FailFirstSegmentRead(std::unique_ptr<BlockIo> io, uint32_t segment_bytes)
-      : io_(std::move(io)), segment_bytes_(segment_bytes) {}
+      : ForwardingBlockIo(std::move(io)), segment_bytes_(segment_bytes) {}
   absl::Status Submit(std::span<const BlockRequest> requests) override {
     std::vector<BlockRequest> pass;
     for (const BlockRequest& r : requests) {
@@ -167,12 +167,9 @@ class FailFirstSegmentRead final : public BlockIo {
     return io_->Reap(min_completions - n, out);
   }
   int64_t in_flight() const override { return io_->in_flight() + static_cast<int64_t>(failed_.size()); }
-  const IoCounters& counters() const override { return io_->counters(); }
-  const char* name() const override { return io_->name(); }
   uint64_t offset() const { return offset_; }
 
  private:
-  std::unique_ptr<BlockIo> io_;
   uint32_t segment_bytes_;
   bool fired_ = false;
   uint64_t offset_ = 0;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 #include <span>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,23 @@ using AlignedBytes = std::unique_ptr<unsigned char[], AlignedDeleter>;
 inline AlignedBytes AlignedAlloc(size_t bytes) {
   return AlignedBytes(static_cast<unsigned char*>(std::aligned_alloc(kIoAlignment, bytes)));
 }
+
+// A BlockIo that hands everything to another: tests override what they change
+// (a fault, a kill) and keep the rest.
+class ForwardingBlockIo : public BlockIo {
+ public:
+  explicit ForwardingBlockIo(std::unique_ptr<BlockIo> io) : io_(std::move(io)) {}
+  absl::Status Submit(std::span<const BlockRequest> requests) override { return io_->Submit(requests); }
+  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
+    return io_->Reap(min_completions, out);
+  }
+  int64_t in_flight() const override { return io_->in_flight(); }
+  const IoCounters& counters() const override { return io_->counters(); }
+  const char* name() const override { return io_->name(); }
+
+ protected:
+  std::unique_ptr<BlockIo> io_;
+};
 
 // Submits `requests` and reaps until each has completed; completions by tag.
 inline std::vector<int64_t> RunAll(BlockIo& io, std::span<const BlockRequest> requests, uint64_t ntags) {
