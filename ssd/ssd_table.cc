@@ -684,6 +684,9 @@ SsdStats SsdCore::stats() const {
   for (uint32_t live : seg_live_) s.live_rows += live;
   s.file_bytes = static_cast<int64_t>(log.file_bytes());
   s.block_bytes = log.rows.block_bytes;
+  s.io_buffers = static_cast<int64_t>(ops_.size());
+  s.io_buffer_bytes = 0;
+  for (const Op& o : ops_) s.io_buffer_bytes += static_cast<int64_t>(o.buffer_bytes);
   return s;
 }
 

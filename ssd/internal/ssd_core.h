@@ -81,6 +81,8 @@ struct SsdStats {
   int64_t live_rows = 0;          // rows with a copy in the log (now)
   int64_t file_bytes = 0;         // the file, reserved up front
   int64_t block_bytes = 0;        // the table's read unit
+  int64_t io_buffers = 0;         // requests' buffers held for reuse (now), and their bytes
+  int64_t io_buffer_bytes = 0;
   absl::Duration waited;          // in WaitResident
   absl::Duration cpu;             // thread CPU time (user + kernel) inside the tier's calls
   IoCounters io;
