@@ -2,7 +2,8 @@
 // slower tier, split among them by what they need, their traffic and size.
 //
 // Who takes part: every "ssd" table (its slot pool, slot metadata, map
-// and log buffers: ssd/internal/ssd_core.h, SsdFixedDramBytes), and every cached table ("static", "dynamic") whose cache
+// and log buffers: ssd/internal/ssd_core.h, SsdFixedDramBytes), and
+// every cached table ("static", "dynamic") whose cache
 // size the config does not give (cache_lower / cache_slack left out: the
 // budget sets both; a cached table with a given size keeps it and its bytes
 // come out of the budget first).

@@ -17,8 +17,8 @@ namespace cemb::ssd_internal {
 namespace {
 
 constexpr char kMagic[8] = {'C', 'E', 'M', 'B', 'S', 'S', 'D', 'S'};
-// 1: the written blocks of a table file in row order (before the log,
-// sessions 3-9); 2: the log's live rows, compacted.
+// 1: the written blocks of a block-addressed table file in row order (no
+// longer read); 2: the log's live rows, compacted.
 constexpr uint32_t kVersion = 2;
 constexpr int64_t kChunkRows = int64_t{1} << 16;  // rows per read or write of the snapshot file
 

@@ -162,8 +162,7 @@ absl::Status SsdCore::IoError(IoOp op, uint64_t offset, int64_t bytes, int64_t r
 uint32_t SsdCore::NewOp(OpKind kind, uint64_t offset, int64_t bytes) {
   // Collector reads keep their segment-sized buffers among themselves (at
   // most kMaxCollecting): reused for a block read, an op would keep its
-  // segment buffer, and over a long run every op would grow one (the soak
-  // of session 10 ran out of memory at step 3784 when the log filled).
+  // segment buffer, and over a long run every op would grow one.
   std::vector<uint32_t>& pool = kind == OpKind::kCollect ? free_collect_ops_ : free_ops_;
   uint32_t id;
   if (!pool.empty()) {

@@ -38,8 +38,8 @@
 // synchronous read of its block at queue depth 1 under the table's mutex
 // (about 80 us on a drive that does 12,500 reads/s at depth 1), plus a
 // copy of the victim into the log if it is dirty; concurrent misses are
-// served one at a time. Correct from any number of threads. If it fails (an I/O error, every slot pinned), it returns a row
-// of NaNs and status() says why.
+// served one at a time. Correct from any number of threads. If it fails (an
+// I/O error, every slot pinned), it returns a row of NaNs and status() says why.
 //
 // Errors: I/O errors come back from Prefetch / WaitResident / FlushDirty as a
 // Status naming the table, the file, the operation and the offset

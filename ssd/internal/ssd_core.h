@@ -93,12 +93,14 @@ struct SsdStats {
   // Block bytes read per byte of missed rows read (the collector's reads not counted).
   double read_amplification(int64_t row_bytes) const {
     return fetched_rows == 0 ? 0.0
-                             : static_cast<double>(fetch_reads * block_bytes) / static_cast<double>(fetched_rows * row_bytes);
+                             : static_cast<double>(fetch_reads * block_bytes) /
+                                   static_cast<double>(fetched_rows * row_bytes);
   }
   // Bytes written to the file (segments, the collector's moves, a flush's
   // partial segments) per byte of dirty rows written back.
   double write_amplification(int64_t row_bytes) const {
-    return rows_written == 0 ? 0.0 : static_cast<double>(io.bytes_written) / static_cast<double>(rows_written * row_bytes);
+    return rows_written == 0 ? 0.0
+                             : static_cast<double>(io.bytes_written) / static_cast<double>(rows_written * row_bytes);
   }
   int64_t requests() const { return io.reads + io.writes; }
   // Microseconds of CPU per request.

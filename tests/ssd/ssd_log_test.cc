@@ -107,7 +107,8 @@ void ExpectLastWritesAfterManyCollections(bool zipf) {
   ASSERT_TRUE(t->EvictUnpinned().ok());
   ExpectSameRows(*ref, *t);
   // A snapshot of the collected log loads into a fresh table, bit for bit.
-  const std::string path = absl::StrCat(testing::DiskDir(), "/log_test_", zipf ? "zipf" : "uniform", "_", getpid(), ".ssd");
+  const std::string path =
+      absl::StrCat(testing::DiskDir(), "/log_test_", zipf ? "zipf" : "uniform", "_", getpid(), ".ssd");
   ASSERT_TRUE(t->SaveSnapshot(path).ok());
   auto u = Table::Create({.name = "log2", .nvectors = kN}, SmallLog(600, 1.5));
   ASSERT_TRUE(u.ok());
