@@ -18,7 +18,9 @@
 // Ownership: a backend does not own the file descriptor; its user keeps it
 // open for the backend's lifetime. Buffers belong to the caller and must stay
 // valid until their completion has been reaped.
-// Thread safety: none; one user at a time (the ssd table calls it under its mutex).
+// Thread safety: one user at a time (the ssd table calls it under its mutex),
+// except AwaitCompletion, which one other thread may call meanwhile: the user
+// releases its lock across the wait for a completion.
 //
 // Example:
 //   CEMB_ASSIGN_OR_RETURN(std::unique_ptr<BlockIo> io, NewUringBlockIo(fd, 64));
@@ -88,6 +90,12 @@ class BlockIo {
   // Appends to *out at least min(min_completions, in_flight()) completions,
   // waiting for them, plus any others already finished.
   [[nodiscard]] virtual absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) = 0;
+  // Blocks until a completion may have arrived since the previous
+  // AwaitCompletion returned (it may also return when none has: the caller
+  // reaps and looks again). The one call a second thread may make while the
+  // user submits and reaps. REQUIRES: a request in flight, or it may block
+  // for ever; one caller at a time.
+  [[nodiscard]] virtual absl::Status AwaitCompletion() = 0;
   // Submitted and not yet reaped.
   virtual int64_t in_flight() const = 0;
   virtual const IoCounters& counters() const = 0;
@@ -117,6 +125,8 @@ class FaultInjectingBlockIo final : public BlockIo {
 
   [[nodiscard]] absl::Status Submit(std::span<const BlockRequest> requests) override;
   [[nodiscard]] absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override;
+  // The inner backend's: the failed requests are ready to reap at once.
+  [[nodiscard]] absl::Status AwaitCompletion() override { return inner_->AwaitCompletion(); }
   int64_t in_flight() const override { return inner_->in_flight() + static_cast<int64_t>(failed_.size()); }
   // The inner backend's: a failed request never reached the device.
   const IoCounters& counters() const override { return inner_->counters(); }

@@ -463,14 +463,36 @@ absl::StatusOr<absl::Duration> SsdCore::WaitResident(int64_t batch_id) {
     return absl::NotFoundError(absl::StrCat(name_, ": WaitResident of batch ", batch_id, ", which is not pinned"));
   }
   const absl::Time start = absl::Now();
+  // The reads are waited for with mu_ released: the prefetcher installs the
+  // next batches meanwhile.
   while (FindBatch(batch_id)->pending > 0) {
-    if (absl::Status s = ReapSome(); !s.ok()) return s;
+    if (absl::Status s = ReapReady(); !s.ok()) return s;
+    if (FindBatch(batch_id)->pending == 0) break;
+    if (absl::Status s = AwaitIo(lock); !s.ok()) return s;
   }
   const absl::Duration waited = absl::Now() - start;
   stats_.waited += waited;
   const Batch& b = *FindBatch(batch_id);
   if (!b.error.ok()) return b.error;
   return waited;
+}
+
+absl::Status SsdCore::AwaitIo(std::unique_lock<std::mutex>& lock) {
+  if (awaiting_io_) {
+    io_done_.wait(lock);
+    return absl::OkStatus();
+  }
+  if (file_.io().in_flight() == 0) {
+    return absl::InternalError(absl::StrCat(name_, ": waits for a read that is not in flight"));
+  }
+  awaiting_io_ = true;
+  lock.unlock();
+  absl::Status s = file_.io().AwaitCompletion();
+  lock.lock();
+  awaiting_io_ = false;
+  io_done_.notify_all();
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(name_, ": ", file_.name(), ": ", s.message()));
+  return absl::OkStatus();
 }
 
 std::unique_lock<std::mutex> SsdCore::Lock() {

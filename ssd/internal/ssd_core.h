@@ -5,6 +5,7 @@
 #define CEMB_SSD_INTERNAL_SSD_CORE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <cstddef>
@@ -307,6 +308,10 @@ class SsdCore {
   // Applies the completions already there, without waiting.
   absl::Status ReapReady();
   absl::Status Reap(int64_t at_least);
+  // Waits with mu_ released (`lock` holds it before and after) until a
+  // completion may have arrived; the caller reaps and looks again. One
+  // thread waits on the BlockIo, the others for it on io_done_.
+  absl::Status AwaitIo(std::unique_lock<std::mutex>& lock);
   void Complete(const BlockCompletion& c);
   absl::Status IoError(IoOp op, uint64_t offset, int64_t bytes, int64_t result) const;
   absl::Status FlushDirtyLocked();
@@ -375,6 +380,8 @@ class SsdCore {
   std::vector<SegmentBuffer> buffers_;
   std::vector<int> free_buffers_;
   int open_ = -1;                             // the open segment's buffer
+  bool awaiting_io_ = false;                  // a thread is in AwaitIo's BlockIo::AwaitCompletion
+  std::condition_variable io_done_;           // it has returned
   int collecting_ = 0;                        // collector reads in flight
   SsdStats stats_;
 };

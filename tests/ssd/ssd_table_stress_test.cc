@@ -2,6 +2,11 @@
 // TSan-aware). CI runs this under ThreadSanitizer (ctest -L tsan).
 #include <atomic>
 #include <barrier>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -131,6 +136,92 @@ TEST(SsdTableStress, PrefetcherThreadOverlapsKernelThreadsOnPinnedRows) {
   EXPECT_GT(s.dirty_evictions, 0);
   EXPECT_GT(s.gc_segments, 0) << s.ToString(64);  // the collector ran beside the workers
   EXPECT_GT(s.gc_rows_moved, 0) << s.ToString(64);
+}
+
+// Holds completions back while closed, as a slow drive would: Reap hands
+// none over and a wait for one (Reap of at least one, AwaitCompletion)
+// blocks until Open().
+class Gate final : public testing::ForwardingBlockIo {
+ public:
+  using ForwardingBlockIo::ForwardingBlockIo;
+  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
+    if (min_completions == 0 && closed()) return absl::OkStatus();
+    Pass();
+    return io_->Reap(min_completions, out);
+  }
+  absl::Status AwaitCompletion() override {
+    Pass();
+    return io_->AwaitCompletion();
+  }
+  void Close() { Set(true); }
+  void Open() { Set(false); }
+  // Blocks until a thread waits at the closed gate.
+  void AwaitWaiter() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return waiters_ > 0; });
+  }
+
+ private:
+  bool closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_;
+  }
+  void Set(bool closed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = closed;
+    cv_.notify_all();
+  }
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiters_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !closed_; });
+    --waiters_;
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  int waiters_ = 0;
+};
+
+TEST(SsdTableStress, AStepWaitingForItsReadsLeavesTheTableToThePrefetcher) {
+  // The step thread waits for batch 1's reads, which the drive holds back;
+  // meanwhile the prefetcher pins batch 2. With the table's mutex held
+  // across the wait, Prefetch would wait for the drive too.
+  constexpr int64_t kN = 1024;
+  Gate* gate = nullptr;
+  SsdOptions o = Options(kN);
+  o.file.wrap_io = [&gate](std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
+    auto g = std::make_unique<Gate>(std::move(io));
+    gate = g.get();
+    return g;
+  };
+  auto t = SsdTable<float, 16>::Create({.name = "gate", .nvectors = kN}, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  Fill(*t);
+  std::vector<int64_t> batch1(64), batch2(32);
+  std::iota(batch1.begin(), batch1.end(), 0);   // on the file: reads
+  std::iota(batch2.begin(), batch2.end(), 48);  // 16 of batch 1's rows in flight, 16 more reads
+  gate->Close();
+  ASSERT_TRUE(t->Prefetch(1, batch1).ok());
+  std::thread step([&] {
+    absl::StatusOr<absl::Duration> waited = t->WaitResident(1);
+    EXPECT_TRUE(waited.ok()) << waited.status();
+  });
+  gate->AwaitWaiter();
+  std::future<absl::Status> prefetch = std::async(std::launch::async, [&] { return t->Prefetch(2, batch2); });
+  const bool in_time = prefetch.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  gate->Open();
+  step.join();
+  EXPECT_TRUE(in_time) << "Prefetch of batch 2 waited for batch 1's reads";
+  ASSERT_TRUE(prefetch.get().ok());
+  ASSERT_TRUE(t->WaitResident(2).ok());
+  for (int64_t r = 0; r < 80; ++r) {
+    ASSERT_EQ(t->rowpointer(r, Access::kRead)[3], Value(r, 3)) << r;
+  }
+  ASSERT_TRUE(t->Unpin(1).ok());
+  ASSERT_TRUE(t->Unpin(2).ok());
 }
 
 }  // namespace

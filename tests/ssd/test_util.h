@@ -42,6 +42,7 @@ class ForwardingBlockIo : public BlockIo {
   absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
     return io_->Reap(min_completions, out);
   }
+  absl::Status AwaitCompletion() override { return io_->AwaitCompletion(); }
   int64_t in_flight() const override { return io_->in_flight(); }
   const IoCounters& counters() const override { return io_->counters(); }
   const char* name() const override { return io_->name(); }
