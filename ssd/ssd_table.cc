@@ -384,11 +384,28 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
   b.id = batch_id;
   b.seq = ++seq_;
 
-  // Rows already resident or in flight: pin them.
+  // Rows already resident or in flight: pin them. The map words, then the
+  // slots' pin counts and flags, are loaded kAhead rows ahead: a batch's rows
+  // are scattered, and each of those loads would otherwise wait for memory.
+  constexpr size_t kAhead = 16;
+  words_.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i + kAhead < rows.size()) __builtin_prefetch(&map[rows[i + kAhead]]);
+    words_[i] = map[rows[i]].load(std::memory_order_relaxed);
+  }
   missing_.clear();
-  for (Index r : rows) {
-    const int64_t row = r;
-    const uint32_t w = map[row].load(std::memory_order_relaxed);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i + kAhead < rows.size()) {
+      const uint32_t ahead = words_[i + kAhead];
+      if (ahead != 0 && !(ahead & kOnDisk)) {
+        const uint32_t s = (ahead & ~kLoading) - 1;
+        __builtin_prefetch(&pin_mark_[s], 1);
+        __builtin_prefetch(&pins_[s], 1);
+        __builtin_prefetch(&flags[s], 1);
+      }
+    }
+    const int64_t row = rows[i];
+    const uint32_t w = words_[i];
     if (w == 0 || (w & kOnDisk)) {
       missing_.push_back(row);
       continue;

@@ -364,6 +364,7 @@ class SsdCore {
   std::vector<BlockCompletion> scratch_;
   std::vector<uint32_t> victims_;             // scratch
   std::vector<int64_t> missing_;                        // scratch
+  std::vector<uint32_t> words_;                         // scratch: the map words of a batch's rows
   std::vector<std::pair<uint64_t, uint32_t>> reads_;    // scratch: (block offset, slot) of StartFill's reads
   std::unique_ptr<std::byte[]> poison_;       // NaN row returned after a failed fetch
   absl::Status status_;                       // first failure of a fetch in rowpointer()
