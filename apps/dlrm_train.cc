@@ -8,7 +8,7 @@
 // Exit status: 0 on success, 1 on a config, data, checkpoint or training
 // error (the message names the key, file or step), 2 on a usage error.
 //
-// Under mpirun (issue 13, docs/distributed.md) the ranks train one model:
+// Under mpirun (docs/distributed.md) the ranks train one model:
 //   mpirun -np 2 dlrm-train --config configs/default.yaml
 // tables sharded over the ranks, MLPs data-parallel, each rank reading its
 // slice of every global batch; rank 0 prints. An error on any rank ends

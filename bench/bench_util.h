@@ -39,7 +39,7 @@
 #include "base/random.h"
 #include "embedding/cpu.h"
 #include "embedding/memory.h"
-#include "embedding/parallel.h"
+#include "base/parallel.h"
 
 namespace cemb::bench {
 

@@ -1,5 +1,5 @@
-// The CachedEmbeddings cache sweeps (thesis Figures 5.8 and 5.9, issue 3
-// items 9-10): time, hit rate and slow-tier bytes of lookups and of a
+// The CachedEmbeddings cache sweeps (thesis Figures 5.8
+// and 5.9): time, hit rate and slow-tier bytes of lookups and of a
 // steady-state training loop, per storage policy.
 //
 //   build/bench/cache_bench --cemb_grid=small          (default; minutes on 2 cores)

@@ -1,4 +1,4 @@
-// The embedding all-to-all of a multi-rank step (issue 13), alone: run it
+// The embedding all-to-all of a multi-rank step, alone: run it
 // under mpirun; every rank takes global_batch / ranks samples of a batch of
 // `tables` tables with `hotness` uniform indices per bag, and each step runs
 // EmbeddingExchange::Forward and Backward with owners that neither pool nor

@@ -1,5 +1,5 @@
 // The embedding kernels over the thesis' parameter space (its Table 5.1) and
-// the headline configurations of issue 2, item 15.
+// its headline configurations (bench/run_embedding.sh).
 //
 //   build-bench/bench/embedding_bench --cemb_grid=headline --benchmark_min_time=0.5
 //   bench/run_embedding.sh [--small]          (runs this and prints a summary table)

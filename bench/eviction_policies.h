@@ -1,5 +1,5 @@
 // Eviction policies and row-lookup streams for the trace-driven simulator
-// bench/eviction_sim.cc (issue 11, item 2): which eviction should a serving
+// bench/eviction_sim.cc: which eviction should a serving
 // cache use? Models, not caches: they hold row ids only (no row data, no
 // threads), in flat arrays indexed by row, so a simulated lookup is a few
 // loads and the whole grid runs in about a minute.

@@ -1,4 +1,4 @@
-// Which eviction should a serving cache use? (issue 11, item 2.) A trace-driven
+// Which eviction should a serving cache use? A trace-driven
 // simulator of the policies in bench/eviction_policies.h on Zipf row-lookup
 // streams: hit rate against the ideal cache, and the copies into the cache per
 // lookup (each one a slow-tier read and a DRAM write).

@@ -1,6 +1,6 @@
 // The avx2 kernels of the benchmark's IndirectTable types, compiled with this
-// ISA's -m flags (bench/CMakeLists.txt), exactly as embedding/kernels_avx2.cc
-// does for SimpleTable; called only when the CPU has the ISA.
+// ISA's -m flags (bench/CMakeLists.txt), exactly as the libraries'
+// generated kernel units (cmake/kernels_isa.cc.in) do for their tables; called only when the CPU has the ISA.
 #define CEMB_KERNELS_ISA_AVX2
 #include "embedding/internal/kernels_impl.h"
 #include "bench/indirect_table.h"

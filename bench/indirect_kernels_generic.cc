@@ -1,5 +1,5 @@
 // The generic kernels of the benchmark's IndirectTable types, compiled without -m
-// flags, exactly as embedding/kernels_generic.cc does for SimpleTable.
+// flags, exactly as the generated units do for the libraries' tables (cmake/kernels_isa.cc.in).
 #define CEMB_KERNELS_ISA_GENERIC
 #include "embedding/internal/kernels_impl.h"
 #include "bench/indirect_table.h"

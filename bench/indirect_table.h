@@ -1,6 +1,6 @@
 // IndirectTable<T, D>: a benchmark-only table whose rowpointer() goes through
 // a per-row pointer array, to measure what one indirection per row costs
-// against SimpleTable's `base + row * D` (issue 2, item 14: direct vs
+// against SimpleTable's `base + row * D` (direct vs
 // indirect). The rows themselves live in a SimpleTable on the chosen tier;
 // pointer r holds that table's row r, so both variants read the same bytes
 // and differ only by the extra, dependent load of `pointers_[r]` (8 bytes of

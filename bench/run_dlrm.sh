@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Times dlrm-train's training step against the PyTorch reference step in the
-# same sitting (issue 5, item 10): the Kaggle model and the dlrm_s_benchmark.sh
+# same sitting: the Kaggle model and the dlrm_s_benchmark.sh
 # model at batch 2048 on random data, fp32 and bf16 MLPs, ROUNDS interleaved
 # rounds, and prints one table of medians. The guest's speed drifts by up to 2x
 # over minutes, so a ratio is only meaningful between runs of one sitting.

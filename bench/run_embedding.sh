@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the embedding benchmark's headline configurations (issue 2, item 15)
+# Runs the embedding benchmark's headline configurations
 # and prints a summary table against the FBGEMM / PyTorch figures of the issue.
 #
 #   bench/run_embedding.sh            8 tables x 1,000,000 rows (8 GiB at D=256; a few minutes)
@@ -56,7 +56,7 @@ import json, sys
 
 data = json.load(open(sys.argv[1]))
 ctx = data["context"]
-# Issue 2, item 15: FBGEMM's best CPU kernel per batch on this machine
+# FBGEMM's best CPU kernel per batch on this machine
 # (8 tables x 1,000,000 rows, batch 16384, 2 threads), in ms.
 FBGEMM = {("lookup", 16, 40, "uniform"): 29.9, ("lookup", 128, 40, "uniform"): 161.0,
           ("lookup", 128, 40, "zipf"): 79.0, ("lookup", 128, 1, "uniform"): 6.8,

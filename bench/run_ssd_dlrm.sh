@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 10, item 10(a): dlrm-train with tables larger than memory on the ssd
+# dlrm-train with tables larger than memory on the ssd
 # tier against the same model all in DRAM, in one sitting, with the disk's
 # own limit measured in the same run.
 #
@@ -15,7 +15,7 @@
 #      run's requests per step and its I/O floor: its block reads of missed
 #      rows at the disk's measured random-read rate plus its bytes written
 #      at the measured sequential-write rate, the least a step can take when
-#      it is I/O bound (the log's writes are sequential: issue 22), its write
+#      it is I/O bound (the log's writes are sequential), its write
 #      amplification and what the collector moved;
 #      c. with PEER=1, the comparison a PyTorch user would make: the same
 #         model on the same prepared samples in PyTorch, each table an

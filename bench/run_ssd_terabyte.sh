@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 10, item 10(b): the MLPerf DLRM shape of configs/terabyte.yaml at
+# the MLPerf DLRM shape of configs/terabyte.yaml at
 # D=64 (26 tables, 204 M rows, 52 GB of fp32 rows; bottom 13-512-256-64, top
 # 1024-1024-512-256-1, batch 32768) with every table on ssd, trained on
 # synthetic Zipf(1.05) data on a machine with less memory than the tables.

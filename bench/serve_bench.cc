@@ -1,5 +1,5 @@
-// serve_bench: the embedding lookups of a recommendation service (issue 11,
-// item 5). Per storage and thread count: lookups/s, its ratio to the DRAM
+// serve_bench: the embedding lookups of a recommendation service.
+// Per storage and thread count: lookups/s, its ratio to the DRAM
 // table at the same thread count, and the latency of requests: p50, p99,
 // p99.9 and the slowest one (the stall a reader would see if anything made
 // it wait: a flush, a lock, an eviction round).

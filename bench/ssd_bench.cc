@@ -1,4 +1,4 @@
-// The ssd tier against the disk's own limit, in one run (issue 10):
+// The ssd tier against the disk's own limit, in one run:
 //   1. load:  every row written once through the table (appended to the log
 //             as the pool evicts), so that later reads hit the device (a row
 //             never written is computed, never read);

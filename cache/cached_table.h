@@ -88,7 +88,7 @@
 //   auto t = CachedTable<float, 128>::Create({.name = "t0", .nvectors = 1 << 24,
 //                                             .tier = TierOptions::Pmem("/mnt/pmem0")},
 //                                            {.lower = CacheSize::Fraction(0.1)});
-//   CEMB_RETURN_IF_ERROR(ensemble.add(*t));          // kernels: cache/kernels_<isa>.cc
+//   CEMB_RETURN_IF_ERROR(ensemble.add(*t));          // kernels: compiled per ISA by cache/CMakeLists.txt
 //   ... ensemble.pooled_lookup(...); ensemble.sgd_update(...);
 //   if (t->isfull()) t->flush_dirty();                // between steps
 //   std::puts(t->stats().ToString().c_str());
@@ -128,7 +128,7 @@
 #include "cache/admission.h"
 #include "cache/cache_stats.h"
 #include "cache/epoch.h"
-#include "cache/internal/table_types.h"
+#include "embedding/internal/feature_sizes.h"
 #include "embedding/memory.h"
 #include "embedding/simple_table.h"
 

@@ -68,25 +68,61 @@ function(_cemb_install_component name)
           DESTINATION ${CEMB_CMAKE_DIR})
 endfunction()
 
-# cemb_add_library(<name> SOURCES ... HEADERS ... [AVX2_SOURCES ...]
+# cemb_kernel_sources(<out> <table template> <header>)
+# Generates, from cmake/kernels_isa.cc.in, one translation unit per enabled
+# ISA that compiles the embedding kernels for every type of <table template>
+# (CEMB_FOR_EACH_TABLE_TYPE: float and bfloat16, kDynamic and each specialised
+# feature size), declared in <header>; sets their -m flags; appends them to <out>.
+function(cemb_kernel_sources out table header)
+  string(REGEX REPLACE "^.*::" "" stem "${table}")
+  string(TOLOWER "${stem}" stem)
+  set(isas generic)
+  if(CEMB_ENABLE_AVX2)
+    list(APPEND isas avx2)
+  endif()
+  if(CEMB_ENABLE_AVX512)
+    list(APPEND isas avx512)
+  endif()
+  set(generated)
+  foreach(isa ${isas})
+    string(TOUPPER "${isa}" ISA)
+    string(SUBSTRING "${ISA}" 0 1 first)
+    string(SUBSTRING "${isa}" 1 -1 rest)
+    set(Isa "${first}${rest}")
+    set(file "${CMAKE_CURRENT_BINARY_DIR}/${stem}_kernels_${isa}.cc")
+    configure_file("${PROJECT_SOURCE_DIR}/cmake/kernels_isa.cc.in" "${file}" @ONLY)
+    if(NOT isa STREQUAL "generic")
+      set_source_files_properties("${file}" PROPERTIES COMPILE_OPTIONS "${CEMB_FLAGS_${ISA}}")
+    endif()
+    list(APPEND generated "${file}")
+  endforeach()
+  set(${out} ${${out}} ${generated} PARENT_SCOPE)
+endfunction()
+
+# cemb_add_library(<name> SOURCES ... HEADERS ... [KERNELS_FOR <table template> <header>]
 #                  [AVX512_SOURCES ...] [DEPS ...] [PRIVATE_DEPS ...])
 # Declares the library target cemb_<name>, its alias cemb::<name>, its ISA
-# translation units, and its installation under include/cemb/<name>/ as the
+# translation units (KERNELS_FOR: the embedding kernels of a table type, see
+# cemb_kernel_sources; AVX512_SOURCES: files compiled with the AVX-512 flags
+# when they are enabled), and its installation under include/cemb/<name>/ as the
 # package component <name> (find_package(CachedEmbeddings COMPONENTS <name>)),
 # which finds only the packages its DEPS and PRIVATE_DEPS come from.
 function(cemb_add_library name)
   cmake_parse_arguments(ARG "" ""
-    "SOURCES;HEADERS;AVX2_SOURCES;AVX512_SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+    "SOURCES;HEADERS;KERNELS_FOR;AVX512_SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   set(sources ${ARG_SOURCES})
-  if(CEMB_ENABLE_AVX2)
-    list(APPEND sources ${ARG_AVX2_SOURCES})
-    set_source_files_properties(${ARG_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "${CEMB_FLAGS_AVX2}")
+  if(ARG_KERNELS_FOR)
+    cemb_kernel_sources(sources ${ARG_KERNELS_FOR})
   endif()
   if(CEMB_ENABLE_AVX512)
     list(APPEND sources ${ARG_AVX512_SOURCES})
     set_source_files_properties(${ARG_AVX512_SOURCES} PROPERTIES COMPILE_OPTIONS "${CEMB_FLAGS_AVX512}")
   endif()
   add_library(cemb_${name} ${sources} ${ARG_HEADERS})
+  if(ARG_KERNELS_FOR)
+    # xsimd is header-only; its CMake target would drag in an optional xtl link.
+    target_include_directories(cemb_${name} PRIVATE $<TARGET_PROPERTY:xsimd,INTERFACE_INCLUDE_DIRECTORIES>)
+  endif()
   add_library(cemb::${name} ALIAS cemb_${name})
   set_target_properties(cemb_${name} PROPERTIES EXPORT_NAME ${name}
                         POSITION_INDEPENDENT_CODE ON)

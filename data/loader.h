@@ -72,7 +72,7 @@ struct LoaderOptions {
   uint32_t prefetch = 4;    // batches prepared ahead; REQUIRES: >= 1
   LastBatch last_batch = LastBatch::kPartial;
   uint64_t num_epochs = 1;  // 0 = endless
-  // Data-parallel training (issue 13): the loaders of `ranks` processes,
+  // Data-parallel training: the loaders of `ranks` processes,
   // made with the same options but their own `rank`, visit the same batches
   // in the same order, and each one's Batch holds only its slice of every
   // batch (BatchSlice). The position and its fingerprint do not depend on

@@ -195,7 +195,7 @@ struct TrainConfig {
   // `split`, when not null, gets what each table was given.
   // `only`, when not null, are the tables (model-wide numbers, ascending;
   // perhaps none) this process holds when the model trains on several
-  // (issue 13): the layer gets those, each with its id, and they share
+  //: the layer gets those, each with its id, and they share
   // model.dram_budget (a budget per process); DlrmOptions::num_tables counts
   // them all.
   [[nodiscard]] absl::StatusOr<DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes,

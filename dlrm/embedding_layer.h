@@ -58,7 +58,7 @@ struct EmbeddingTableSpec {
   int64_t rows = 0;
   // The table's number in the model: its name "emb<id>", its seed (seed +
   // id) and its files ("<prefix><id>.rows", ...). -1: its position in the
-  // layer. A layer that holds some of a model's tables (one rank's, issue 13)
+  // layer. A layer that holds some of a model's tables (one rank's)
   // gives each its model-wide number, so that every rank initialises, saves
   // and loads a table as a single process does.
   int id = -1;

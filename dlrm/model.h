@@ -94,7 +94,7 @@ struct DlrmOptions {
   Precision mlp_precision = Precision::kFp32;
   // The tables; embeddings.dim is the feature size of every table.
   EmbeddingLayerOptions embeddings;
-  // Training on several processes (issue 13): the model's tables, of which
+  // Training on several processes: the model's tables, of which
   // `embeddings` holds this process's (each with its model-wide id), and the
   // step's work shared with the others (not owned; it outlives the model).
   // One process: 0 (= embeddings.tables.size()) and nullptr.

@@ -1,5 +1,5 @@
 // ShardedStep: a DLRM's training and evaluation steps on several processes
-// (issue 13, docs/distributed.md), over MPI: each table lives on one rank
+// (docs/distributed.md), over MPI: each table lives on one rank
 // (dist::ShardPlan), every rank holds the MLPs and its slice of every global
 // batch. It is the StepPeers of that rank's Dlrm, and it begins each step
 // for the trainer:

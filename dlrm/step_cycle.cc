@@ -41,11 +41,9 @@ void StepCycle::Work(int worker, int workers) {
   // SCHED_BATCH: a prefetcher that wakes does not preempt a step's thread
   // (an OpenMP thread preempted at once leaves the others spinning at the
   // next barrier), yet keeps its fair share of a busy machine. SCHED_IDLE
-  // (sessions 4-8) ran only on idle cores: beside two busy processes on 2
-  // cores the prefetchers starved and Drain waited on them, 594 ms of ssd
-  // wait per step (2.9k samples/s against 17.2k under SCHED_BATCH); on an
-  // idle machine the two are alike (bench/RESULTS.md, "Prefetcher threads'
-  // policy"). If the policy cannot be set, the default stays.
+  // would run it only on idle cores: beside other busy processes the
+  // prefetchers starve and Drain waits on them (bench/RESULTS.md,
+  // "Prefetcher threads' policy"). If the policy cannot be set, the default stays.
   sched_param param{};
   (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
   std::unique_lock<std::mutex> lock(mu_);

@@ -85,7 +85,7 @@ struct TrainerOptions {
   // (emb<table>), e.g. in a FaultInjectingBlockIo (ssd/block_io.h), so that
   // an I/O error during training is tested without breaking a disk.
   std::function<std::unique_ptr<BlockIo>(int table, std::unique_ptr<BlockIo>)> wrap_ssd_io;
-  // Training on several processes (issue 13, docs/distributed.md): every
+  // Training on several processes (docs/distributed.md): every
   // rank of `comm` makes a Trainer with the same config and calls the same
   // methods. nullptr, or a communicator of one rank: one process, no MPI.
   // Only rank 0 prints (`out`, the progress bar, train.log_jsonl); every

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "embedding/parallel.h"
+#include "base/parallel.h"
 
 namespace cemb {
 

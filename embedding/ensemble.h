@@ -31,7 +31,7 @@
 
 #include "absl/status/status.h"
 #include "embedding/kernels.h"
-#include "embedding/parallel.h"
+#include "base/parallel.h"
 
 namespace cemb {
 

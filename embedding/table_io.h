@@ -32,7 +32,7 @@
 #include "absl/status/status.h"
 #include "base/random.h"
 #include "embedding/bfloat16.h"
-#include "embedding/parallel.h"
+#include "base/parallel.h"
 #include "embedding/simple_table.h"
 
 namespace cemb {

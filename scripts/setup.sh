@@ -26,7 +26,7 @@ packages=(
   libomp-dev           # LLVM OpenMP, for the clang ThreadSanitizer build
   clang libclang-rt-14-dev   # sanitizer runtimes, libFuzzer
   libopenmpi-dev openmpi-bin # Open MPI 4.1: cemb::dist and mpirun for multi-rank
-                       # training (issue 13); not a library package: a service
+                       # training; not a library package: a service
                        # that links cemb::embedding/cache never talks MPI
 )
 case "${1:-}" in

@@ -290,6 +290,8 @@ void SsdCore::Reset() {
     free_.push_back(static_cast<uint32_t>(s));  // slot 0 first
   }
   hand_ = 0;
+  recent_blocks_.clear();
+  recent_reads_.clear();
   InitLog();
   background_error_ = absl::OkStatus();
 }

@@ -16,11 +16,13 @@ namespace cemb {
 std::string SsdStats::ToString(int64_t row_bytes) const {
   return absl::StrFormat(
       "prefetch rows %d, hit rate %.3f, fetched %d (from write buffers %d), lazy %d, sync fetches %d, evictions %d "
-      "(dirty %d), rows written %d, segments written %d, collector: %d read, %d freed unread, %d rows moved; "
+      "(dirty %d), block reads %d (of a block read for the 4 batches before: %d), rows written %d, "
+      "segments written %d, collector: %d read, %d freed unread, %d rows moved; "
       "blocks read %d, bytes written %d, write amplification %.2f, live rows %d, file %d bytes, requests %d, "
       "queue depth %.1f, cpu %.1f us/request, waited %s",
       prefetch_rows, hit_rate(), fetched_rows, buffer_rows, lazy_rows, sync_fetches, evictions, dirty_evictions,
-      rows_written, segments_written, gc_segments, gc_freed, gc_rows_moved, io.blocks_read(), io.bytes_written,
+      fetch_reads, fetch_rereads, rows_written, segments_written, gc_segments, gc_freed, gc_rows_moved,
+      io.blocks_read(), io.bytes_written,
       write_amplification(row_bytes), live_rows, file_bytes, requests(), io.average_queue_depth(),
       cpu_us_per_request(), absl::FormatDuration(waited));
 }
@@ -324,9 +326,24 @@ void SsdCore::QueueFetchReads(uint64_t batch_seq, int64_t* pending) {
     }
     ++seg_reads_[static_cast<size_t>(o.segment)];
     ++stats_.fetch_reads;
+    if (pending != nullptr) CountReread(offset, batch_seq);
     requests_.push_back({IoOp::kRead, offset, o.buffer.get(), static_cast<uint32_t>(o.bytes), id});
   }
   reads_.clear();
+}
+
+void SsdCore::CountReread(uint64_t offset, uint64_t seq) {
+  while (!recent_reads_.empty() && recent_reads_.front().first + kRereadWindow < seq) {
+    const auto [old_seq, old_offset] = recent_reads_.front();
+    recent_reads_.pop_front();
+    if (auto it = recent_blocks_.find(old_offset); it != recent_blocks_.end() && it->second == old_seq) {
+      recent_blocks_.erase(it);
+    }
+  }
+  auto [it, inserted] = recent_blocks_.try_emplace(offset, seq);
+  if (!inserted && it->second != seq) ++stats_.fetch_rereads;
+  it->second = seq;
+  recent_reads_.push_back({seq, offset});
 }
 
 // --- batches ------------------------------------------------------------------
@@ -742,5 +759,5 @@ int64_t SsdCore::pinned_rows() const {
 }  // namespace cemb
 
 #define CEMB_SSD_INSTANTIATE(...) template class __VA_ARGS__;
-CEMB_FOR_EACH_SSD_TABLE(CEMB_SSD_INSTANTIATE)
+CEMB_FOR_EACH_TABLE_TYPE(CEMB_SSD_INSTANTIATE, ::cemb::SsdTable)
 #undef CEMB_SSD_INSTANTIATE

@@ -65,7 +65,7 @@
 //                                        {.capacity_bytes = 1 << 30, .file = {.directory = "/nvme"}, .init_seed = 7});
 //   CEMB_RETURN_IF_ERROR(t->Prefetch(k, rows_of_batch_k));
 //   CEMB_ASSIGN_OR_RETURN(absl::Duration waited, t->WaitResident(k));
-//   ... kernels over t (ssd/kernels_<isa>.cc) ...;  CEMB_RETURN_IF_ERROR(t->Unpin(k));
+//   ... kernels over t (compiled per ISA by ssd/CMakeLists.txt) ...;  CEMB_RETURN_IF_ERROR(t->Unpin(k));
 #ifndef CEMB_SSD_SSD_TABLE_H_
 #define CEMB_SSD_SSD_TABLE_H_
 
@@ -78,11 +78,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "embedding/internal/feature_sizes.h"
 #include "embedding/simple_table.h"
 #include "embedding/table_io.h"
 #include "ssd/block_file.h"
 #include "ssd/internal/ssd_core.h"
-#include "ssd/internal/table_types.h"
 
 namespace cemb {
 
@@ -282,8 +282,11 @@ T* SsdTable<T, D>::Miss(int64_t row, bool for_update) const {
 
 }  // namespace cemb
 
+// The out-of-line members of every SsdTable type are instantiated once, in
+// ssd_table.cc (compiled without -m flags): no ISA translation unit emits a
+// copy the linker could pick for another path.
 #define CEMB_SSD_EXTERN_TEMPLATE(...) extern template class __VA_ARGS__;
-CEMB_FOR_EACH_SSD_TABLE(CEMB_SSD_EXTERN_TEMPLATE)
+CEMB_FOR_EACH_TABLE_TYPE(CEMB_SSD_EXTERN_TEMPLATE, ::cemb::SsdTable)
 #undef CEMB_SSD_EXTERN_TEMPLATE
 
 #endif  // CEMB_SSD_SSD_TABLE_H_

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The PyTorch DLRM step that issue 5 compares dlrm-train against, timed here.
+"""The PyTorch DLRM step that bench/run_dlrm.sh compares dlrm-train against, timed here.
 
 A small, self-contained PyTorch model with the structure, initialisation and
 optimizer of facebookresearch/dlrm's dlrm_s_pytorch.py (written for this

@@ -1,9 +1,11 @@
 // The feature sizes the kernels are specialised for, in one place. Adding a
-// size is one edit of CEMB_FOR_EACH_FEATURE_SIZE: the SimpleTable and
-// CachedTable types whose kernels the library compiles
-// (internal/table_types.h, cache/internal/table_types.h), the run-time choice
-// of a kDynamic table's kernel (SelectKernels in internal/kernels_impl.h), the
-// DLRM embedding layer's table types and the messages all follow from it.
+// size is one edit of CEMB_FOR_EACH_FEATURE_SIZE: the SimpleTable,
+// CachedTable and SsdTable types whose kernels and members the libraries
+// compile (CEMB_FOR_EACH_TABLE_TYPE, below; the kernels' translation units
+// are generated from cmake/kernels_isa.cc.in), the run-time choice of a
+// kDynamic table's kernel (SelectKernels in internal/kernels_impl.h), the DLRM
+// embedding layer's table types and the messages all follow from it
+// (tests/lint/one_list.cmake fails where a list of table types is spelled out).
 //
 // A table of any other static size runs on the kernels of its kDynamic base
 // (see TableKernels in embedding/kernels.h). Not API.
@@ -26,6 +28,18 @@
   CEMB_FEATURE_SIZE_X(X, 128, __VA_ARGS__) \
   CEMB_FEATURE_SIZE_X(X, 256, __VA_ARGS__)
 #define CEMB_FEATURE_SIZE_X(X, D, ...) X(D __VA_OPT__(, ) __VA_ARGS__)
+
+// X(Table<T, D>) for T in {float, bfloat16} and D in {kDynamic, each listed
+// size}: a storage's table types, e.g.
+//   CEMB_FOR_EACH_TABLE_TYPE(CEMB_INSTANTIATE, ::cemb::SsdTable)
+// X must be variadic (the type holds a comma).
+#define CEMB_TABLE_TYPE_OF_SIZE(D, X, Table, T) X(Table<T, D>)
+#define CEMB_FOR_EACH_TABLE_TYPE_OF(X, Table, T) \
+  X(Table<T, ::cemb::kDynamic>)                  \
+  CEMB_FOR_EACH_FEATURE_SIZE(CEMB_TABLE_TYPE_OF_SIZE, X, Table, T)
+#define CEMB_FOR_EACH_TABLE_TYPE(X, Table)      \
+  CEMB_FOR_EACH_TABLE_TYPE_OF(X, Table, float) \
+  CEMB_FOR_EACH_TABLE_TYPE_OF(X, Table, ::cemb::bfloat16)
 
 namespace cemb::internal {
 

@@ -76,8 +76,9 @@ struct KernelSet {
   }
 };
 
-// Defined in the ISA translation units (kernels_<isa>.cc, and the cache's own
-// for its table types). Call only the ones the CPU supports.
+// Defined in the ISA translation units that cemb_kernel_sources
+// (cmake/helpers.cmake) generates for each library's table types. Call only
+// the ones the CPU supports.
 template <typename Table>
 KernelSet<Table> MakeKernelsGeneric(int64_t featuresize);
 template <typename Table>

@@ -1,6 +1,6 @@
 // Per-ISA vector primitives for the kernels: fp32 vectors loaded from and
 // stored to float or bfloat16 rows. Included only by the ISA translation
-// units (kernels_<isa>.cc), each compiled with its own -m flags.
+// units (cmake/kernels_isa.cc.in), each compiled with its own -m flags.
 #ifndef CEMB_EMBEDDING_INTERNAL_SIMD_H_
 #define CEMB_EMBEDDING_INTERNAL_SIMD_H_
 

@@ -53,7 +53,7 @@
 #include "cache/cached_table.h"
 #include "cache/epoch.h"
 #include "embedding/kernels.h"
-#include "embedding/parallel.h"
+#include "base/parallel.h"
 #include "embedding/table_io.h"
 
 namespace {

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -73,6 +74,10 @@ struct SsdStats {
   int64_t dirty_evictions = 0;    // of them, written back
   int64_t rows_written = 0;       // dirty rows appended to the log (evictions and FlushDirty)
   int64_t fetch_reads = 0;        // block reads for missed rows
+  // Of them, reads of a block read for one of the kRereadWindow batches
+  // before: what installing every row the next batches need from one read
+  // would save at most.
+  int64_t fetch_rereads = 0;
   int64_t buffer_rows = 0;        // missed rows copied from a segment still in a write buffer
   int64_t segments_written = 0;   // segment writes (whole, or a flush's partial one)
   int64_t gc_segments = 0;        // segments the collector read
@@ -235,6 +240,7 @@ class SsdCore {
   // Segments beyond file_space x the table's blocks: the write buffers, the
   // collector's reserve and its segments in flight.
   static constexpr int64_t kReserveSegments = kWriteBuffers + kCollectorLowWater;
+  static constexpr uint64_t kRereadWindow = 4;  // batches, for SsdStats::fetch_rereads
   friend int64_t cemb::SsdFixedDramBytes(int64_t, int64_t, const SsdOptions&, bool);
   enum class Segment : uint8_t {
     kFree,
@@ -313,6 +319,9 @@ class SsdCore {
   // thread waits on the BlockIo, the others for it on io_done_.
   absl::Status AwaitIo(std::unique_lock<std::mutex>& lock);
   void Complete(const BlockCompletion& c);
+  // Counts a fetch read of the block at `offset` for batch `seq` in
+  // stats_.fetch_rereads if one of the kRereadWindow batches before read it.
+  void CountReread(uint64_t offset, uint64_t seq);
   absl::Status IoError(IoOp op, uint64_t offset, int64_t bytes, int64_t result) const;
   absl::Status FlushDirtyLocked();
   // Reaps every request in flight, so the snapshot's own requests have the BlockIo alone.
@@ -365,6 +374,8 @@ class SsdCore {
   std::vector<uint32_t> victims_;             // scratch
   std::vector<int64_t> missing_;                        // scratch
   std::vector<uint32_t> words_;                         // scratch: the map words of a batch's rows
+  absl::flat_hash_map<uint64_t, uint64_t> recent_blocks_;       // block offset -> seq of its last batch read
+  std::deque<std::pair<uint64_t, uint64_t>> recent_reads_;      // (seq, block offset), oldest first
   std::vector<std::pair<uint64_t, uint32_t>> reads_;    // scratch: (block offset, slot) of StartFill's reads
   std::unique_ptr<std::byte[]> poison_;       // NaN row returned after a failed fetch
   absl::Status status_;                       // first failure of a fetch in rowpointer()

@@ -620,7 +620,7 @@ TEST(CachedTable, CompiledTypesFollowTheFeatureSizeList) {
   std::vector<std::pair<bool, int64_t>> compiled, expected;
 #define CEMB_RECORD(...) \
   compiled.emplace_back(std::is_same_v<__VA_ARGS__::value_type, float>, __VA_ARGS__::kFeatureSize);
-  CEMB_FOR_EACH_CACHED_TABLE(CEMB_RECORD)
+  CEMB_FOR_EACH_TABLE_TYPE(CEMB_RECORD, ::cemb::CachedTable)
 #undef CEMB_RECORD
   for (bool is_float : {true, false}) {
     expected.emplace_back(is_float, kDynamic);

@@ -1,4 +1,4 @@
-// dlrm-train on several processes (issue 13), under mpirun -np 2: the same
+// dlrm-train on several processes, under mpirun -np 2: the same
 // global batches give the same model as one process (losses within 1e-5
 // relative over the first 20 steps of configs/default.yaml), checkpoints and
 // --resume work across ranks and across rank counts, and a rank that fails

@@ -220,5 +220,43 @@ TEST(SsdLog, EioOnACollectorReadIsReportedNamingTheSegmentAndLosesNothing) {
   ExpectSameRows(*ref, *t);
 }
 
+TEST(SsdLog, ReadingABlockAgainForOneOfTheFourBatchesAfterIsCounted) {
+  auto t = Table::Create({.name = "t_reread", .nvectors = kN}, SmallLog(kN, 1.5));
+  ASSERT_TRUE(t.ok()) << t.status();
+  // Row 7 in the log, its segment out of the write buffers (8 segments of
+  // other rows written after it); rows below 1000 but 7 lazy.
+  t->rowpointer(7, Access::kUpdate)[0] = 1.0f;
+  ASSERT_TRUE(t->EvictUnpinned().ok());
+  for (int64_t r = 1000; r < 1000 + 8 * 64; ++r) t->rowpointer(r, Access::kUpdate)[0] = 1.0f;
+  ASSERT_TRUE(t->EvictUnpinned().ok());
+  ASSERT_TRUE(t->FlushDirty().ok());
+  int64_t k = 0;
+  // Batch k reads row 7's block, unpins it, and the row leaves DRAM (clean:
+  // no write); then `gap` batches of lazy rows, which read nothing.
+  const auto read_row_7_then = [&](int gap) {
+    for (const std::vector<int64_t>& rows : {std::vector<int64_t>{7}, std::vector<int64_t>{100 + k}}) {
+      for (int i = 0; i < (rows[0] == 7 ? 1 : gap); ++i, ++k) {
+        ASSERT_TRUE(t->Prefetch(k, rows).ok());
+        ASSERT_TRUE(t->WaitResident(k).ok());
+        ASSERT_TRUE(t->Unpin(k).ok());
+      }
+      ASSERT_TRUE(t->EvictUnpinned().ok());
+    }
+  };
+  read_row_7_then(3);
+  EXPECT_EQ(t->stats().fetch_reads, 1);
+  EXPECT_EQ(t->stats().fetch_rereads, 0);
+  read_row_7_then(4);  // read 4 batches after the first: counted
+  EXPECT_EQ(t->stats().fetch_reads, 2);
+  EXPECT_EQ(t->stats().fetch_rereads, 1);
+  read_row_7_then(0);  // read 5 batches after the second: not counted
+  EXPECT_EQ(t->stats().fetch_reads, 3);
+  EXPECT_EQ(t->stats().fetch_rereads, 1);
+  ASSERT_TRUE(t->Prefetch(k, std::vector<int64_t>{7}).ok());  // the next batch: counted
+  ASSERT_TRUE(t->WaitResident(k).ok());
+  EXPECT_EQ(t->stats().fetch_rereads, 2);
+  ASSERT_TRUE(t->Unpin(k).ok());
+}
+
 }  // namespace
 }  // namespace cemb

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "embedding/internal/table_types.h"
 #include "embedding/kernels.h"
 #include "gtest/gtest.h"
 #include "tests/embedding/test_util.h"
@@ -45,7 +44,7 @@ TEST(FeatureSizes, CompiledSimpleTableTypesFollowTheList) {
   std::vector<TableType> compiled;
 #define CEMB_RECORD(...) \
   compiled.push_back({std::is_same_v<__VA_ARGS__::value_type, float>, __VA_ARGS__::kFeatureSize});
-  CEMB_FOR_EACH_SIMPLE_TABLE(CEMB_RECORD)
+  CEMB_FOR_EACH_TABLE_TYPE(CEMB_RECORD, ::cemb::SimpleTable)
 #undef CEMB_RECORD
   EXPECT_EQ(compiled, ExpectedTypes());
 }

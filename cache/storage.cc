@@ -1,7 +1,0 @@
-#include "cache/storage.h"
-
-#include "absl/strings/str_cat.h"
-
-namespace cemb {
-
-}  // namespace cemb
