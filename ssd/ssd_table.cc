@@ -503,6 +503,9 @@ absl::StatusOr<absl::Duration> SsdCore::WaitResident(int64_t batch_id) {
     if (absl::Status s = ReapReady(); !s.ok()) return s;
     if (FindBatch(batch_id)->pending == 0) break;
     if (absl::Status s = AwaitIo(lock); !s.ok()) return s;
+    if (FindBatch(batch_id) == nullptr) {  // another thread unpinned it meanwhile
+      return absl::NotFoundError(absl::StrCat(name_, ": batch ", batch_id, " was unpinned while WaitResident waited"));
+    }
   }
   const absl::Duration waited = absl::Now() - start;
   stats_.waited += waited;
