@@ -34,9 +34,9 @@
 
 #include "bench/bench_util.h"
 #include "cache/row_profiler.h"
-#include "cache/storage.h"
 #include "embedding/ensemble.h"
 #include "embedding/table_io.h"
+#include "tables/storage.h"
 
 namespace cemb::bench {
 namespace {

@@ -47,8 +47,9 @@
 // CacheEviction: kFlush (training) flushes the oldest pages between steps when
 // the cache is full; kClock (serving) evicts concurrently (below);
 // kStatic is filled once by fill() / fill_random() (rows chosen at random or
-// from a RowProfiler) and never caches on lookup. kSimple (no cache, no
-// indirection) is a plain SimpleTable on the slow tier: see cache/storage.h.
+// from a RowProfiler) and never caches on lookup. The thesis' "simple"
+// policy (no cache, no indirection) is a SimpleTable on the slow tier
+// (tables/storage.h names every storage kind).
 //
 // CachedTable<T, D> of a static D derives from CachedTable<T, kDynamic>,
 // which holds all of the state and the cache's code; the derived class only
@@ -134,10 +135,11 @@
 
 namespace cemb {
 
-enum class CachePolicy { kSimple, kStatic, kDynamic };
+// What the cache holds (the header comment above says how each works).
+enum class CachePolicy { kStatic, kDynamic };
 
-inline constexpr EnumName<CachePolicy> kCachePolicyNames[] = {
-    {CachePolicy::kSimple, "simple"}, {CachePolicy::kStatic, "static"}, {CachePolicy::kDynamic, "dynamic"}};
+inline constexpr EnumName<CachePolicy> kCachePolicyNames[] = {{CachePolicy::kStatic, "static"},
+                                                              {CachePolicy::kDynamic, "dynamic"}};
 inline const char* CachePolicyName(CachePolicy policy) { return NameOf(kCachePolicyNames, policy); }
 inline absl::StatusOr<CachePolicy> ParseCachePolicy(std::string_view name) {
   return ParseName(kCachePolicyNames, name, "cache policy");
@@ -339,7 +341,7 @@ class CachedTable<T, kDynamic> {
   static constexpr int64_t kFeatureSize = kDynamic;
 
   // Creates the base table on table.tier (rows read as zero) and an empty
-  // cache. Errors: bad shapes, a policy of kSimple (use a SimpleTable), a
+  // cache. Errors: bad shapes, a
   // cache size that fails CacheSize::Validate(), a row size that is not a
   // multiple of 4 bytes (bfloat16 with odd D), tier errors.
   [[nodiscard]] static absl::StatusOr<CachedTable> Create(const TableOptions& table, const CacheOptions& cache = {}) {
@@ -584,10 +586,6 @@ class CachedTable<T, kDynamic> {
   // checks a static D.
   template <typename Base>
   static absl::StatusOr<CachedTable> CreateOver(const TableOptions& table, const CacheOptions& cache) {
-    if (cache.policy == CachePolicy::kSimple) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(table.name, ": the simple policy has no cache; make a SimpleTable (cache/storage.h)"));
-    }
     if (absl::Status s = cache.lower.Validate(absl::StrCat(table.name, ": cache lower")); !s.ok()) return s;
     if (absl::Status s = cache.slack.Validate(absl::StrCat(table.name, ": cache slack")); !s.ok()) return s;
     if (cache.eviction == CacheEviction::kClock && cache.policy != CachePolicy::kDynamic) {

@@ -40,12 +40,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/enum_names.h"
-#include "cache/storage.h"
 #include "data/generator.h"
 #include "data/prepare.h"
 #include "data/preprocess.h"
 #include "dlrm/dram_budget.h"
 #include "dlrm/model.h"
+#include "tables/storage.h"
 
 namespace cemb::dlrm {
 
@@ -164,7 +164,7 @@ struct TrainSettings {
   std::string export_dir;
   bool progress = true;          // the progress bar (only on a terminal)
   // ssd tables: the rows of this many batches after the current one are read
-  // while the current step computes (dlrm/step_cycle.h); 0 = each batch's
+  // while the current step computes (tables/step_cycle.h); 0 = each batch's
   // rows are read (batched) just before its step.
   int prefetch_batches = 2;
 };

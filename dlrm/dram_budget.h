@@ -40,7 +40,7 @@
 
 #include "absl/status/status.h"
 #include "data/dataset.h"
-#include "dlrm/embedding_layer.h"
+#include "tables/embedding_layer.h"
 
 namespace cemb::dlrm {
 

@@ -7,13 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/npy.h"
 #include "base/parallel.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
 #include "dlrm/internal/bias_grad.h"
 #include "dlrm/internal/dnnl_call.h"
-#include "dlrm/npy.h"
 #include "dlrm/sgd.h"
 #include "oneapi/dnnl/dnnl.hpp"
 

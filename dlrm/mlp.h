@@ -158,7 +158,7 @@ class Mlp {
 
   // Writes / reads every parameter as "<dir>/<prefix><name>.npy" (names from
   // Parameters(); e.g. prefix "bot_l." gives "bot_l.0.weight.npy"). Save
-  // writes float32; Load reads float32 or bfloat16 (dlrm/npy.h), checks dtype
+  // writes float32; Load reads float32 or bfloat16 (base/npy.h), checks dtype
   // and shape of every file before it sets a parameter, and names the file in
   // its errors.
   [[nodiscard]] absl::Status SaveNpy(const std::string& dir, const std::string& prefix) const;

@@ -22,7 +22,7 @@
 //
 // The step's boundaries are not the model's: TrainStep and Predict do not
 // prefetch ssd rows, wait for them, unpin them or flush caches. The caller
-// brackets each one with a StepCycle (dlrm/step_cycle.h), the one owner of
+// brackets each one with a StepCycle (tables/step_cycle.h), the one owner of
 // the beginning and the end of a step.
 //
 // Thread safety: one caller at a time; the work runs on OpenMP threads.
@@ -43,16 +43,16 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "dlrm/embedding_layer.h"
 #include "dlrm/interaction.h"
 #include "dlrm/mlp.h"
 #include "dlrm/precision.h"
+#include "tables/embedding_layer.h"
 
 namespace cemb::dlrm {
 
 enum class Phase {
   kData,
-  kSsdWait,  // waiting for the ssd tables' reads of the step's rows (dlrm/step_cycle.h)
+  kSsdWait,  // waiting for the ssd tables' reads of the step's rows (tables/step_cycle.h)
   kEmbeddingLookup,
   kInteraction,  // forward and backward
   kBottomForward,

@@ -35,10 +35,10 @@
 #include "data/dataset.h"
 #include "dlrm/config.h"
 #include "dlrm/dram_budget.h"
-#include "dlrm/embedding_layer.h"
 #include "dlrm/metrics.h"
 #include "dlrm/model.h"
 #include "dlrm/precision.h"
+#include "tables/embedding_layer.h"
 
 namespace cemb::dlrm {
 

@@ -21,12 +21,12 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/prepare.h"
-#include "dlrm/checkpoint.h"
 #include "dist/comm.h"
 #include "dist/shard_plan.h"
+#include "dlrm/checkpoint.h"
 #include "dlrm/report.h"
 #include "dlrm/sharded_step.h"
-#include "dlrm/step_cycle.h"
+#include "tables/step_cycle.h"
 
 namespace cemb::dlrm {
 namespace {
@@ -458,9 +458,9 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
     std::span<float> probs(probabilities.data(), b->size());
     const int64_t id = next_eval_id++;
     CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, EvalBags(view, times));
-    CEMB_RETURN_IF_ERROR(Agree(eval_cycle->Begin(id, bags, {}, times)));
+    CEMB_RETURN_IF_ERROR(Agree(eval_cycle->Begin(id, bags, {}, &(*times)[Phase::kSsdWait])));
     CEMB_RETURN_IF_ERROR(model->Predict(view, probs, times));
-    CEMB_RETURN_IF_ERROR(Agree(eval_cycle->End(id, times)));
+    CEMB_RETURN_IF_ERROR(Agree(eval_cycle->End(id, &(*times)[Phase::kCacheFlush])));
     if (distributed()) {
       CEMB_RETURN_IF_ERROR(options.comm->Allgatherv(probs, &all_probs));
       CEMB_RETURN_IF_ERROR(options.comm->Allgatherv(b->labels(), &all_labels));
@@ -656,9 +656,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags,
                           m.TrainBags(m.step, view, peeked, &ahead, &summary.train_times));
     lr = m.config.optimizer.LearningRate(m.step);
-    CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->Begin(m.step, bags, ahead, &summary.train_times)));
+    CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->Begin(m.step, bags, ahead, &summary.train_times[Phase::kSsdWait])));
     CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(view, lr, &summary.train_times));
-    CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->End(m.step, &summary.train_times)));
+    CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->End(m.step, &summary.train_times[Phase::kCacheFlush])));
     const auto t3 = Clock::now();
     const double step_seconds = Seconds(t0, t3);
     step_wall += step_seconds;

@@ -65,11 +65,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dlrm/config.h"
-#include "dlrm/embedding_layer.h"
 #include "dlrm/metrics.h"
 #include "dlrm/model.h"
 #include "dlrm/report.h"
 #include "ssd/block_io.h"
+#include "tables/embedding_layer.h"
 
 namespace cemb::dist {
 class Comm;

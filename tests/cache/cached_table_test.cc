@@ -477,10 +477,7 @@ TEST(CachedTable, FractionOutsideZeroToOneIsRefused) {
   EXPECT_EQ(t.cachelower(), lower) << "a refused size leaves the bounds as they were";
 }
 
-TEST(CachedTable, CreateRejectsSimplePolicyAndOddBfloat16Rows) {
-  auto a = Table::Create({.name = "s", .nvectors = 10}, {.policy = CachePolicy::kSimple});
-  ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("SimpleTable"), std::string::npos);
+TEST(CachedTable, CreateRejectsOddBfloat16Rows) {
   auto b = CachedTable<bfloat16, kDynamic>::Create({.name = "odd", .nvectors = 10, .featuresize = 7});
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(), "odd: a cached table needs rows of a multiple of 4 bytes, not 14");

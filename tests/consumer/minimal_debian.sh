@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Proves that a service linking cemb::embedding and cemb::cache needs only the
+# Proves that a service linking cemb::embedding, cemb::cache and cemb::tables needs only the
 # table libraries' packages. Run it in a fresh Debian 12 root file system:
 #   ../shared/tools/fresh-debian . -- 'bash tests/consumer/minimal_debian.sh'
 # It installs only `scripts/setup.sh --library`'s packages, checks that
 # oneDNN, yaml-cpp and OpenCL are absent, builds and installs the libraries
 # without cemb::dlrm, then builds and runs tests/consumer/project (which asks
-# for COMPONENTS embedding cache) against the installed package.
+# for COMPONENTS embedding cache tables) against the installed package.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash scripts/setup.sh --library

@@ -163,33 +163,3 @@ TEST(Dlrm, RejectsInconsistentShapes) {
 
 }  // namespace
 }  // namespace cemb::dlrm
-
-namespace cemb::dlrm {
-namespace {
-
-// The cache report describes training: initialising a cached table (every
-// base row written once) is not counted as slow-tier traffic. The library
-// itself leaves it out (InitUniform writes through Access::kWrite); the
-// layer does not reset the statistics. The static policy's fill is the
-// cache's own work: it reads the filled rows once, and says so.
-TEST(EmbeddingLayer, StatisticsStartAtZeroAfterInitialisation) {
-  for (StorageKind kind : {StorageKind::kDynamic, StorageKind::kStatic}) {
-    EmbeddingLayerOptions o;
-    o.dim = 16;
-    o.tables.push_back({.rows = 5000, .storage = {.kind = kind, .cache = {.lower = CacheSize::Fraction(0.1)}}});
-    absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(o);
-    ASSERT_TRUE(layer.ok()) << layer.status();
-    const std::vector<TableReport> reports = (*layer)->Report();
-    ASSERT_EQ(reports.size(), 1u);
-    EXPECT_TRUE(reports[0].cached);
-    const CacheStats& s = reports[0].stats;
-    EXPECT_EQ(s.lookups(), 0u);
-    EXPECT_EQ(s.update_hits() + s.base_updates(), 0u);
-    if (kind == StorageKind::kStatic) EXPECT_GT(s.cold.rows_filled, 0u);
-    EXPECT_EQ(s.slow_bytes_read(), s.cold.rows_filled * s.row_bytes);
-    EXPECT_EQ(s.slow_bytes_written(), 0u);
-  }
-}
-
-}  // namespace
-}  // namespace cemb::dlrm

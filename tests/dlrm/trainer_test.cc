@@ -17,8 +17,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/npy.h"
 #include "dlrm/checkpoint.h"
-#include "dlrm/npy.h"
 #include "dlrm/precision.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

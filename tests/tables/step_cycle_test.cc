@@ -1,12 +1,12 @@
-// StepCycle over ssd tables (dlrm/step_cycle.h): its prefetcher thread's
+// StepCycle over ssd tables (tables/step_cycle.h): its prefetcher thread's
 // Prefetch of the next batches (slot choice, eviction, the write-back of
 // dirty victims, the reads) runs while the step's kernels read and update
 // the rows the current batch pinned, on a pool so small that every batch
 // evicts. The tables must end bit-identical to DRAM tables trained the same
-// way. CI runs it under ThreadSanitizer too (label dlrm_tsan): the
+// way. CI runs it under ThreadSanitizer too (label tables_tsan): the
 // embedding kernels run on one thread (threads = 1) so that the only
 // concurrency is the cycle's, which TSan then checks.
-#include "dlrm/step_cycle.h"
+#include "tables/step_cycle.h"
 
 #include <memory>
 #include <vector>
@@ -14,11 +14,11 @@
 #include "base/random.h"
 #include "data/dataset.h"
 #include "data/loader.h"
-#include "dlrm/embedding_layer.h"
 #include "gtest/gtest.h"
+#include "tables/embedding_layer.h"
 #include "tests/data/test_util.h"
 
-namespace cemb::dlrm {
+namespace cemb {
 namespace {
 
 constexpr int kTables = 3;
@@ -119,4 +119,4 @@ TEST(StepCycle, PrefetcherThreadEvictingWhileTheStepUpdatesEqualsDram) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb

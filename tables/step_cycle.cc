@@ -1,4 +1,4 @@
-#include "dlrm/step_cycle.h"
+#include "tables/step_cycle.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 
-namespace cemb::dlrm {
+namespace cemb {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -77,7 +77,7 @@ absl::Status StepCycle::Drain() {
 }
 
 absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
-                              std::span<const std::span<const Bags<int32_t>>> ahead, PhaseTimes* times) {
+                              std::span<const std::span<const Bags<int32_t>>> ahead, double* wait_seconds) {
   for (std::span<const Bags<int32_t>> b : ahead) {
     if (static_cast<int>(b.size()) != layer_->num_tables()) {
       return absl::InvalidArgumentError(
@@ -110,15 +110,15 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
       cv_.notify_all();
     }
   }
-  if (times != nullptr) (*times)[Phase::kSsdWait] += Since(t0);
+  if (wait_seconds != nullptr) *wait_seconds += Since(t0);
   return waited.status();
 }
 
-absl::Status StepCycle::End(int64_t id, PhaseTimes* times) {
+absl::Status StepCycle::End(int64_t id, double* flush_seconds) {
   const Clock::time_point t0 = Clock::now();
   absl::StatusOr<int> flushed = layer_->EndStep(id);
-  if (times != nullptr) (*times)[Phase::kCacheFlush] += Since(t0);
+  if (flush_seconds != nullptr) *flush_seconds += Since(t0);
   return flushed.status();
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb

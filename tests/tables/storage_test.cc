@@ -1,4 +1,4 @@
-#include "cache/storage.h"
+#include "tables/storage.h"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,5 +1,6 @@
-// Where one embedding table's rows live, chosen per table (by the trainer's
-// YAML config): a policy name and a cache size become a table.
+// Where one embedding table's rows live, chosen per table: one list of the
+// storage kinds, and MakeStoredTable, which turns a kind and its sizes into
+// a table.
 //
 //   "dram"     SimpleTable in DRAM                      (no slow tier)
 //   "simple"   SimpleTable on the slow tier             (thesis policy "simple": no cache, no indirection)
@@ -9,14 +10,11 @@
 //   "ssd"      SsdTable (ssd/ssd_table.h): rows in a file under the slow tier's directory,
 //              read and written in blocks with io_uring; DRAM holds ssd.capacity_bytes of
 //              slots. Each step Prefetch(k, rows) before the lookups, WaitResident(k),
-//              Unpin(k) after the update (dlrm/step_cycle.h does it for the trainer).
+//              Unpin(k) after the update (tables/step_cycle.h does it for a table set).
 //
 // StoredTable<T, D> is a std::variant of the three table types; std::visit
-// reaches the table (all satisfy RowTable).
-//
-// Layering: cache/ depends on ssd/ (the tier below it; ssd/ depends on
-// embedding/ and base/ only), so the variant of every storage kind lives here,
-// where the kinds are named, and dlrm/ sees one type.
+// reaches the table (all satisfy RowTable). cache/ and ssd/ are siblings
+// that know nothing of each other; this layer names them both.
 //
 // Example:
 //   CEMB_ASSIGN_OR_RETURN(StorageKind kind, ParseStorageKind(yaml["storage"]));
@@ -25,8 +23,8 @@
 //   CEMB_ASSIGN_OR_RETURN(auto table, (MakeStoredTable<float, 128>({.name = "t0", .nvectors = n}, config)));
 //   CEMB_RETURN_IF_ERROR(std::visit([&](auto& t) { return ensemble.add(t); }, table));
 //   if (auto* c = std::get_if<CachedTable<float, 128>>(&table); c && c->isfull()) c->flush_dirty();
-#ifndef CEMB_CACHE_STORAGE_H_
-#define CEMB_CACHE_STORAGE_H_
+#ifndef CEMB_TABLES_STORAGE_H_
+#define CEMB_TABLES_STORAGE_H_
 
 #include <string_view>
 #include <variant>
@@ -84,4 +82,4 @@ template <StorageType T, int64_t D = kDynamic>
 
 }  // namespace cemb
 
-#endif  // CEMB_CACHE_STORAGE_H_
+#endif  // CEMB_TABLES_STORAGE_H_

@@ -1,6 +1,6 @@
-// The table contract suite (tests/embedding/table_contract.h) for one cache
-// policy, chosen at compile time by CEMB_CONTRACT_POLICY (this file is built
-// into one test binary per policy; tests/cache/CMakeLists.txt):
+// The table contract suite (tests/embedding/table_contract.h) for one storage
+// kind made by MakeStoredTable, chosen at compile time by CEMB_CONTRACT_POLICY
+// (this file is built into one test binary per kind; tests/tables/CMakeLists.txt):
 //   0 simple   SimpleTable on the slow tier (a PMem file tier), made by MakeStoredTable
 //   1 static   CachedTable, policy kStatic, filled with random rows before initialisation
 //   2 dynamic  CachedTable, policy kDynamic, cache of 20% + 10% in small pages
@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "cache/storage.h"
 #include "gtest/gtest.h"
+#include "tables/storage.h"
 #include "tests/embedding/table_contract.h"
 
 #ifndef CEMB_CONTRACT_POLICY

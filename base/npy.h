@@ -24,8 +24,8 @@
 //   // a.shape == {out, in}, a.data.size() == out * in
 //   CEMB_ASSIGN_OR_RETURN(NpyReader r, NpyReader::Open("emb_l.0.weight.npy"));  // f4 or bf16
 //   CEMB_RETURN_IF_ERROR(r.ReadFloats(block));   // the next block.size() elements
-#ifndef CEMB_DLRM_NPY_H_
-#define CEMB_DLRM_NPY_H_
+#ifndef CEMB_BASE_NPY_H_
+#define CEMB_BASE_NPY_H_
 
 #include <cstdint>
 #include <cstdio>
@@ -40,7 +40,7 @@
 #include "absl/status/statusor.h"
 #include "base/file.h"
 
-namespace cemb::dlrm {
+namespace cemb {
 
 template <typename T>
 struct NpyArray {
@@ -121,6 +121,6 @@ class NpyWriter {
   int64_t count_ = 0, written_ = 0;
 };
 
-}  // namespace cemb::dlrm
+}  // namespace cemb
 
-#endif  // CEMB_DLRM_NPY_H_
+#endif  // CEMB_BASE_NPY_H_

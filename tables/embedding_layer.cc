@@ -1,4 +1,4 @@
-#include "dlrm/embedding_layer.h"
+#include "tables/embedding_layer.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,13 +13,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/npy.h"
 #include "base/status_macros.h"
-#include "dlrm/npy.h"
 #include "embedding/ensemble.h"
 #include "embedding/internal/feature_sizes.h"
 #include "embedding/table_io.h"
 
-namespace cemb::dlrm {
+namespace cemb {
 namespace {
 
 // LoadRows walks a table's rows in order (an ssd table's, when the checkpoint
@@ -512,4 +512,4 @@ absl::StatusOr<std::unique_ptr<EmbeddingLayer>> EmbeddingLayer::Create(const Emb
   return options.bf16_rows ? MakeForType<bfloat16>(options) : MakeForType<float>(options);
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb

@@ -1,5 +1,5 @@
 // EmbeddingLayer: the embedding tables of a DLRM, each stored where the
-// config says (cache/storage.h: a SimpleTable in DRAM, a SimpleTable on the
+// config says (tables/storage.h: a SimpleTable in DRAM, a SimpleTable on the
 // slow tier, a CachedTable with the static or dynamic policy, or an SsdTable
 // whose rows live in a file), looked up and updated together by one Ensemble.
 //
@@ -9,7 +9,7 @@
 // takes the gradient in the same layout, builds each table's update plan
 // from the same bags, and applies fused SGD or row-wise AdaGrad.
 //
-// The step (dlrm/step_cycle.h drives it; one owner):
+// The step (tables/step_cycle.h drives it; one owner):
 //   Prefetch(id, t, rows)   ssd tables: pin batch id's rows, start their reads
 //   BeginStep(id)           ssd tables: wait for batch id's reads; open the
 //                           cached tables' step scopes (a flush inside aborts
@@ -34,8 +34,8 @@
 //   ... backward ...
 //   CEMB_RETURN_IF_ERROR(layer->Update(bags, d_emb, lr));
 //   layer->FlushFull();
-#ifndef CEMB_DLRM_EMBEDDING_LAYER_H_
-#define CEMB_DLRM_EMBEDDING_LAYER_H_
+#ifndef CEMB_TABLES_EMBEDDING_LAYER_H_
+#define CEMB_TABLES_EMBEDDING_LAYER_H_
 
 #include <cstdint>
 #include <functional>
@@ -48,11 +48,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/enum_names.h"
-#include "cache/storage.h"
 #include "embedding/kernels.h"
 #include "embedding/types.h"
+#include "tables/storage.h"
 
-namespace cemb::dlrm {
+namespace cemb {
 
 struct EmbeddingTableSpec {
   int64_t rows = 0;
@@ -175,6 +175,6 @@ class EmbeddingLayer {
   virtual void ResetStats() = 0;
 };
 
-}  // namespace cemb::dlrm
+}  // namespace cemb
 
-#endif  // CEMB_DLRM_EMBEDDING_LAYER_H_
+#endif  // CEMB_TABLES_EMBEDDING_LAYER_H_

@@ -1,4 +1,4 @@
-#include "dlrm/npy.h"
+#include "base/npy.h"
 
 #include <unistd.h>
 
@@ -16,7 +16,7 @@
 #include "base/file.h"
 #include "base/status_macros.h"
 
-namespace cemb::dlrm {
+namespace cemb {
 namespace {
 
 constexpr char kMagic[] = "\x93NUMPY";
@@ -359,4 +359,4 @@ absl::Status NpyWriter::Commit() {
   return file_.Commit();
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb

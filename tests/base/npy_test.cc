@@ -1,4 +1,4 @@
-#include "dlrm/npy.h"
+#include "base/npy.h"
 
 #include <unistd.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace cemb::dlrm {
+namespace cemb {
 namespace {
 
 using ::testing::HasSubstr;
@@ -246,4 +246,4 @@ TEST_F(NpyTest, WriterStreamsWhatReadNpyReadsAndPublishesOnlyWhole) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb

@@ -1,5 +1,5 @@
 // StepCycle: the one owner of the beginning and the end of a step of the
-// embedding tables (dlrm/embedding_layer.h), for training and evaluation.
+// embedding tables (tables/embedding_layer.h), for training and evaluation.
 //
 //   Begin(k, batch k, the next batches)
 //     ssd tables: wait for the prefetcher threads' work of the previous step;
@@ -33,7 +33,7 @@
 // write-backs overlap, so the drive sees every table's queue at once), under
 // SCHED_BATCH; their Prefetch calls run concurrently with the step's kernels,
 // which only touch rows pinned by the step's batch (SsdTable allows it: its
-// stress test, and tests/dlrm/step_cycle_test.cc, run this pattern under
+// stress test, and tests/tables/step_cycle_test.cc, run this pattern under
 // ThreadSanitizer). Drain() waits for them: call it before anything that
 // needs the tables quiet (evaluation, a checkpoint, the end of the run).
 // The values the tables hold never depend on its timing (a prefetch changes
@@ -44,8 +44,8 @@
 //   CEMB_RETURN_IF_ERROR(cycle.Begin(k, view.bags, bags_of_the_next_two, &times));
 //   CEMB_ASSIGN_OR_RETURN(double loss, model->TrainStep(view, lr, &times));
 //   CEMB_RETURN_IF_ERROR(cycle.End(k, &times));
-#ifndef CEMB_DLRM_STEP_CYCLE_H_
-#define CEMB_DLRM_STEP_CYCLE_H_
+#ifndef CEMB_TABLES_STEP_CYCLE_H_
+#define CEMB_TABLES_STEP_CYCLE_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -56,10 +56,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "dlrm/embedding_layer.h"
-#include "dlrm/model.h"
+#include "tables/embedding_layer.h"
 
-namespace cemb::dlrm {
+namespace cemb {
 
 class StepCycle {
  public:
@@ -79,9 +78,10 @@ class StepCycle {
   // do). Errors: too few ssd slots for the pinned rows, an I/O error (naming
   // the table and the file); the step must not run then.
   [[nodiscard]] absl::Status Begin(int64_t id, std::span<const Bags<int32_t>> bags,
-                                   std::span<const std::span<const Bags<int32_t>>> ahead, PhaseTimes* times);
+                                   std::span<const std::span<const Bags<int32_t>>> ahead,
+                                   double* wait_seconds = nullptr);
   // Ends step `id` (after its update, or its forward when evaluating).
-  [[nodiscard]] absl::Status End(int64_t id, PhaseTimes* times);
+  [[nodiscard]] absl::Status End(int64_t id, double* flush_seconds = nullptr);
   // Waits until the prefetcher threads are idle; their first error, if any.
   [[nodiscard]] absl::Status Drain();
 
@@ -110,6 +110,6 @@ class StepCycle {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace cemb::dlrm
+}  // namespace cemb
 
-#endif  // CEMB_DLRM_STEP_CYCLE_H_
+#endif  // CEMB_TABLES_STEP_CYCLE_H_

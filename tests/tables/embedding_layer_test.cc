@@ -1,0 +1,178 @@
+// EmbeddingLayer (tables/embedding_layer.h): a set of tables of every
+// storage kind trained through the step protocol equals the same set in
+// DRAM bit for bit; a bad index is refused before anything is written;
+// Save and Load move a table between kinds; the statistics describe
+// training only.
+#include "tables/embedding_layer.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/random.h"
+#include "gtest/gtest.h"
+#include "tables/step_cycle.h"
+#include "tests/data/test_util.h"
+
+namespace cemb {
+namespace {
+
+constexpr int64_t kDim = 16;
+constexpr int64_t kRows = 3000;
+constexpr int64_t kBatch = 64;
+constexpr int64_t kHotness = 3;
+constexpr StorageKind kKinds[] = {StorageKind::kDram, StorageKind::kSimple, StorageKind::kStatic,
+                                  StorageKind::kDynamic, StorageKind::kSsd};
+constexpr int kTables = static_cast<int>(std::size(kKinds));
+
+StorageConfig Storage(StorageKind kind, const std::string& dir) {
+  StorageConfig s{.kind = kind, .slow_tier = TierOptions::Pmem(dir), .cache = {.lower = CacheSize::Fraction(0.05)}};
+  s.ssd.capacity_bytes = (2 * kBatch * kHotness + 64) * kDim * 4;  // every batch evicts
+  s.ssd.file.directory = dir;
+  return s;
+}
+
+// One table of each kind, or (all_dram) the same tables in DRAM.
+std::unique_ptr<EmbeddingLayer> MakeLayer(const std::string& dir, bool all_dram) {
+  EmbeddingLayerOptions o{.dim = kDim, .threads = 1, .seed = 5};
+  for (StorageKind kind : kKinds) o.tables.push_back({.rows = kRows, .storage = Storage(all_dram ? StorageKind::kDram : kind, dir)});
+  absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(o);
+  EXPECT_TRUE(layer.ok()) << layer.status();
+  return layer.ok() ? std::move(*layer) : nullptr;
+}
+
+// Skewed bags of kHotness rows, the same for every table of a batch.
+struct Batches {
+  explicit Batches(int steps) : offsets(kBatch + 1), indices(steps, std::vector<int32_t>(kBatch * kHotness)) {
+    for (int64_t b = 0; b <= kBatch; ++b) offsets[b] = static_cast<int32_t>(b * kHotness);
+    Xoshiro256pp rng(SplitMix64::Mix(3, 9));
+    for (std::vector<int32_t>& step : indices) {
+      for (int32_t& x : step) {
+        const double u = static_cast<double>(rng.Below(1 << 20)) / (1 << 20);
+        x = static_cast<int32_t>(u * u * kRows);
+      }
+    }
+  }
+  std::vector<Bags<int32_t>> Of(int step) const {
+    return std::vector<Bags<int32_t>>(kTables, Bags<int32_t>{offsets, indices[step]});
+  }
+  std::vector<int32_t> offsets;
+  std::vector<std::vector<int32_t>> indices;
+};
+
+// `steps` steps of a made-up gradient through a StepCycle that prefetches
+// one batch ahead.
+void Train(EmbeddingLayer* layer, const Batches& batches, int steps) {
+  StepCycle cycle(layer, /*prefetch_batches=*/1);
+  std::vector<float> out(kBatch * kTables * kDim), grad(out.size());
+  for (int k = 0; k < steps; ++k) {
+    const std::vector<Bags<int32_t>> bags = batches.Of(k);
+    std::vector<std::vector<Bags<int32_t>>> next;
+    if (k + 1 < steps) next.push_back(batches.Of(k + 1));
+    std::vector<std::span<const Bags<int32_t>>> ahead(next.begin(), next.end());
+    ASSERT_TRUE(cycle.Begin(k, bags, ahead).ok());
+    ASSERT_TRUE(layer->Lookup(bags, MatrixView{out.data(), kBatch, kTables * kDim, kTables * kDim}).ok());
+    for (size_t i = 0; i < out.size(); ++i) grad[i] = 0.5f * out[i] - 0.01f * static_cast<float>(i % 5);
+    ASSERT_TRUE(layer->Update(bags, ConstMatrixView{grad.data(), kBatch, kTables * kDim, kTables * kDim}, 0.3f).ok());
+    ASSERT_TRUE(cycle.End(k).ok());
+  }
+  ASSERT_TRUE(cycle.Drain().ok());
+}
+
+void ExpectSameRows(const EmbeddingLayer& a, const EmbeddingLayer& b) {
+  std::vector<float> x(kDim), y(kDim);
+  for (int t = 0; t < kTables; ++t) {
+    for (int64_t row = 0; row < kRows; ++row) {
+      ASSERT_TRUE(a.ReadRow(t, row, x).ok());
+      ASSERT_TRUE(b.ReadRow(t, row, y).ok());
+      ASSERT_EQ(x, y) << "table " << t << " (" << StorageKindName(kKinds[t]) << ") row " << row;
+    }
+  }
+}
+
+TEST(EmbeddingLayer, EveryStorageKindTrainsBitIdenticalToDram) {
+  data::testing::TempDir dir;
+  const Batches batches(20);
+  std::unique_ptr<EmbeddingLayer> dram = MakeLayer(dir.path(), /*all_dram=*/true);
+  std::unique_ptr<EmbeddingLayer> mixed = MakeLayer(dir.path(), /*all_dram=*/false);
+  ASSERT_NE(dram, nullptr);
+  ASSERT_NE(mixed, nullptr);
+  EXPECT_FALSE(dram->has_ssd_tables());
+  EXPECT_TRUE(mixed->has_ssd_tables());
+  Train(dram.get(), batches, 20);
+  Train(mixed.get(), batches, 20);
+
+  const std::vector<TableReport> report = mixed->Report();
+  ASSERT_EQ(report.size(), static_cast<size_t>(kTables));
+  for (int t = 0; t < kTables; ++t) EXPECT_EQ(report[t].storage, StorageKindName(kKinds[t]));
+  EXPECT_GT(report[3].stats.lookups(), 0u);           // the dynamic cache saw the steps
+  EXPECT_GT(report[4].ssd_stats.dirty_evictions, 0);  // the ssd table wrote back
+  EXPECT_EQ(report[4].ssd_stats.sync_fetches, 0);     // every batch was prefetched (ReadRow comes later)
+  const absl::StatusOr<std::vector<TableReport>> decoded = DecodeTableReports(EncodeTableReports(report));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->size(), report.size());
+  ExpectSameRows(*dram, *mixed);
+}
+
+TEST(EmbeddingLayer, AnIndexOutOfRangeIsRefusedBeforeAnyRowIsWritten) {
+  data::testing::TempDir dir;
+  std::unique_ptr<EmbeddingLayer> layer = MakeLayer(dir.path(), /*all_dram=*/false);
+  std::unique_ptr<EmbeddingLayer> untouched = MakeLayer(dir.path(), /*all_dram=*/true);
+  ASSERT_NE(layer, nullptr);
+  Batches batches(1);
+  batches.indices[0][7] = static_cast<int32_t>(kRows);  // one past the end
+  const std::vector<Bags<int32_t>> bags = batches.Of(0);
+  std::vector<float> out(kBatch * kTables * kDim, 0.0f), grad(out.size(), 1.0f);
+  const absl::Status lookup = layer->Lookup(bags, MatrixView{out.data(), kBatch, kTables * kDim, kTables * kDim});
+  EXPECT_EQ(lookup.code(), absl::StatusCode::kOutOfRange) << lookup;
+  EXPECT_NE(lookup.message().find("3000"), std::string::npos) << lookup;
+  const absl::Status update =
+      layer->Update(bags, ConstMatrixView{grad.data(), kBatch, kTables * kDim, kTables * kDim}, 0.3f);
+  EXPECT_EQ(update.code(), absl::StatusCode::kOutOfRange) << update;
+  for (float v : out) ASSERT_EQ(v, 0.0f);
+  ExpectSameRows(*untouched, *layer);
+}
+
+TEST(EmbeddingLayer, SaveThenLoadMovesEveryTableToAnotherKind) {
+  data::testing::TempDir dir;
+  const Batches batches(8);
+  std::unique_ptr<EmbeddingLayer> mixed = MakeLayer(dir.path(), /*all_dram=*/false);
+  ASSERT_NE(mixed, nullptr);
+  Train(mixed.get(), batches, 8);
+  ASSERT_TRUE(mixed->Save(dir.path(), "ckpt.").ok());
+  std::unique_ptr<EmbeddingLayer> dram = MakeLayer(dir.path(), /*all_dram=*/true);
+  ASSERT_NE(dram, nullptr);
+  const absl::Status loaded = dram->Load(dir.path(), "ckpt.");
+  ASSERT_TRUE(loaded.ok()) << loaded;
+  ExpectSameRows(*mixed, *dram);
+  const absl::Status missing = dram->Load(dir.path(), "nothing.");
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("nothing.0"), std::string::npos) << missing;
+}
+
+// The cache report describes training: initialising a cached table (every
+// base row written once) is not counted as slow-tier traffic. The library
+// itself leaves it out (InitUniform writes through Access::kWrite); the
+// layer does not reset the statistics. The static policy's fill is the
+// cache's own work: it reads the filled rows once, and says so.
+TEST(EmbeddingLayer, StatisticsStartAtZeroAfterInitialisation) {
+  for (StorageKind kind : {StorageKind::kDynamic, StorageKind::kStatic}) {
+    EmbeddingLayerOptions o;
+    o.dim = 16;
+    o.tables.push_back({.rows = 5000, .storage = {.kind = kind, .cache = {.lower = CacheSize::Fraction(0.1)}}});
+    absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(o);
+    ASSERT_TRUE(layer.ok()) << layer.status();
+    const std::vector<TableReport> reports = (*layer)->Report();
+    ASSERT_EQ(reports.size(), 1u);
+    EXPECT_TRUE(reports[0].cached);
+    const CacheStats& s = reports[0].stats;
+    EXPECT_EQ(s.lookups(), 0u);
+    EXPECT_EQ(s.update_hits() + s.base_updates(), 0u);
+    if (kind == StorageKind::kStatic) EXPECT_GT(s.cold.rows_filled, 0u);
+    EXPECT_EQ(s.slow_bytes_read(), s.cold.rows_filled * s.row_bytes);
+    EXPECT_EQ(s.slow_bytes_written(), 0u);
+  }
+}
+
+}  // namespace
+}  // namespace cemb
