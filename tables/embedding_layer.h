@@ -1,9 +1,10 @@
-// EmbeddingLayer: the embedding tables of a DLRM, each stored where the
-// config says (tables/storage.h: a SimpleTable in DRAM, a SimpleTable on the
-// slow tier, a CachedTable with the static or dynamic policy, or an SsdTable
-// whose rows live in a file), looked up and updated together by one Ensemble.
+// EmbeddingLayer: a set of embedding tables (a DLRM's, or a service's),
+// each stored as its StorageConfig says (tables/storage.h: a SimpleTable in
+// DRAM, a SimpleTable on the slow tier, a CachedTable with the static or
+// dynamic policy, or an SsdTable whose rows live in a file), looked up and
+// updated together by one Ensemble.
 //
-// All tables share the feature size `dim` (the dot interaction needs it).
+// All tables share the feature size `dim` (a DLRM's dot interaction needs it).
 // Lookup writes table t's pooled rows into columns [t*dim, (t+1)*dim) of one
 // [batch x T*dim] matrix, which is the interaction's input as is; Update
 // takes the gradient in the same layout, builds each table's update plan
@@ -23,17 +24,19 @@
 // Plan once: tables, kernels (per table, by ISA and dim), AdaGrad state and
 // every buffer are made at Create(); Lookup/Update allocate nothing in steady
 // state.
-// Thread safety: one caller at a time (the trainer); the work itself runs on
+// Thread safety: one caller at a time; the work itself runs on
 // `threads` OpenMP threads. The exception: Prefetch of a batch that the
 // current step does not use may come from another thread (StepCycle's
 // prefetcher) while Lookup/Update run, but not during Save, Load, Sync,
 // ReadRow or WriteRow.
 //
 //   CEMB_ASSIGN_OR_RETURN(auto layer, EmbeddingLayer::Create({.dim = 16, .tables = specs}));
+//   CEMB_RETURN_IF_ERROR(layer->Prefetch(k, t, bags[t].indices));  // each ssd table t
+//   CEMB_RETURN_IF_ERROR(layer->BeginStep(k).status());
 //   CEMB_RETURN_IF_ERROR(layer->Lookup(bags, emb));                 // emb: [batch x T*16]
 //   ... backward ...
 //   CEMB_RETURN_IF_ERROR(layer->Update(bags, d_emb, lr));
-//   layer->FlushFull();
+//   CEMB_RETURN_IF_ERROR(layer->EndStep(k).status());
 #ifndef CEMB_TABLES_EMBEDDING_LAYER_H_
 #define CEMB_TABLES_EMBEDDING_LAYER_H_
 

@@ -1,49 +1,39 @@
-// StepCycle: the one owner of the beginning and the end of a step of the
-// embedding tables (tables/embedding_layer.h), for training and evaluation.
+// StepCycle: the beginning and the end of a step of an EmbeddingLayer
+// (tables/embedding_layer.h), for training and for evaluation, with
+// prefetcher threads that read the next batches' ssd rows while a step
+// computes.
 //
-//   Begin(k, batch k, the next batches)
-//     ssd tables: wait for the prefetcher threads' work of the previous step;
-//     Prefetch batch k here if it was not (the first step, P = 0);
-//     WaitResident(k); then hand the next batches not prefetched yet (one a
-//     step in steady state) to the prefetcher threads, whose Prefetch — slot
-//     choice, eviction, the write-back of dirty victims, the read submission
-//     — runs while this step computes: all of it phase "ssd wait" when it is
-//     on the trainer's thread, none of it when it is not; cached tables: open
-//     the step scopes
-//   ... Dlrm::TrainStep or Predict (lookups, backward, updates) ...
+//   Begin(k, bags of batch k, bags of the batches after it)
+//     waits for the prefetchers' previous job; prefetches batch k here if
+//     nobody did (the first step, P = 0, a jump); waits for batch k's reads
+//     (BeginStep); hands the next batches not prefetched yet (one a step in
+//     steady state) to the prefetcher threads. Its seconds: the step's wait.
+//   ... Lookup, the model, Update ...
 //   End(k)
-//     close the step scopes, Unpin(k), flush the full dynamic caches:
-//     phase "cache flush"
+//     closes the step scopes, unpins batch k, flushes the full dynamic
+//     caches (EndStep). Its seconds: the caches' flush.
 //
-// Batch ids are consecutive within one StepCycle (the trainer's: the step
-// number; evaluation: its own cycle and id range). With prefetch_batches = P
-// the rows of at most P + 1 batches are pinned at once (the current one and
-// the P after it); model.dram_budget is checked against that
-// (TrainConfig::ToDlrmOptions). Evaluation uses P = 0 (each batch's rows
-// read in one batched submission before its forward): it runs between
-// training steps, while the training cycle still pins its P batches, so
-// together they pin P + 1 as well.
+// Batch ids are consecutive within one cycle. With prefetch_batches = P the
+// rows of at most P + 1 batches are pinned at once (the current one and the
+// P after it): the ssd tables' DRAM must hold them. A second cycle over the
+// same layer (evaluation between training steps, P = 0) pins one more batch.
+// Without ssd tables Begin only opens the scopes and `ahead` is not read.
 //
-// Without ssd tables Begin only opens the scopes and `ahead` is not read
-// (the trainer then does not Peek the loader at all).
+// Thread safety: one caller. With ssd tables and P > 0 the cycle owns
+// prefetcher threads, one per table up to kMaxPrefetchThreads (table t to
+// thread t mod n, so the drive sees every table's queue at once), under
+// SCHED_BATCH (a woken prefetcher does not preempt the step's OpenMP
+// threads). Their Prefetch calls run beside the step's kernels, which touch
+// only rows pinned by the step's batch (tests/tables/step_cycle_test.cc runs
+// this under ThreadSanitizer). Drain() waits for them: call it before
+// anything that needs the tables quiet (Save, Load, evaluation, the end).
+// Where rows are never changes what they are: the values do not depend on
+// the prefetchers' timing.
 //
-// Thread safety: one caller (the trainer's thread). With ssd tables and
-// P > 0 the cycle owns prefetcher threads, one per table up to
-// kMaxPrefetchThreads (table t to thread t mod n: the tables' reads and
-// write-backs overlap, so the drive sees every table's queue at once), under
-// SCHED_BATCH; their Prefetch calls run concurrently with the step's kernels,
-// which only touch rows pinned by the step's batch (SsdTable allows it: its
-// stress test, and tests/tables/step_cycle_test.cc, run this pattern under
-// ThreadSanitizer). Drain() waits for them: call it before anything that
-// needs the tables quiet (evaluation, a checkpoint, the end of the run).
-// The values the tables hold never depend on its timing (a prefetch changes
-// where rows are, not what they are), so the losses stay exact.
-//
-//   StepCycle cycle(&model->embeddings(), /*prefetch_batches=*/2);
-//   const data::Batch* b = loader->Next();
-//   CEMB_RETURN_IF_ERROR(cycle.Begin(k, view.bags, bags_of_the_next_two, &times));
-//   CEMB_ASSIGN_OR_RETURN(double loss, model->TrainStep(view, lr, &times));
-//   CEMB_RETURN_IF_ERROR(cycle.End(k, &times));
+//   StepCycle cycle(layer.get(), /*prefetch_batches=*/2);
+//   CEMB_RETURN_IF_ERROR(cycle.Begin(k, bags, bags_of_the_next_two, &wait_seconds));
+//   CEMB_RETURN_IF_ERROR(layer->Lookup(bags, out)); ... CEMB_RETURN_IF_ERROR(layer->Update(bags, d_out, lr));
+//   CEMB_RETURN_IF_ERROR(cycle.End(k, &flush_seconds));
 #ifndef CEMB_TABLES_STEP_CYCLE_H_
 #define CEMB_TABLES_STEP_CYCLE_H_
 
@@ -75,12 +65,14 @@ class StepCycle {
   // bags of batches id + 1, id + 2, ... (at most prefetch_batches are used;
   // the cycle copies the Bags, whose indices must stay valid until the
   // batch's step, as a loader's peeked batches and an exchange's owned bags
-  // do). Errors: too few ssd slots for the pinned rows, an I/O error (naming
-  // the table and the file); the step must not run then.
+  // do). Adds the seconds it took to *wait_seconds when given. Errors: too
+  // few ssd slots for the pinned rows, an I/O error (naming the table and
+  // the file); the step must not run then.
   [[nodiscard]] absl::Status Begin(int64_t id, std::span<const Bags<int32_t>> bags,
                                    std::span<const std::span<const Bags<int32_t>>> ahead,
                                    double* wait_seconds = nullptr);
-  // Ends step `id` (after its update, or its forward when evaluating).
+  // Ends step `id` (after its update, or its forward when evaluating); adds
+  // its seconds to *flush_seconds when given.
   [[nodiscard]] absl::Status End(int64_t id, double* flush_seconds = nullptr);
   // Waits until the prefetcher threads are idle; their first error, if any.
   [[nodiscard]] absl::Status Drain();

@@ -125,6 +125,7 @@ TEST(EmbeddingLayer, AnIndexOutOfRangeIsRefusedBeforeAnyRowIsWritten) {
   std::vector<float> out(kBatch * kTables * kDim, 0.0f), grad(out.size(), 1.0f);
   const absl::Status lookup = layer->Lookup(bags, MatrixView{out.data(), kBatch, kTables * kDim, kTables * kDim});
   EXPECT_EQ(lookup.code(), absl::StatusCode::kOutOfRange) << lookup;
+  EXPECT_NE(lookup.message().find("bag 2"), std::string::npos) << lookup;  // index 7 is in bag 2
   EXPECT_NE(lookup.message().find("3000"), std::string::npos) << lookup;
   const absl::Status update =
       layer->Update(bags, ConstMatrixView{grad.data(), kBatch, kTables * kDim, kTables * kDim}, 0.3f);
