@@ -6,7 +6,6 @@
 //   inline constexpr EnumName<Color> kColorNames[] = {{Color::kRed, "red"}, {Color::kGreen, "green"}};
 //   inline const char* ColorName(Color c) { return NameOf(kColorNames, c); }
 //   CEMB_ASSIGN_OR_RETURN(Color c, ParseName(kColorNames, "green", "color"));
-//   static_assert(InValueOrder(kColorNames));  // names[i] names value i (where numbers were stored)
 #ifndef CEMB_BASE_ENUM_NAMES_H_
 #define CEMB_BASE_ENUM_NAMES_H_
 
@@ -52,15 +51,6 @@ absl::StatusOr<E> ParseName(const EnumName<E> (&names)[N], std::string_view name
   // (Debian's Abseil has its own string_view: std::string crosses over.)
   return absl::InvalidArgumentError(absl::StrCat("unknown ", std::string(what), " '", std::string(name),
                                                  "' (expected one of ", JoinNames(names), ")"));
-}
-
-// Whether names[i] names the value whose number is i.
-template <typename E, size_t N>
-constexpr bool InValueOrder(const EnumName<E> (&names)[N]) {
-  for (size_t i = 0; i < N; ++i) {
-    if (static_cast<size_t>(names[i].value) != i) return false;
-  }
-  return true;
 }
 
 }  // namespace cemb

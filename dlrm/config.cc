@@ -756,49 +756,41 @@ void TrainConfig::SetMlpPrecision(Precision precision) {
   }
 }
 
-// The fingerprint of checkpoints written before kFingerprintVersion: fixed
-// keys, enums as numbers. Kept so that those checkpoints still resume.
-std::string TrainConfig::LegacyFingerprint() const {
-  std::string s;
-  auto line = [&](absl::string_view key, const auto& value) { absl::StrAppend(&s, key, "=", value, "\n"); };
-  line("data.source", DataSourceName(data.source));
-  line("data.paths", absl::StrJoin(data.paths, ","));
-  line("data.validation_path", data.validation_path);
-  line("data.validation_fraction", data.validation_fraction);
-  // Keys added after checkpoints existed appear only when not at their
-  // default, so that those checkpoints still resume.
-  if (data.split != DataSplit::kAuto) line("data.split", DataSplitName(data.split));
-  line("data.samples", data.samples);
-  line("data.distribution", static_cast<int>(data.distribution));
-  line("data.alpha", data.alpha);
-  line("data.hotness", data.hotness);
-  line("data.seed", data.seed);
-  line("data.format", static_cast<int>(data.format));
-  line("data.index_mode", static_cast<int>(data.index_mode));
-  line("data.frequency_threshold", data.frequency_threshold);
-  line("data.max_ind_range", data.max_ind_range);
-  line("model.embedding_dim", model.embedding_dim);
-  line("model.bottom_mlp", absl::StrJoin(model.bottom_mlp, ","));
-  line("model.top_mlp", absl::StrJoin(model.top_mlp, ","));
-  line("model.interaction", static_cast<int>(model.interaction));
-  line("model.self_interaction", model.self_interaction);
-  line("model.mlp_precision", static_cast<int>(model.mlp_precision));
-  line("model.table_dtype", NameOf(kTableDtypeNames, model.bf16_tables));
-  if (!model.init_from.empty()) line("model.init_from", model.init_from);
-  line("model.tables.sizes", absl::StrJoin(model.table_sizes, ","));
-  line("model.tables.count", model.table_count);
-  line("model.tables.rows", model.table_rows);
-  line("optimizer.embedding", static_cast<int>(optimizer.embedding));
-  line("optimizer.learning_rate", optimizer.learning_rate);
-  line("optimizer.adagrad_eps", optimizer.adagrad_eps);
-  line("optimizer.warmup_steps", optimizer.warmup_steps);
-  line("optimizer.decay_start", optimizer.decay_start);
-  line("optimizer.decay_steps", optimizer.decay_steps);
-  line("train.batch_size", train.batch_size);
-  line("train.seed", train.seed);
-  line("train.shuffle", train.shuffle);
-  line("train.shuffle_block", train.shuffle_block);
-  return s;
+std::string TrainConfig::MayChangeOnResumeList() {
+  std::string list;
+  for (std::string_view k : kMayChangeOnResume) {
+    absl::StrAppend(&list, list.empty() ? "" : ", ", absl::string_view(k.data(), k.size()), k.back() == '.' ? "*" : "");
+  }
+  return list;
+}
+
+std::optional<TrainConfig::FingerprintDiff> TrainConfig::DiffFingerprint(std::string_view written) const {
+  const std::string now = Fingerprint();
+  if (written == now) return std::nullopt;
+  auto parse = [](absl::string_view fingerprint) {
+    std::vector<std::pair<std::string, std::string>> lines;
+    for (absl::string_view line : absl::StrSplit(fingerprint, '\n', absl::SkipEmpty())) {
+      const size_t eq = line.find('=');
+      lines.emplace_back(std::string(line.substr(0, eq)),
+                         eq == absl::string_view::npos ? "" : std::string(line.substr(eq + 1)));
+    }
+    return lines;
+  };
+  auto find = [](const auto& lines, const std::string& key) -> const std::string* {
+    for (const auto& [k, v] : lines) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  };
+  const auto was = parse(absl::string_view(written.data(), written.size())), is = parse(now);
+  for (const auto& [k, v] : was) {
+    const std::string* n = find(is, k);
+    if (n == nullptr || *n != v) return FingerprintDiff{k, v, n != nullptr ? *n : "(not set)"};
+  }
+  for (const auto& [k, v] : is) {
+    if (find(was, k) == nullptr) return FingerprintDiff{k, "(not set)", v};
+  }
+  return FingerprintDiff{};  // the same lines, other bytes (line ends)
 }
 
 }  // namespace cemb::dlrm

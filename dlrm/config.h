@@ -216,8 +216,7 @@ struct TrainConfig {
   // Filled by Load / Parse; a TrainConfig made otherwise has none.
   std::vector<std::pair<std::string, std::string>> settings;
 
-  // The first line of a Fingerprint (checkpoints without it have a
-  // LegacyFingerprint).
+  // The first line of a Fingerprint.
   static constexpr const char* kFingerprintVersion = "fingerprint=2";
 
   // The settings that fix the model and the order of its training, one
@@ -238,10 +237,19 @@ struct TrainConfig {
   // ran in, not auto).
   std::string Fingerprint() const;
   static bool MayChangeOnResume(std::string_view key);
+  // The keys MayChangeOnResume accepts, for messages: "data.work_dir,
+  // model.dram_budget, model.storage.*, ...".
+  static std::string MayChangeOnResumeList();
   void SetMlpPrecision(Precision precision);
-  // The fingerprint checkpoints had before kFingerprintVersion (fixed keys,
-  // enums as numbers), for resuming them.
-  std::string LegacyFingerprint() const;
+
+  // Where a checkpoint's fingerprint `written` and this config's part: the
+  // first key, in the checkpoint's order, whose value differs or that only
+  // one side has ("(not set)" on the other). Nothing when they are equal.
+  // A fingerprint of another version differs in its first line.
+  struct FingerprintDiff {
+    std::string key, was, is;
+  };
+  std::optional<FingerprintDiff> DiffFingerprint(std::string_view written) const;
 };
 
 // This machine's physical memory in bytes (what a model.dram_budget fraction

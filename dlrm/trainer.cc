@@ -284,81 +284,20 @@ absl::Status Trainer::Impl::Resume() {
     };
   }
   CEMB_ASSIGN_OR_RETURN(CheckpointState state, ReadCheckpoint(path, verify));
-  // Checkpoints from before the fingerprint's version line compare with the
-  // fingerprint of their time.
-  const bool legacy = !absl::StartsWith(state.config, absl::StrCat(TrainConfig::kFingerprintVersion, "\n"));
-  const std::string now = legacy ? config.LegacyFingerprint() : config.Fingerprint();
-  if (state.config != now) {
-    // The first key, in the checkpoint's order, whose value differs (or that
-    // only one side has).
-    auto parse = [](const std::string& fingerprint) {
-      std::vector<std::pair<std::string, std::string>> lines;
-      for (absl::string_view line : absl::StrSplit(fingerprint, '\n', absl::SkipEmpty())) {
-        const size_t eq = line.find('=');
-        lines.emplace_back(std::string(line.substr(0, eq)),
-                           eq == absl::string_view::npos ? "" : std::string(line.substr(eq + 1)));
-      }
-      return lines;
-    };
-    auto was = parse(state.config), is = parse(now);
-    if (legacy) {
-      // Legacy fingerprints hold these enums as numbers (their values): name them.
-      static_assert(InValueOrder(data::kIndexDistributionNames) && InValueOrder(data::kCriteoFormatNames) &&
-                    InValueOrder(data::kIndexModeNames) && InValueOrder(kInteractionKindNames) &&
-                    InValueOrder(kPrecisionNames) && InValueOrder(kEmbeddingOptimizerNames));
-      auto names = [](const auto& list) {
-        std::vector<const char*> out;
-        for (const auto& n : list) out.push_back(n.name);
-        return out;
-      };
-      const std::pair<const char*, std::vector<const char*>> kEnums[] = {
-          {"data.distribution", names(data::kIndexDistributionNames)},
-          {"data.format", names(data::kCriteoFormatNames)},
-          {"data.index_mode", names(data::kIndexModeNames)},
-          {"model.interaction", names(kInteractionKindNames)},
-          {"model.mlp_precision", names(kPrecisionNames)},
-          {"optimizer.embedding", names(kEmbeddingOptimizerNames)}};
-      for (auto* lines : {&was, &is}) {
-        for (auto& [k, v] : *lines) {
-          for (const auto& [name, values] : kEnums) {
-            int i;
-            if (k == name && absl::SimpleAtoi(v, &i) && i >= 0 && i < static_cast<int>(values.size())) v = values[i];
-          }
-        }
-      }
-    }
-    auto find = [](const auto& lines, const std::string& key) -> const std::string* {
-      for (const auto& [k, v] : lines) {
-        if (k == key) return &v;
-      }
-      return nullptr;
-    };
-    std::string key, old_value, new_value;
-    for (const auto& [k, v] : was) {
-      const std::string* n = find(is, k);
-      if (n == nullptr || *n != v) {
-        key = k, old_value = v, new_value = n ? *n : "(not set)";
-        break;
-      }
-    }
-    for (size_t i = 0; key.empty() && i < is.size(); ++i) {
-      if (find(was, is[i].first) == nullptr) key = is[i].first, old_value = "(not set)", new_value = is[i].second;
-    }
-    std::string diff = key.empty() ? std::string("the settings differ")
-                                   : absl::StrCat("it was written with ", key, "=", old_value, ", the config says ",
-                                                  key, "=", new_value);
-    if (key == "model.mlp_precision") {
+  if (std::optional<TrainConfig::FingerprintDiff> d = config.DiffFingerprint(state.config)) {
+    std::string diff = d->key.empty() ? std::string("the settings differ")
+                                      : absl::StrCat("it was written with ", d->key, "=", d->was,
+                                                     ", the config says ", d->key, "=", d->is);
+    if (d->key == "model.mlp_precision") {
       // Name what auto chose.
-      const std::string& name = old_value;
       const MlpPrecisionChoice& p = model->mlp_precision_choice();
-      diff = absl::StrCat("it was written with ", name, " MLPs, this run's are ", PrecisionName(p.precision),
+      diff = absl::StrCat("it was written with ", d->was, " MLPs, this run's are ", PrecisionName(p.precision),
                           p.reason.empty() ? "" : absl::StrCat(" (", p.reason, ")"),
-                          "; set model.mlp_precision=", name, " to resume it");
+                          "; set model.mlp_precision=", d->was, " to resume it");
     }
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot resume from ", path, ": ", diff,
-                     " (only train.steps, epochs, evaluation, logging, checkpoint, threads and storage settings "
-                     "may change)"));
+    return absl::FailedPreconditionError(absl::StrCat("cannot resume from ", path, ": ", diff,
+                                                      " (only these may change: ",
+                                                      TrainConfig::MayChangeOnResumeList(), ")"));
   }
   CEMB_ASSIGN_OR_RETURN(data::LoaderPosition pos, data::LoaderPosition::Parse(state.loader_position));
   CEMB_RETURN_IF_ERROR(model->Load(path + "/model"));

@@ -339,6 +339,33 @@ TEST(TrainConfig, FingerprintHoldsEveryKeyReadButTheRunLengthOnesWithEnumsByName
   EXPECT_NE(lr->Fingerprint(), f);
 }
 
+// DiffFingerprint names the first key, in the written fingerprint's order,
+// that differs or that only one side has.
+TEST(TrainConfig, DiffFingerprintNamesTheFirstKeyThatDiffers) {
+  absl::StatusOr<TrainConfig> a = Parse("", {"model.interaction=concat"});
+  absl::StatusOr<TrainConfig> b = Parse("", {"model.interaction=dot", "train.steps=7"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE(a->DiffFingerprint(a->Fingerprint()).has_value());
+  std::optional<TrainConfig::FingerprintDiff> d = b->DiffFingerprint(a->Fingerprint());
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "model.interaction");
+  EXPECT_EQ(d->was, "concat");
+  EXPECT_EQ(d->is, "dot");
+  d = a->DiffFingerprint(absl::StrCat(a->Fingerprint(), "model.retired_key=3\n"));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "model.retired_key");
+  EXPECT_EQ(d->is, "(not set)");
+  const std::string f = a->Fingerprint();
+  const size_t cut = f.find("\ndata.seed=");
+  ASSERT_NE(cut, std::string::npos);
+  d = a->DiffFingerprint(f.substr(0, cut + 1) + f.substr(f.find('\n', cut + 1) + 1));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "data.seed");
+  EXPECT_EQ(d->was, "(not set)");
+  EXPECT_THAT(TrainConfig::MayChangeOnResumeList(), HasSubstr("train.steps, "));
+  EXPECT_THAT(TrainConfig::MayChangeOnResumeList(), HasSubstr("model.storage.*"));
+}
+
 // The keys of the reference's run (configs/fidelity.yaml): split, init_from,
 // log_every, export_dir. Where the model starts and how the data is split
 // are in the fingerprint; the log and the export are not.

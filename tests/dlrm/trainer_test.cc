@@ -427,9 +427,8 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
 }
 
 // A refused resume names the key and both values by name
-// ("model.interaction=dot"), never an enum's number, also for a checkpoint
-// written before the fingerprint listed the keys the reader read (its enums
-// are numbers: they are named); such a checkpoint still resumes.
+// ("model.interaction=dot", never an enum's number) and the keys that may
+// change; a fingerprint of another version is refused at its first line.
 TEST_F(TrainerTest, RefusedResumeNamesTheKeyAndBothValues) {
   const std::string ck = absl::StrCat(dir_, "/ck");
   absl::StatusOr<TrainConfig> first =
@@ -445,27 +444,28 @@ TEST_F(TrainerTest, RefusedResumeNamesTheKeyAndBothValues) {
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("it was written with model.interaction=dot, the config says model.interaction=concat"));
 
-  // The same checkpoint with the fingerprint of an older dlrm-train.
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("only these may change: data.work_dir"));
+
+  // A checkpoint whose fingerprint is of another version is refused at its
+  // first line; the config's own still resumes.
   absl::StatusOr<std::string> latest = LatestCheckpoint(ck);
   ASSERT_TRUE(latest.ok());
   absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest);
   ASSERT_TRUE(state.ok()) << state.status();
   ASSERT_TRUE(state->config.starts_with(absl::StrCat(TrainConfig::kFingerprintVersion, "\n"))) << state->config;
-  absl::StatusOr<TrainConfig> resolved = Config(SmallYaml(), {"train.checkpoint_dir=" + ck});
-  ASSERT_TRUE(resolved.ok());
-  absl::StatusOr<MlpPrecisionChoice> chosen = ResolveMlpPrecision(resolved->model.mlp_precision, DetectMatmulCpu());
-  ASSERT_TRUE(chosen.ok());
-  resolved->SetMlpPrecision(chosen->precision);  // as the trainer records it
-  state->config = resolved->LegacyFingerprint();
-  ASSERT_THAT(state->config, HasSubstr("model.interaction=0\n"));
-  state->step = 4;
+  const std::string current = state->config;
+  state->config = "fingerprint=1\n" + current.substr(current.find('\n') + 1);
+  state->step = 3;
   ASSERT_TRUE(RewriteCheckpoint(ck, *state, *latest).ok());
-  refused = Train(*concat, /*resume=*/true);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(std::string(refused.status().message()),
-              HasSubstr("it was written with model.interaction=dot, the config says model.interaction=concat"));
   absl::StatusOr<TrainConfig> more = Config(SmallYaml(), {"train.steps=5", "train.checkpoint_dir=" + ck});
   ASSERT_TRUE(more.ok());
+  refused = Train(*more, /*resume=*/true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("it was written with fingerprint=1, the config says fingerprint=2"));
+  state->config = current;
+  state->step = 4;
+  ASSERT_TRUE(RewriteCheckpoint(ck, *state, *latest).ok());
   absl::StatusOr<TrainSummary> resumed = Train(*more, /*resume=*/true);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(resumed->first_step, 4);
