@@ -119,4 +119,15 @@ std::string ShardPlan::Describe(int rank) const {
                          100.0 * lookup_share(rank));
 }
 
+std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t dim, int64_t element_bytes,
+                                  bool adagrad_state, double lookups_per_step) {
+  std::vector<TableCost> costs;
+  for (uint64_t r : rows) {
+    const auto n = static_cast<int64_t>(r);
+    costs.push_back({.bytes = n * dim * element_bytes + (adagrad_state ? n * 4 : 0),
+                     .lookups_per_step = lookups_per_step});
+  }
+  return costs;
+}
+
 }  // namespace cemb::dist

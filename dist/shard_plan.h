@@ -41,6 +41,13 @@ struct TableCost {
   double lookups_per_step = 0;   // indices of one global batch (batch * mean hotness)
 };
 
+// The costs of a model's tables of `rows` rows each: the rows' bytes
+// (`element_bytes` a value: 4 for float, 2 for bfloat16), row-wise
+// AdaGrad's 4 bytes a row when `adagrad_state`, and `lookups_per_step`
+// each (every table is looked up once per sample and hotness).
+std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t dim, int64_t element_bytes,
+                                  bool adagrad_state, double lookups_per_step);
+
 class ShardPlan {
  public:
   // The balanced plan above. InvalidArgument for num_ranks < 1 or a negative

@@ -251,16 +251,10 @@ absl::Status Trainer::Impl::BuildModel() {
 }
 
 absl::StatusOr<dist::ShardPlan> Trainer::Impl::PlanShards() {
-  // A table costs its rows (and row-wise AdaGrad's state) and its share of
-  // a global batch's lookups.
-  const int64_t element = config.model.bf16_tables ? 2 : 4;
-  const bool adagrad = config.optimizer.embedding == EmbeddingOptimizer::kRowwiseAdagrad;
-  std::vector<dist::TableCost> costs;
-  for (uint64_t rows : table_sizes) {
-    const auto n = static_cast<int64_t>(rows);
-    costs.push_back({.bytes = n * config.model.embedding_dim * element + (adagrad ? n * 4 : 0),
-                     .lookups_per_step = static_cast<double>(config.train.batch_size) * datasets.train->hotness()});
-  }
+  const std::vector<dist::TableCost> costs = dist::TableCosts(
+      table_sizes, config.model.embedding_dim, config.model.bf16_tables ? 2 : 4,
+      config.optimizer.embedding == EmbeddingOptimizer::kRowwiseAdagrad,
+      static_cast<double>(config.train.batch_size) * datasets.train->hotness());
   CEMB_ASSIGN_OR_RETURN(dist::ShardPlan plan, dist::ShardPlan::Create(costs, ranks()));
   report.Print("tables on %d ranks:\n", ranks());
   for (int r = 0; r < ranks(); ++r) report.Print("  %s\n", plan.Describe(r));
