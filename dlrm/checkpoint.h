@@ -46,6 +46,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "dist/comm.h"
 
 namespace cemb::dlrm {
 
@@ -75,6 +76,17 @@ std::string CheckpointName(int64_t step);
 [[nodiscard]] absl::StatusOr<std::string> WriteCheckpoint(
     const std::string& dir, const CheckpointState& state,
     const std::function<absl::Status(const std::string& payload_dir)>& write_payload, int keep);
+
+// WriteCheckpoint by every rank of `comm` (nullptr: one process, which is
+// WriteCheckpoint itself): rank 0 makes the payload directory and sends its
+// name to the others; every rank's `write_mine(payload_dir)` writes its own
+// files there (rank 0's the model's shared part and its tables, the others'
+// their tables); the checkpoint is renamed into place only when every
+// rank's writes succeeded. Collective: the same status on every rank (a
+// failure names the lowest failing rank), and the checkpoint's path.
+[[nodiscard]] absl::StatusOr<std::string> WriteCheckpointOnRanks(
+    const std::string& dir, const CheckpointState& state, const dist::Comm* comm,
+    const std::function<absl::Status(const std::string& payload_dir)>& write_mine, int keep);
 
 // The newest step-N directory under `dir`, or NotFound.
 [[nodiscard]] absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir);

@@ -421,47 +421,17 @@ absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* pat
   s.state["interval_steps"] = absl::StrCat(interval_steps);
   s.state["ranks"] = absl::StrCat(ranks());
   if (distributed()) s.state["table_owners"] = absl::StrJoin(sharded->plan().owners(), ",");
-  if (rank() == 0) {
-    // Several processes: the other ranks write their tables into the same
-    // payload directory, whose name rank 0 sends them (an empty name: rank 0
-    // failed before it had one), and the checkpoint is renamed into place
-    // only when every rank's writes succeeded.
-    bool sent = false;
-    absl::Status payload;
-    absl::StatusOr<std::string> written = WriteCheckpoint(
-        config.train.checkpoint_dir, s,
-        [&](const std::string& dir) -> absl::Status {
-          std::error_code ec;
-          fs::create_directories(dir + "/model", ec);
-          absl::Status mine = ec ? absl::InternalError(absl::StrCat(dir, "/model: ", ec.message())) : absl::OkStatus();
-          if (distributed()) {
-            std::string name = dir;
-            CEMB_RETURN_IF_ERROR(options.comm->Broadcast(&name, 0));
-            sent = true;
-          }
-          if (mine.ok()) mine = model->Save(dir + "/model");
-          payload = Agree(mine);
-          return payload;
-        },
-        static_cast<int>(config.train.keep_checkpoints));
-    if (distributed()) {
-      if (!sent) {
-        std::string none;
-        CEMB_RETURN_IF_ERROR(options.comm->Broadcast(&none, 0));
-      }
-      // A failed payload is known everywhere already; what failed after it
-      // (the manifest, the rename) is agreed here.
-      if (!sent || payload.ok()) CEMB_RETURN_IF_ERROR(Agree(written.status()));
-    }
-    CEMB_RETURN_IF_ERROR(written.status());
-    *path = *written;
-  } else {
-    std::string dir;
-    CEMB_RETURN_IF_ERROR(options.comm->Broadcast(&dir, 0));
-    if (!dir.empty()) CEMB_RETURN_IF_ERROR(Agree(model->embeddings().Save(dir + "/model", "emb_l.")));
-    CEMB_RETURN_IF_ERROR(Agree(absl::OkStatus()));
-    *path = (fs::path(config.train.checkpoint_dir) / CheckpointName(step)).string();
-  }
+  CEMB_ASSIGN_OR_RETURN(
+      *path, WriteCheckpointOnRanks(
+                 config.train.checkpoint_dir, s, options.comm,
+                 [&](const std::string& dir) -> absl::Status {
+                   std::error_code ec;
+                   fs::create_directories(dir + "/model", ec);
+                   if (ec) return absl::InternalError(absl::StrCat(dir, "/model: ", ec.message()));
+                   // Rank 0: the MLPs and its tables; the others: their tables.
+                   return rank() == 0 ? model->Save(dir + "/model") : model->embeddings().Save(dir + "/model", "emb_l.");
+                 },
+                 static_cast<int>(config.train.keep_checkpoints)));
   last_checkpoint_step = step;
   const double secs = Seconds(start, Clock::now());
   *seconds += secs;
