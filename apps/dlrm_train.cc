@@ -24,9 +24,9 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "dist/comm.h"
-#include "dlrm/config.h"
-#include "dlrm/trainer.h"
+#include "distributed/comm.h"
+#include "train/config.h"
+#include "train/trainer.h"
 
 namespace cemb::dlrm {
 namespace {
@@ -60,9 +60,9 @@ int Main(int argc, char** argv) {
   // MPI only when mpirun started this process (Open MPI sets
   // OMPI_COMM_WORLD_SIZE): a plain run stays a plain process, with no
   // singleton MPI_Init (which forks Open MPI's runtime daemon).
-  std::optional<dist::World> world;  // outlives everything below: ~World is MPI_Finalize
+  std::optional<distributed::World> world;  // outlives everything below: ~World is MPI_Finalize
   if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {
-    absl::StatusOr<dist::World> init = dist::World::Init(&argc, &argv);
+    absl::StatusOr<distributed::World> init = distributed::World::Init(&argc, &argv);
     if (!init.ok()) return Fail(init.status());
     world.emplace(std::move(*init));
   }

@@ -163,11 +163,11 @@ endfunction()
 # The environment of every test under mpirun: Open MPI's own leaks at
 # MPI_Finalize are suppressed for LeakSanitizer (the ASan build's tests).
 set(CEMB_MPI_TEST_ENVIRONMENT
-    "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/dist/lsan_suppressions.txt:fast_unwind_on_malloc=0")
+    "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/distributed/lsan_suppressions.txt:fast_unwind_on_malloc=0")
 
 # cemb_mpiexec(<out> <ranks>): the command that starts a program on <ranks>
 # ranks, the program and its arguments to be appended: FindMPI's mpirun
-# (dist/ finds MPI) and its flags, plus --oversubscribe (more ranks than
+# (distributed/ finds MPI) and its flags, plus --oversubscribe (more ranks than
 # cores, as on a 2-core machine) and --allow-run-as-root (Open MPI refuses
 # root without it; harmless for other users).
 function(cemb_mpiexec out ranks)
@@ -177,11 +177,11 @@ endfunction()
 
 # cemb_add_mpi_test(<name> SOURCES ... RANKS n DEPS ... [LABELS ...])
 # A GoogleTest program run as one ctest test under mpirun with n ranks
-# (tests/dist/mpi_test_main.cc: rank 0 prints, a failure on any rank fails).
+# (tests/distributed/mpi_test_main.cc: rank 0 prints, a failure on any rank fails).
 function(cemb_add_mpi_test name)
   cmake_parse_arguments(ARG "" "RANKS" "SOURCES;DEPS;LABELS" ${ARGN})
-  add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/dist/mpi_test_main.cc)
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} cemb::dist GTest::gtest GTest::gmock)
+  add_executable(${name} ${ARG_SOURCES} ${PROJECT_SOURCE_DIR}/tests/distributed/mpi_test_main.cc)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} cemb::distributed GTest::gtest GTest::gmock)
   cemb_mpiexec(mpiexec ${ARG_RANKS})
   add_test(NAME ${name} COMMAND ${mpiexec} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
   set_tests_properties(${name} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT 120 PROCESSORS ${ARG_RANKS}

@@ -84,7 +84,7 @@ struct LoaderOptions {
 
 // Rank `rank`'s samples of a batch of `size` on `ranks` ranks: the rank-th
 // contiguous part, size / ranks samples, one more for the first size % ranks
-// ranks (as dist::EmbeddingExchange orders a global batch).
+// ranks (as distributed::EmbeddingExchange orders a global batch).
 struct BatchSlice {
   uint32_t offset = 0;
   uint32_t size = 0;

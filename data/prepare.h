@@ -68,7 +68,7 @@ enum class DataSplit {
 inline constexpr EnumName<DataSplit> kDataSplitNames[] = {{DataSplit::kAuto, "auto"}, {DataSplit::kNone, "none"}};
 inline const char* DataSplitName(DataSplit split) { return NameOf(kDataSplitNames, split); }
 
-// The `data:` section of a training config (dlrm/config.h reads it; every
+// The `data:` section of a training config (train/config.h reads it; every
 // key is in docs/training.md).
 struct DataConfig {
   DataSource source = DataSource::kSynthetic;

@@ -31,13 +31,13 @@ class PhaseTimer {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const dist::Comm& comm, const dist::ShardPlan& plan,
+absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const distributed::Comm& comm, const distributed::ShardPlan& plan,
                                                                   int64_t dim, int64_t max_local_batch, int slots) {
   if (slots < 1) return absl::InvalidArgumentError(absl::StrCat("ShardedStep: ", slots, " slots"));
   std::unique_ptr<ShardedStep> step(new ShardedStep(comm, plan));
   for (int i = 0; i < slots; ++i) {
-    CEMB_ASSIGN_OR_RETURN(std::unique_ptr<dist::EmbeddingExchange> exchange,
-                          dist::EmbeddingExchange::Create(comm, plan, {.dim = dim, .max_local_batch = max_local_batch}));
+    CEMB_ASSIGN_OR_RETURN(std::unique_ptr<distributed::EmbeddingExchange> exchange,
+                          distributed::EmbeddingExchange::Create(comm, plan, {.dim = dim, .max_local_batch = max_local_batch}));
     step->slots_.push_back(std::move(exchange));
   }
   step->current_ = step->slots_[0].get();
@@ -54,7 +54,7 @@ absl::Status ShardedStep::OrAbort(const absl::Status& s) const {
 
 absl::Status ShardedStep::ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
   PhaseTimer timer(times, Phase::kAllToAll);
-  dist::EmbeddingExchange& exchange = *slots_[slot];
+  distributed::EmbeddingExchange& exchange = *slots_[slot];
   absl::Status s = exchange.StartIndices(bags);
   // Malformed bags on some rank are agreed on (every rank returns them); an
   // MPI failure or a call out of order is not.

@@ -1,11 +1,11 @@
 // ShardedStep: a DLRM's training and evaluation steps on several processes
 // (docs/distributed.md), over MPI: each table lives on one rank
-// (dist::ShardPlan), every rank holds the MLPs and its slice of every global
+// (distributed::ShardPlan), every rank holds the MLPs and its slice of every global
 // batch. It is the StepPeers of that rank's Dlrm, and it begins each step
 // for the trainer:
 //
 //   ExchangeIndices(slot, bags)  this rank's bags of every table go to the
-//                            tables' owners (dist::EmbeddingExchange);
+//                            tables' owners (distributed::EmbeddingExchange);
 //                            owned_bags(slot) = this rank's tables over the
 //                            global batch (what its StepCycle pins)
 //   Use(slot)                the batch the next Dlrm step runs on
@@ -20,14 +20,14 @@
 // in a ring for training and one more for evaluation.
 //
 // Same numbers as one process: the pooled rows and the owners' updates are
-// bit for bit a single process's (dist/embedding_exchange.h); the MLPs'
+// bit for bit a single process's (distributed/embedding_exchange.h); the MLPs'
 // gradients are sums over the ranks' slices, so the losses differ in the
-// last bits only (tests/dlrm/distributed_test.cc: 1e-5 relative over 20
+// last bits only (tests/train/distributed_test.cc: 1e-5 relative over 20
 // steps of configs/default.yaml).
 //
 // Errors: every failure a rank finds in its own work (bad bags, a row index
 // out of range in the owner's pooling, an ssd read in its update) reaches
-// every rank as "rank f: <message>" (dist::Comm::AgreeOnStatus), so that
+// every rank as "rank f: <message>" (distributed::Comm::AgreeOnStatus), so that
 // each returns it and the job ends with it, never a hang. A failed MPI call,
 // or a call out of order, leaves the ranks out of step: the rank prints it
 // and calls MPI_Abort, which ends every rank (mpirun exits non-zero).
@@ -47,9 +47,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "dist/comm.h"
-#include "dist/embedding_exchange.h"
-#include "dist/shard_plan.h"
+#include "distributed/comm.h"
+#include "distributed/embedding_exchange.h"
+#include "distributed/shard_plan.h"
 #include "dlrm/model.h"
 
 namespace cemb::dlrm {
@@ -58,8 +58,8 @@ class ShardedStep final : public StepPeers {
  public:
   // Not collective. `max_local_batch`: the largest slice any rank holds;
   // `slots` >= 1.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardedStep>> Create(const dist::Comm& comm,
-                                                                           const dist::ShardPlan& plan, int64_t dim,
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardedStep>> Create(const distributed::Comm& comm,
+                                                                           const distributed::ShardPlan& plan, int64_t dim,
                                                                            int64_t max_local_batch, int slots = 1);
 
   // Collective: every rank exchanges the same batches into the same slots
@@ -75,8 +75,8 @@ class ShardedStep final : public StepPeers {
   void Use(int slot) { current_ = slots_[slot].get(); }
   int slots() const { return static_cast<int>(slots_.size()); }
 
-  const dist::Comm& comm() const { return comm_; }
-  const dist::ShardPlan& plan() const { return plan_; }
+  const distributed::Comm& comm() const { return comm_; }
+  const distributed::ShardPlan& plan() const { return plan_; }
 
   // StepPeers.
   int64_t global_batch() const override { return current_->global_batch(); }
@@ -89,14 +89,14 @@ class ShardedStep final : public StepPeers {
                                              PhaseTimes* times) override;
 
  private:
-  ShardedStep(const dist::Comm& comm, const dist::ShardPlan& plan) : comm_(comm), plan_(plan) {}
+  ShardedStep(const distributed::Comm& comm, const distributed::ShardPlan& plan) : comm_(comm), plan_(plan) {}
   // `s` when OK; otherwise the ranks are out of step: prints it, MPI_Abort.
   absl::Status OrAbort(const absl::Status& s) const;
 
-  dist::Comm comm_;
-  dist::ShardPlan plan_;
-  std::vector<std::unique_ptr<dist::EmbeddingExchange>> slots_;
-  dist::EmbeddingExchange* current_ = nullptr;  // Use()'s
+  distributed::Comm comm_;
+  distributed::ShardPlan plan_;
+  std::vector<std::unique_ptr<distributed::EmbeddingExchange>> slots_;
+  distributed::EmbeddingExchange* current_ = nullptr;  // Use()'s
 };
 
 }  // namespace cemb::dlrm

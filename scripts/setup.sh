@@ -25,7 +25,7 @@ packages=(
   libbenchmark-dev libgtest-dev libgmock-dev
   libomp-dev           # LLVM OpenMP, for the clang ThreadSanitizer build
   clang libclang-rt-14-dev   # sanitizer runtimes, libFuzzer
-  libopenmpi-dev openmpi-bin # Open MPI 4.1: cemb::dist and mpirun for multi-rank
+  libopenmpi-dev openmpi-bin # Open MPI 4.1: cemb::distributed and mpirun for multi-rank
                        # training; not a library package: a service
                        # that links cemb::embedding/cache never talks MPI
 )

@@ -59,7 +59,7 @@ struct SsdOptions {
 // whatever its pool (the map, the log's segment states and, when it evicts,
 // its write and collector buffers: allocated when first needed, so a table
 // whose pool holds every row has none). For model.dram_budget
-// (dlrm/dram_budget.cc); docs/ssd.md lists them.
+// (train/dram_budget.cc); docs/ssd.md lists them.
 inline constexpr int64_t kSsdSlotMetadataBytes = 33;
 int64_t SsdFixedDramBytes(int64_t nvectors, int64_t row_bytes, const SsdOptions& options, bool evicts);
 

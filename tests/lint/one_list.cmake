@@ -16,7 +16,7 @@ endif()
 list(JOIN sizes "|" alternatives)
 
 set(offenders)
-foreach(dir base embedding cache ssd data dist dlrm apps examples)
+foreach(dir base embedding cache ssd tables data distributed dlrm train apps examples)
   file(GLOB_RECURSE files "${ROOT}/${dir}/*.h" "${ROOT}/${dir}/*.cc")
   foreach(f ${files})
     file(READ "${f}" text)
