@@ -22,8 +22,8 @@
 //
 // The step's boundaries are not the model's: TrainStep and Predict do not
 // prefetch ssd rows, wait for them, unpin them or flush caches. The caller
-// brackets each one with a StepCycle (tables/step_cycle.h), the one owner of
-// the beginning and the end of a step.
+// brackets each one with a StepCycle (tables/step_cycle.h; the trainer's
+// Stepper, train/stepper.h, owns both).
 //
 // Thread safety: one caller at a time; the work runs on OpenMP threads.
 //

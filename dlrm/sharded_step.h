@@ -1,8 +1,8 @@
 // ShardedStep: a DLRM's training and evaluation steps on several processes
 // (docs/distributed.md), over MPI: each table lives on one rank
 // (distributed::ShardPlan), every rank holds the MLPs and its slice of every global
-// batch. It is the StepPeers of that rank's Dlrm, and it begins each step
-// for the trainer:
+// batch. It is the StepPeers of that rank's Dlrm, and the trainer's Stepper
+// (train/stepper.h) begins each step with it:
 //
 //   ExchangeIndices(slot, bags)  this rank's bags of every table go to the
 //                            tables' owners (distributed::EmbeddingExchange);
@@ -16,7 +16,7 @@
 // Slots: a batch's indices may travel steps before its step, so that an
 // owner's ssd tables prefetch its rows while earlier steps run (StepCycle);
 // each slot is one exchange, and a batch's owned bags stay valid until its
-// slot's next ExchangeIndices. The trainer uses prefetch_batches + 1 slots
+// slot's next ExchangeIndices. The Stepper uses prefetch_batches + 1 slots
 // in a ring for training and one more for evaluation.
 //
 // Same numbers as one process: the pooled rows and the owners' updates are

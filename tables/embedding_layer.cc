@@ -18,6 +18,7 @@
 #include "embedding/ensemble.h"
 #include "embedding/internal/feature_sizes.h"
 #include "embedding/table_io.h"
+#include "embedding/validate.h"
 
 namespace cemb {
 namespace {
@@ -85,10 +86,10 @@ class SsdSequentialView {
 // The tables of one element type and feature size (D static when it is one
 // of the specialised sizes, so every table gets compile-time kernels).
 template <StorageType T, int64_t D>
-class EmbeddingSet final : public EmbeddingLayer {
+class TypedEmbeddingLayer final : public EmbeddingLayer {
  public:
   static absl::StatusOr<std::unique_ptr<EmbeddingLayer>> Make(const EmbeddingLayerOptions& options) {
-    auto set = std::unique_ptr<EmbeddingSet>(new EmbeddingSet(options));
+    auto set = std::unique_ptr<TypedEmbeddingLayer>(new TypedEmbeddingLayer(options));
     CEMB_RETURN_IF_ERROR(set->Init());
     return std::unique_ptr<EmbeddingLayer>(std::move(set));
   }
@@ -116,9 +117,12 @@ class EmbeddingSet final : public EmbeddingLayer {
 
   bool has_ssd_tables() const override { return !ssd_.empty(); }
 
-  absl::Status Prefetch(int64_t batch_id, int t, std::span<const int32_t> rows) override {
-    if (auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get())) return s->Prefetch(batch_id, rows);
-    return absl::OkStatus();
+  absl::Status Prefetch(int64_t batch_id, int t, const Bags<int32_t>& bags) override {
+    auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get());
+    if (s == nullptr) return absl::OkStatus();
+    // The lookup's own check and message (table, bag, index), before any row is pinned.
+    CEMB_RETURN_IF_ERROR(validate_bags(s->name(), s->nvectors(), bags));
+    return s->Prefetch(batch_id, bags.indices);
   }
 
   absl::StatusOr<double> BeginStep(int64_t batch_id) override {
@@ -328,7 +332,7 @@ class EmbeddingSet final : public EmbeddingLayer {
   }
 
  private:
-  explicit EmbeddingSet(const EmbeddingLayerOptions& options)
+  explicit TypedEmbeddingLayer(const EmbeddingLayerOptions& options)
       : options_(options), ensemble_({.threads = options.threads, .kernels = options.kernels}) {}
 
   // Table t's number in the model (EmbeddingTableSpec::id).
@@ -438,7 +442,7 @@ class EmbeddingSet final : public EmbeddingLayer {
 
 template <StorageType T>
 absl::StatusOr<std::unique_ptr<EmbeddingLayer>> MakeForType(const EmbeddingLayerOptions& options) {
-  return ::cemb::internal::WithFeatureSize(options.dim, [&]<int64_t D>() { return EmbeddingSet<T, D>::Make(options); });
+  return ::cemb::internal::WithFeatureSize(options.dim, [&]<int64_t D>() { return TypedEmbeddingLayer<T, D>::Make(options); });
 }
 
 // Every field of a TableReport, one list for writing and for reading: `f`

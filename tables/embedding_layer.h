@@ -11,7 +11,7 @@
 // from the same bags, and applies fused SGD or row-wise AdaGrad.
 //
 // The step (tables/step_cycle.h drives it; one owner):
-//   Prefetch(id, t, rows)   ssd tables: pin batch id's rows, start their reads
+//   Prefetch(id, t, bags)   ssd tables: pin batch id's rows, start their reads
 //   BeginStep(id)           ssd tables: wait for batch id's reads; open the
 //                           cached tables' step scopes (a flush inside aborts
 //                           when check_lifetime is on)
@@ -31,7 +31,7 @@
 // ReadRow or WriteRow.
 //
 //   CEMB_ASSIGN_OR_RETURN(auto layer, EmbeddingLayer::Create({.dim = 16, .tables = specs}));
-//   CEMB_RETURN_IF_ERROR(layer->Prefetch(k, t, bags[t].indices));  // each ssd table t
+//   CEMB_RETURN_IF_ERROR(layer->Prefetch(k, t, bags[t]));          // each table t
 //   CEMB_RETURN_IF_ERROR(layer->BeginStep(k).status());
 //   CEMB_RETURN_IF_ERROR(layer->Lookup(bags, emb));                 // emb: [batch x T*16]
 //   ... backward ...
@@ -131,9 +131,12 @@ class EmbeddingLayer {
   [[nodiscard]] virtual absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) = 0;
   // True when some table is "ssd" (its rows must be prefetched).
   virtual bool has_ssd_tables() const = 0;
-  // Pins rows `rows` of ssd table `t` for batch `batch_id` and starts reading
-  // those not in DRAM; nothing for other tables. Errors: too few slots, I/O.
-  [[nodiscard]] virtual absl::Status Prefetch(int64_t batch_id, int t, std::span<const int32_t> rows) = 0;
+  // Pins the rows of `bags` (batch `batch_id`'s bags of table `t`) if
+  // table t is an ssd table and starts reading those not in DRAM; nothing
+  // for other tables. Errors: a malformed bag or an index out of range
+  // (Lookup's message: table, bag, index; nothing pinned), too few slots,
+  // I/O.
+  [[nodiscard]] virtual absl::Status Prefetch(int64_t batch_id, int t, const Bags<int32_t>& bags) = 0;
   // Waits for batch_id's rows of every ssd table (seconds waited) and opens
   // the step scopes of the cached tables. Errors: a failed read (naming the
   // table, the file, the operation).

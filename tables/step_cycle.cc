@@ -60,7 +60,7 @@ void StepCycle::Work(int worker, int workers) {
     absl::Status status;
     for (size_t i = 0; i < n && status.ok(); ++i) {
       for (int t = worker; t < layer_->num_tables() && status.ok(); t += workers) {
-        status = layer_->Prefetch(first + static_cast<int64_t>(i), t, jobs_[i][t].indices);
+        status = layer_->Prefetch(first + static_cast<int64_t>(i), t, jobs_[i][t]);
       }
     }
     lock.lock();
@@ -88,7 +88,7 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
   absl::Status status = Drain();
   if (status.ok() && layer_->has_ssd_tables() && next_ <= id) {
     // Not prefetched (the first step, P = 0, or after a jump): now, here.
-    for (int t = 0; t < layer_->num_tables() && status.ok(); ++t) status = layer_->Prefetch(id, t, bags[t].indices);
+    for (int t = 0; t < layer_->num_tables() && status.ok(); ++t) status = layer_->Prefetch(id, t, bags[t]);
     next_ = id + 1;
   }
   absl::StatusOr<double> waited = status.ok() ? layer_->BeginStep(id) : absl::StatusOr<double>(status);

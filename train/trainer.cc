@@ -24,7 +24,7 @@
 #include "distributed/comm.h"
 #include "distributed/shard_plan.h"
 #include "dlrm/sharded_step.h"
-#include "tables/step_cycle.h"
+#include "train/stepper.h"
 #include "train/checkpoint.h"
 #include "train/report.h"
 
@@ -61,26 +61,16 @@ struct Trainer::Impl {
 
   TrainConfig config;
   TrainerOptions options;
-  // Several processes (options.comm of more than one rank): this rank's
-  // share of every step. nullptr: one process.
-  std::unique_ptr<ShardedStep> sharded;
   Report report;  // the text, the progress bar, the JSON lines
   data::PreparedData datasets;  // the datasets (and a temporary work directory, removed last)
   std::vector<uint64_t> table_sizes;
   std::unique_ptr<Dlrm> model;
   DramSplit dram_split;  // model.dram_budget's split (empty without one)
   std::unique_ptr<data::Loader> loader;
-  // The owner of every step's beginning and end (prefetch, ssd wait, unpin,
-  // flushes): one for training (ids = step numbers), one for evaluation
-  // (its own id range, prefetching each batch just before it).
-  std::unique_ptr<StepCycle> train_cycle, eval_cycle;
-  int64_t next_eval_id = int64_t{1} << 62;
-  std::vector<Bags<int32_t>> bags;
-  // The next batches' bags (prefetch_batches x tables of the model) and the
-  // spans StepCycle::Begin gets.
-  std::vector<std::vector<Bags<int32_t>>> peeked_bags;
-  std::vector<std::span<const Bags<int32_t>>> ahead;
-  int64_t next_exchanged = 0;  // several processes: the first batch whose indices have not travelled
+  // The owner of every batch from the loader's peek to the unpin, for
+  // training and evaluation, with this rank's share of every step on
+  // several processes.
+  std::unique_ptr<Stepper> steps;
   std::vector<float> probabilities;
 
   int64_t total_steps = 0;
@@ -91,7 +81,7 @@ struct Trainer::Impl {
   int64_t interval_steps = 0;
 
   ~Impl() {
-    train_cycle.reset();  // joins the prefetcher thread, which reads the loader's batches
+    steps.reset();  // joins the prefetcher threads, which read the loader's batches
     loader.reset();
   }
 
@@ -115,27 +105,12 @@ struct Trainer::Impl {
     std::sort(tables->begin(), tables->end(), [](const TableReport& a, const TableReport& b) { return a.id < b.id; });
     return absl::OkStatus();
   }
-  // The bags this process's tables see in training step `step` of batch
-  // `view`, and in `*ahead` those of the next batches (`peeked`, for
-  // StepCycle's prefetch): the batches' own, or on several processes this
-  // rank's tables over the global batches, after their indices went to the
-  // owners (each batch once, into its ShardedStep slot: a ring of
-  // prefetch_batches + 1). Agreed.
-  absl::StatusOr<std::span<const Bags<int32_t>>> TrainBags(int64_t step, const BatchView& view,
-                                                           std::span<const data::Batch* const> peeked,
-                                                           std::span<const std::span<const Bags<int32_t>>>* ahead,
-                                                           PhaseTimes* times);
-  // The same for an evaluation batch (its own slot, nothing ahead).
-  absl::StatusOr<std::span<const Bags<int32_t>>> EvalBags(const BatchView& view, PhaseTimes* times);
-  int TrainSlot(int64_t step) const { return static_cast<int>(step % (config.train.prefetch_batches + 1)); }
-
   absl::Status PrepareData();
   absl::Status BuildModel();
   absl::StatusOr<distributed::ShardPlan> PlanShards();
   absl::Status Resume();
   absl::StatusOr<MetricsResult> Evaluate(PhaseTimes* times);
   absl::Status WriteCheckpointNow(double* seconds, std::string* path);
-  BatchView View(const data::Batch& b);
 };
 
 // ---------------------------------------------------------------------------
@@ -224,10 +199,10 @@ absl::Status Trainer::Impl::BuildModel() {
   mo.batch_size = sizes.back();
   sizes.pop_back();
   mo.extra_batch_sizes = sizes;
+  std::unique_ptr<ShardedStep> sharded;
   if (distributed()) {
-    // Slots: a ring of prefetch_batches + 1 for training, one for evaluation.
     CEMB_ASSIGN_OR_RETURN(sharded, ShardedStep::Create(*options.comm, *plan, mo.embeddings.dim, mo.batch_size,
-                                                       t.prefetch_batches + 2));
+                                                       Stepper::SlotsFor(t.prefetch_batches)));
     mo.peers = sharded.get();
   }
   CEMB_ASSIGN_OR_RETURN(model, Dlrm::Create(mo));
@@ -241,11 +216,8 @@ absl::Status Trainer::Impl::BuildModel() {
     }
     report.Print("model: every parameter from %s\n", config.model.init_from);
   }
-  train_cycle = std::make_unique<StepCycle>(&model->embeddings(), t.prefetch_batches);
-  eval_cycle = std::make_unique<StepCycle>(&model->embeddings(), 0);
-  bags.resize(table_sizes.size());
-  peeked_bags.assign(static_cast<size_t>(t.prefetch_batches), std::vector<Bags<int32_t>>(table_sizes.size()));
-  ahead.resize(static_cast<size_t>(t.prefetch_batches));
+  steps = std::make_unique<Stepper>(model.get(), std::move(sharded), distributed() ? options.comm : nullptr,
+                                    t.prefetch_batches);
   probabilities.resize(static_cast<size_t>(t.batch_size));
   return absl::OkStatus();
 }
@@ -317,61 +289,10 @@ absl::Status Trainer::Impl::Resume() {
   return absl::OkStatus();
 }
 
-BatchView Trainer::Impl::View(const data::Batch& b) {
-  for (uint32_t t = 0; t < b.num_tables(); ++t) bags[t] = Bags<int32_t>{b.offsets(t), b.indices(t)};
-  BatchView v;
-  v.size = b.size();
-  v.dense = b.dense();
-  v.labels = b.labels();
-  v.bags = std::span<const Bags<int32_t>>(bags.data(), bags.size());
-  return v;
-}
-
-absl::StatusOr<std::span<const Bags<int32_t>>> Trainer::Impl::TrainBags(
-    int64_t step, const BatchView& view, std::span<const data::Batch* const> peeked,
-    std::span<const std::span<const Bags<int32_t>>>* next, PhaseTimes* times) {
-  for (size_t i = 0; i < peeked.size(); ++i) {
-    for (uint32_t t = 0; t < peeked[i]->num_tables(); ++t) {
-      peeked_bags[i][t] = Bags<int32_t>{peeked[i]->offsets(t), peeked[i]->indices(t)};
-    }
-  }
-  if (!distributed()) {
-    for (size_t i = 0; i < peeked.size(); ++i) ahead[i] = peeked_bags[i];
-    *next = std::span(ahead.data(), peeked.size());
-    return view.bags;
-  }
-  // Every rank exchanges the same batches: the step's (unless it travelled
-  // ahead already), then those peeked that have not.
-  next_exchanged = std::max(next_exchanged, step);
-  if (next_exchanged == step) {
-    CEMB_RETURN_IF_ERROR(sharded->ExchangeIndices(TrainSlot(step), view.bags, times));
-    ++next_exchanged;
-  }
-  for (size_t i = 0; i < peeked.size(); ++i) {
-    const int64_t id = step + 1 + static_cast<int64_t>(i);
-    if (id == next_exchanged) {
-      CEMB_RETURN_IF_ERROR(sharded->ExchangeIndices(TrainSlot(id), peeked_bags[i], times));
-      ++next_exchanged;
-    }
-    ahead[i] = sharded->owned_bags(TrainSlot(id));
-  }
-  *next = std::span(ahead.data(), peeked.size());
-  sharded->Use(TrainSlot(step));
-  return sharded->owned_bags(TrainSlot(step));
-}
-
-absl::StatusOr<std::span<const Bags<int32_t>>> Trainer::Impl::EvalBags(const BatchView& view, PhaseTimes* times) {
-  if (!distributed()) return view.bags;
-  const int slot = sharded->slots() - 1;
-  CEMB_RETURN_IF_ERROR(sharded->ExchangeIndices(slot, view.bags, times));
-  sharded->Use(slot);
-  return sharded->owned_bags(slot);
-}
-
 absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
   BinaryMetrics metrics;
   if (!datasets.validation) return metrics.Compute();
-  CEMB_RETURN_IF_ERROR(Agree(train_cycle->Drain()));  // the training's prefetches done: the tables are quiet
+  CEMB_RETURN_IF_ERROR(steps->Drain());  // the training's prefetches done: the tables are quiet
   data::LoaderOptions lo;
   lo.batch_size = static_cast<uint32_t>(config.train.batch_size);
   lo.shuffle = data::Shuffle::kNone;
@@ -387,13 +308,10 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
     const data::Batch* b = eval_loader->Next();  // every rank's loader ends at the same batch
     (*times)[Phase::kData] += Seconds(t0, Clock::now());
     if (!b) break;
-    const BatchView view = View(*b);
     std::span<float> probs(probabilities.data(), b->size());
-    const int64_t id = next_eval_id++;
-    CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, EvalBags(view, times));
-    CEMB_RETURN_IF_ERROR(Agree(eval_cycle->Begin(id, bags, {}, &(*times)[Phase::kSsdWait])));
-    CEMB_RETURN_IF_ERROR(model->Predict(view, probs, times));
-    CEMB_RETURN_IF_ERROR(Agree(eval_cycle->End(id, &(*times)[Phase::kCacheFlush])));
+    CEMB_ASSIGN_OR_RETURN(const StepBatch* batch, steps->BeginEval(*b, times));
+    CEMB_RETURN_IF_ERROR(model->Predict(batch->view, probs, times));
+    CEMB_RETURN_IF_ERROR(steps->EndEval(times));
     if (distributed()) {
       CEMB_RETURN_IF_ERROR(options.comm->Allgatherv(probs, &all_probs));
       CEMB_RETURN_IF_ERROR(options.comm->Allgatherv(b->labels(), &all_labels));
@@ -408,7 +326,7 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
 
 absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* path) {
   const auto start = Clock::now();
-  CEMB_RETURN_IF_ERROR(Agree(train_cycle->Drain()));
+  CEMB_RETURN_IF_ERROR(steps->Drain());
   CheckpointState s;
   s.step = step;
   s.loader_position = loader->position().Serialize();
@@ -420,7 +338,7 @@ absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* pat
   s.state["interval_loss_sum"] = ExactDouble(interval_loss_sum);
   s.state["interval_steps"] = absl::StrCat(interval_steps);
   s.state["ranks"] = absl::StrCat(ranks());
-  if (distributed()) s.state["table_owners"] = absl::StrJoin(sharded->plan().owners(), ",");
+  if (distributed()) s.state["table_owners"] = absl::StrJoin(steps->sharded()->plan().owners(), ",");
   CEMB_ASSIGN_OR_RETURN(
       *path, WriteCheckpointOnRanks(
                  config.train.checkpoint_dir, s, options.comm,
@@ -541,27 +459,11 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   float lr = 0;
   while (m.step < m.total_steps) {
     const auto t0 = Clock::now();
-    const data::Batch* b = m.loader->Next();
-    const auto t1 = Clock::now();
-    summary.train_times[Phase::kData] += Seconds(t0, t1);
-    if (!b) return absl::InternalError("the training loader ended early");  // endless: cannot happen
-    const BatchView view = m.View(*b);
-    std::span<const data::Batch* const> peeked;
-    // The next batches, up to the last step of this run, for the ssd
-    // tables' prefetch. Several processes: whether or not this rank has ssd
-    // tables, as every rank must exchange the same batches.
-    if ((m.train_cycle->prefetches() || m.distributed()) && t.prefetch_batches > 0) {
-      const auto left = static_cast<size_t>(m.total_steps - m.step - 1);
-      peeked = m.loader->Peek(std::min(static_cast<size_t>(t.prefetch_batches), left));
-      summary.train_times[Phase::kData] += Seconds(t1, Clock::now());
-    }
-    std::span<const std::span<const Bags<int32_t>>> ahead;
-    CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags,
-                          m.TrainBags(m.step, view, peeked, &ahead, &summary.train_times));
+    CEMB_ASSIGN_OR_RETURN(const StepBatch* batch, m.steps->BeginTrain(*m.loader, m.step, m.total_steps,
+                                                                     &summary.train_times));
     lr = m.config.optimizer.LearningRate(m.step);
-    CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->Begin(m.step, bags, ahead, &summary.train_times[Phase::kSsdWait])));
-    CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(view, lr, &summary.train_times));
-    CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->End(m.step, &summary.train_times[Phase::kCacheFlush])));
+    CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(batch->view, lr, &summary.train_times));
+    CEMB_RETURN_IF_ERROR(m.steps->EndTrain(m.step, &summary.train_times));
     const auto t3 = Clock::now();
     const double step_seconds = Seconds(t0, t3);
     step_wall += step_seconds;
@@ -569,7 +471,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
       summary.slowest_step_seconds = step_seconds;
       summary.slowest_step = m.step;
     }
-    samples_done += b->global_size();
+    samples_done += batch->batch->global_size();
     if (!std::isfinite(loss)) {
       m.report.ClearProgress();
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -596,7 +498,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     }
   }
   m.report.ClearProgress();
-  CEMB_RETURN_IF_ERROR(m.Agree(m.train_cycle->Drain()));
+  CEMB_RETURN_IF_ERROR(m.steps->Drain());
   summary.steps = m.step;
   summary.train_seconds = step_wall;
   summary.samples_per_second = step_wall > 0 ? static_cast<double>(samples_done) / step_wall : 0;

@@ -125,8 +125,20 @@ TEST(EmbeddingLayer, AnIndexOutOfRangeIsRefusedBeforeAnyRowIsWritten) {
   std::vector<float> out(kBatch * kTables * kDim, 0.0f), grad(out.size(), 1.0f);
   const absl::Status lookup = layer->Lookup(bags, MatrixView{out.data(), kBatch, kTables * kDim, kTables * kDim});
   EXPECT_EQ(lookup.code(), absl::StatusCode::kOutOfRange) << lookup;
-  EXPECT_NE(lookup.message().find("bag 2"), std::string::npos) << lookup;  // index 7 is in bag 2
+  EXPECT_TRUE(std::string(lookup.message()).starts_with("table emb0, bag 2, index 1: ")) << lookup;  // index 7: bag 2's second
   EXPECT_NE(lookup.message().find("3000"), std::string::npos) << lookup;
+  // The ssd table's prefetch (the first to see a batch's rows) says it the
+  // same way, before it pins anything.
+  const absl::Status prefetch = layer->Prefetch(0, 4, bags[4]);
+  EXPECT_EQ(prefetch.code(), absl::StatusCode::kOutOfRange) << prefetch;
+  const std::string p(prefetch.message()), l(lookup.message());
+  EXPECT_EQ(p.substr(p.find(',')), l.substr(l.find(',')));
+  EXPECT_TRUE(std::string(prefetch.message()).starts_with("table emb4, ")) << prefetch;
+  const Batches good(1);  // batch 0 was not pinned: it may be prefetched now
+  const absl::Status again = layer->Prefetch(0, 4, good.Of(0)[4]);
+  EXPECT_TRUE(again.ok()) << again;
+  EXPECT_TRUE(layer->BeginStep(0).ok());
+  EXPECT_TRUE(layer->EndStep(0).ok());
   const absl::Status update =
       layer->Update(bags, ConstMatrixView{grad.data(), kBatch, kTables * kDim, kTables * kDim}, 0.3f);
   EXPECT_EQ(update.code(), absl::StatusCode::kOutOfRange) << update;
@@ -169,7 +181,9 @@ TEST(EmbeddingLayer, StatisticsStartAtZeroAfterInitialisation) {
     const CacheStats& s = reports[0].stats;
     EXPECT_EQ(s.lookups(), 0u);
     EXPECT_EQ(s.update_hits() + s.base_updates(), 0u);
-    if (kind == StorageKind::kStatic) EXPECT_GT(s.cold.rows_filled, 0u);
+    if (kind == StorageKind::kStatic) {
+      EXPECT_GT(s.cold.rows_filled, 0u);
+    }
     EXPECT_EQ(s.slow_bytes_read(), s.cold.rows_filled * s.row_bytes);
     EXPECT_EQ(s.slow_bytes_written(), 0u);
   }

@@ -1,0 +1,111 @@
+#include "train/stepper.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "base/status_macros.h"
+
+namespace cemb::dlrm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+Stepper::Stepper(Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
+                 int prefetch_batches)
+    : model_(model),
+      sharded_(std::move(sharded)),
+      comm_(comm),
+      prefetch_batches_(prefetch_batches),
+      train_cycle_(&model->embeddings(), prefetch_batches),
+      eval_cycle_(&model->embeddings(), 0),
+      peeked_(static_cast<size_t>(prefetch_batches)),
+      ahead_(static_cast<size_t>(prefetch_batches)) {}
+
+void Stepper::View(const data::Batch& batch) {
+  bags_.resize(batch.num_tables());
+  for (uint32_t t = 0; t < batch.num_tables(); ++t) bags_[t] = Bags<int32_t>{batch.offsets(t), batch.indices(t)};
+  current_.batch = &batch;
+  current_.view = BatchView{.size = batch.size(), .dense = batch.dense(), .labels = batch.labels(), .bags = bags_};
+}
+
+absl::StatusOr<const StepBatch*> Stepper::BeginTrain(data::Loader& loader, int64_t step, int64_t total_steps,
+                                                     PhaseTimes* times) {
+  const Clock::time_point t0 = Clock::now();
+  const data::Batch* batch = loader.Next();
+  if (batch == nullptr) return absl::InternalError("the training loader ended early");  // endless: cannot happen
+  View(*batch);
+  // The next batches, up to the run's last step, for the ssd tables'
+  // prefetch. Several ranks: whether or not this rank has ssd tables, as
+  // every rank must exchange the same batches.
+  std::span<const data::Batch* const> peeked;
+  if ((train_cycle_.prefetches() || distributed()) && prefetch_batches_ > 0) {
+    const auto left = static_cast<size_t>(std::max<int64_t>(0, total_steps - step - 1));
+    peeked = loader.Peek(std::min(static_cast<size_t>(prefetch_batches_), left));
+  }
+  (*times)[Phase::kData] += Since(t0);
+  CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, TrainBags(step, peeked, times));
+  CEMB_RETURN_IF_ERROR(
+      Agree(train_cycle_.Begin(step, bags, std::span(ahead_.data(), peeked.size()), &(*times)[Phase::kSsdWait])));
+  return &current_;
+}
+
+absl::Status Stepper::EndTrain(int64_t step, PhaseTimes* times) {
+  return Agree(train_cycle_.End(step, &(*times)[Phase::kCacheFlush]));
+}
+
+absl::StatusOr<std::span<const Bags<int32_t>>> Stepper::TrainBags(int64_t step,
+                                                                  std::span<const data::Batch* const> peeked,
+                                                                  PhaseTimes* times) {
+  for (size_t i = 0; i < peeked.size(); ++i) {
+    peeked_[i].resize(peeked[i]->num_tables());
+    for (uint32_t t = 0; t < peeked[i]->num_tables(); ++t) {
+      peeked_[i][t] = Bags<int32_t>{peeked[i]->offsets(t), peeked[i]->indices(t)};
+    }
+  }
+  if (!distributed()) {
+    for (size_t i = 0; i < peeked.size(); ++i) ahead_[i] = peeked_[i];
+    return current_.view.bags;
+  }
+  // Every rank exchanges the same batches: the step's (unless it travelled
+  // ahead already), then those peeked that have not.
+  next_exchanged_ = std::max(next_exchanged_, step);
+  if (next_exchanged_ == step) {
+    CEMB_RETURN_IF_ERROR(sharded_->ExchangeIndices(TrainSlot(step), current_.view.bags, times));
+    ++next_exchanged_;
+  }
+  for (size_t i = 0; i < peeked.size(); ++i) {
+    const int64_t id = step + 1 + static_cast<int64_t>(i);
+    if (id == next_exchanged_) {
+      CEMB_RETURN_IF_ERROR(sharded_->ExchangeIndices(TrainSlot(id), peeked_[i], times));
+      ++next_exchanged_;
+    }
+    ahead_[i] = sharded_->owned_bags(TrainSlot(id));
+  }
+  sharded_->Use(TrainSlot(step));
+  return sharded_->owned_bags(TrainSlot(step));
+}
+
+absl::StatusOr<const StepBatch*> Stepper::BeginEval(const data::Batch& batch, PhaseTimes* times) {
+  View(batch);
+  std::span<const Bags<int32_t>> bags = current_.view.bags;
+  if (distributed()) {
+    CEMB_RETURN_IF_ERROR(sharded_->ExchangeIndices(EvalSlot(), bags, times));
+    sharded_->Use(EvalSlot());
+    bags = sharded_->owned_bags(EvalSlot());
+  }
+  eval_id_ = next_eval_id_++;
+  CEMB_RETURN_IF_ERROR(Agree(eval_cycle_.Begin(eval_id_, bags, {}, &(*times)[Phase::kSsdWait])));
+  return &current_;
+}
+
+absl::Status Stepper::EndEval(PhaseTimes* times) {
+  return Agree(eval_cycle_.End(eval_id_, &(*times)[Phase::kCacheFlush]));
+}
+
+absl::Status Stepper::Drain() { return Agree(train_cycle_.Drain()); }
+
+}  // namespace cemb::dlrm

@@ -1,0 +1,128 @@
+// Stepper: the one owner of a batch's life in a training run, from the
+// loader's peek to the unpin, for training and for evaluation, on one
+// process or on several.
+//
+//   BeginTrain(k)   the loader's next batch (step k's) and a peek at the P
+//                   after it, up to the run's last step; on several ranks
+//                   their indices go to the tables' owners (each batch once,
+//                   into its slot of the ring, ShardedStep::ExchangeIndices)
+//                   and the model is pointed at step k's slot; then the
+//                   tables' step begins (StepCycle::Begin: batch k's rows
+//                   resident, k + 1 .. k + P handed to the prefetchers).
+//                   Returns the batch as the model sees it.
+//   ... Dlrm::TrainStep(batch->view, lr, times) ...
+//   EndTrain(k)     the tables' step ends (StepCycle::End: unpin, flushes).
+//
+//   BeginEval(b) / EndEval()  the same for an evaluation batch: its own
+//                   cycle (P = 0), its own ids and, on several ranks, its
+//                   own slot.
+//
+// The indices take one road: the loader's batch -> (several ranks: the
+// exchange's owned bags, this rank's tables over the global batch) -> the
+// cycle's prefetch and wait -> the model's lookup and update. Slots, on
+// several ranks: P + 1 for training in a ring (batch k in slot k mod
+// (P + 1): a batch's indices travel up to P steps before its step and stay
+// valid until then) and one for evaluation: SlotsFor(P) in all.
+//
+// Every status is agreed among the ranks (distributed::Comm::AgreeOnStatus),
+// so that all return the same error at the same call.
+//
+// Thread safety: the trainer's thread only; the cycle's prefetcher threads
+// read the peeked batches, so the loader must outlive the Stepper.
+//
+//   CEMB_ASSIGN_OR_RETURN(auto sharded, ShardedStep::Create(comm, plan, dim, batch, Stepper::SlotsFor(P)));
+//   ... Dlrm::Create with .peers = sharded.get() ...
+//   Stepper steps(model.get(), std::move(sharded), &comm, P);
+//   CEMB_ASSIGN_OR_RETURN(const StepBatch* b, steps.BeginTrain(*loader, k, total_steps, &times));
+//   CEMB_ASSIGN_OR_RETURN(double loss, model->TrainStep(b->view, lr, &times));
+//   CEMB_RETURN_IF_ERROR(steps.EndTrain(k, &times));
+#ifndef CEMB_TRAIN_STEPPER_H_
+#define CEMB_TRAIN_STEPPER_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "data/loader.h"
+#include "distributed/comm.h"
+#include "dlrm/model.h"
+#include "dlrm/sharded_step.h"
+#include "tables/step_cycle.h"
+
+namespace cemb::dlrm {
+
+// A batch as a step runs it: the loader's batch and the model's view of it
+// (its bags: the batch's own, one per table of the model).
+struct StepBatch {
+  const data::Batch* batch = nullptr;
+  BatchView view;
+};
+
+class Stepper {
+ public:
+  // The ShardedStep slots a run with prefetch_batches = P needs.
+  static int SlotsFor(int prefetch_batches) { return prefetch_batches + 2; }
+
+  // `sharded` (with SlotsFor(prefetch_batches) slots) and `comm`: several
+  // ranks; nullptr and nullptr (or a comm of one rank): one process.
+  // REQUIRES: model outlives the Stepper; prefetch_batches >= 0.
+  Stepper(Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm, int prefetch_batches);
+  Stepper(const Stepper&) = delete;
+  Stepper& operator=(const Stepper&) = delete;
+
+  // Step `step` of a run of `total_steps` (see above). The batch stays valid
+  // until the next BeginTrain. Errors (agreed): the loader ended, malformed
+  // bags on some rank, too few ssd slots, an I/O error; the step must not
+  // run then.
+  [[nodiscard]] absl::StatusOr<const StepBatch*> BeginTrain(data::Loader& loader, int64_t step, int64_t total_steps,
+                                                            PhaseTimes* times);
+  [[nodiscard]] absl::Status EndTrain(int64_t step, PhaseTimes* times);
+
+  // An evaluation batch (from the caller's loader). REQUIRES: Drain() since
+  // the last training step.
+  [[nodiscard]] absl::StatusOr<const StepBatch*> BeginEval(const data::Batch& batch, PhaseTimes* times);
+  [[nodiscard]] absl::Status EndEval(PhaseTimes* times);
+
+  // Waits for the prefetcher threads (agreed): before evaluation, a
+  // checkpoint, the end of the run.
+  [[nodiscard]] absl::Status Drain();
+
+  // Several ranks: the tables' owners; nullptr on one process.
+  const ShardedStep* sharded() const { return sharded_.get(); }
+
+ private:
+  bool distributed() const { return comm_ != nullptr && comm_->size() > 1; }
+  absl::Status Agree(const absl::Status& s) const { return distributed() ? comm_->AgreeOnStatus(s) : s; }
+  int TrainSlot(int64_t step) const { return static_cast<int>(step % (prefetch_batches_ + 1)); }
+  int EvalSlot() const { return SlotsFor(prefetch_batches_) - 1; }
+  // current_.view from `batch`: its bags, one per table.
+  void View(const data::Batch& batch);
+  // The bags this rank's tables see for current_ and for the `peeked`
+  // batches after step `step` (into ahead_): the batches' own, or on several
+  // ranks the owned bags of their slots, after the exchanges not done yet.
+  absl::StatusOr<std::span<const Bags<int32_t>>> TrainBags(int64_t step, std::span<const data::Batch* const> peeked,
+                                                           PhaseTimes* times);
+
+  Dlrm* model_;
+  std::unique_ptr<ShardedStep> sharded_;
+  const distributed::Comm* comm_;
+  int prefetch_batches_;
+  StepCycle train_cycle_;  // ids: step numbers
+  StepCycle eval_cycle_;   // ids: from kFirstEvalId on, P = 0
+  static constexpr int64_t kFirstEvalId = int64_t{1} << 62;
+  int64_t next_eval_id_ = kFirstEvalId;
+  int64_t eval_id_ = 0;  // the current evaluation batch's
+  int64_t next_exchanged_ = 0;  // several ranks: the first training batch whose indices have not travelled
+
+  StepBatch current_;
+  std::vector<Bags<int32_t>> bags_;                    // current_.view.bags
+  std::vector<std::vector<Bags<int32_t>>> peeked_;     // P x tables: the peeked batches' own bags
+  std::vector<std::span<const Bags<int32_t>>> ahead_;  // what StepCycle::Begin prefetches
+};
+
+}  // namespace cemb::dlrm
+
+#endif  // CEMB_TRAIN_STEPPER_H_
