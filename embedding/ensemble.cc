@@ -51,13 +51,38 @@ absl::Status Ensemble::pooled_lookup(std::span<const Bags<Index>> bags, std::spa
 
 template <typename Index>
 absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling pooling) {
+  return reindex(bags, pooling, std::span<UpdatePlan* const>());
+}
+
+template <typename Index>
+absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling pooling,
+                               std::span<UpdatePlan* const> ready) {
   if (absl::Status s = CheckCount(bags.size(), "bag sets"); !s.ok()) return s;
+  if (!ready.empty()) {
+    if (absl::Status s = CheckCount(ready.size(), "plans made ahead"); !s.ok()) return s;
+  }
+  auto made_ahead = [&](size_t t) { return !ready.empty() && ready[t] != nullptr; };
   for (size_t t = 0; t < tables_.size(); ++t) {
-    if (absl::Status s = validate_bags(tables_[t]->name(), tables_[t]->nvectors(), bags[t]); !s.ok()) return s;
+    if (made_ahead(t)) {
+      const UpdatePlan& p = *ready[t];
+      const int64_t outputs = bags[t].offsets.empty() ? static_cast<int64_t>(bags[t].indices.size()) : bags[t].nbags();
+      if (p.nvectors() != tables_[t]->nvectors() || p.noutputs() != outputs ||
+          p.noccurrences() != static_cast<int64_t>(bags[t].indices.size())) {
+        return absl::InvalidArgumentError(absl::StrCat("table ", tables_[t]->name(), ": a plan made ahead for ",
+                                                       p.noutputs(), " bags of ", p.noccurrences(),
+                                                       " indices, not this batch's"));
+      }
+    } else if (absl::Status s = validate_bags(tables_[t]->name(), tables_[t]->nvectors(), bags[t]); !s.ok()) {
+      return s;
+    }
   }
   parallel_for(ntables(), options_.threads, [&](int64_t t) {
-    plans_[t].BuildUnchecked<Index>(tables_[t]->nvectors(), bags[t].offsets, bags[t].indices, bags[t].weights,
-                                    pooling);
+    if (made_ahead(static_cast<size_t>(t))) {
+      std::swap(plans_[t], *ready[t]);
+    } else {
+      plans_[t].BuildUnchecked<Index>(tables_[t]->nvectors(), bags[t].offsets, bags[t].indices, bags[t].weights,
+                                      pooling);
+    }
   });
   return absl::OkStatus();
 }
@@ -98,5 +123,7 @@ template absl::Status Ensemble::pooled_lookup(std::span<const Bags<int64_t>>, st
                                               const LookupOptions&);
 template absl::Status Ensemble::reindex(std::span<const Bags<int32_t>>, Pooling);
 template absl::Status Ensemble::reindex(std::span<const Bags<int64_t>>, Pooling);
+template absl::Status Ensemble::reindex(std::span<const Bags<int32_t>>, Pooling, std::span<UpdatePlan* const>);
+template absl::Status Ensemble::reindex(std::span<const Bags<int64_t>>, Pooling, std::span<UpdatePlan* const>);
 
 }  // namespace cemb

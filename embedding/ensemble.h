@@ -142,6 +142,14 @@ class Ensemble {
   // (tables in parallel). Validates first.
   template <typename Index>
   [[nodiscard]] absl::Status reindex(std::span<const Bags<Index>> bags, Pooling pooling);
+  // The same, with some plans made ahead (e.g. by a prefetcher, while an
+  // earlier step ran): a non-null ready[t], built from these very bags[t]
+  // and pooling, becomes table t's plan by a swap (ready[t] gets the old
+  // plan's buffers back, to build the next one in) and is neither validated
+  // nor built again. InvalidArgument when its shape is not that of bags[t].
+  template <typename Index>
+  [[nodiscard]] absl::Status reindex(std::span<const Bags<Index>> bags, Pooling pooling,
+                                     std::span<UpdatePlan* const> ready);
 
   // Applies grads[t] (one row per bag of table t) through the plans of the
   // last reindex(): SGD, or row-wise AdaGrad with one state per table.

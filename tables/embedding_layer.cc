@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "base/status_macros.h"
 #include "embedding/ensemble.h"
 #include "embedding/internal/feature_sizes.h"
+#include "embedding/reindex.h"
 #include "embedding/table_io.h"
 #include "embedding/validate.h"
 
@@ -106,7 +108,12 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   }
 
   absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) override {
-    CEMB_RETURN_IF_ERROR(ensemble_.reindex<int32_t>(bags, Pooling::kSum));
+    // The ssd tables' plans were made by Prefetch; the others' are made here.
+    for (int t = 0; t < num_tables(); ++t) {
+      ready_[t] = current_plans_ != nullptr && current_plans_->built[t] ? &current_plans_->plans[t] : nullptr;
+    }
+    if (current_plans_ != nullptr) std::fill(current_plans_->built.begin(), current_plans_->built.end(), 0);
+    CEMB_RETURN_IF_ERROR(ensemble_.reindex<int32_t>(bags, Pooling::kSum, ready_));
     for (int t = 0; t < num_tables(); ++t) grads_[t] = grad.slice(t * options_.dim, options_.dim);
     const UpdateOptions update{.learning_rate = lr, .store = options_.update_store, .eps = options_.adagrad_eps};
     if (options_.optimizer == EmbeddingOptimizer::kRowwiseAdagrad) {
@@ -120,9 +127,15 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   absl::Status Prefetch(int64_t batch_id, int t, const Bags<int32_t>& bags) override {
     auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get());
     if (s == nullptr) return absl::OkStatus();
-    // The lookup's own check and message (table, bag, index), before any row is pinned.
+    // The lookup's own check and message (table, bag, index), before any
+    // row is pinned; then the batch's update plan, whose distinct rows are
+    // the ones to pin (Update uses the plan, neither checked nor made again).
     CEMB_RETURN_IF_ERROR(validate_bags(s->name(), s->nvectors(), bags));
-    return s->Prefetch(batch_id, bags.indices);
+    Planned& planned = PlannedFor(batch_id);
+    UpdatePlan& plan = planned.plans[t];
+    plan.BuildUnchecked<int32_t>(s->nvectors(), bags.offsets, bags.indices, bags.weights, Pooling::kSum);
+    planned.built[t] = 1;
+    return s->Prefetch(batch_id, plan.rows());
   }
 
   absl::StatusOr<double> BeginStep(int64_t batch_id) override {
@@ -132,11 +145,17 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
       waited += absl::ToDoubleSeconds(d);
     }
     for (size_t i = 0; i < cached_.size(); ++i) scopes_[i].emplace(cached_[i]->begin_step());
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    current_plans_ = nullptr;
+    for (const std::unique_ptr<Planned>& p : planned_) {
+      if (p->id == batch_id) current_plans_ = p.get();
+    }
     return waited;
   }
 
   absl::StatusOr<int> EndStep(int64_t batch_id) override {
     for (auto& scope : scopes_) scope.reset();
+    RecyclePlans(batch_id);
     for (SsdTable<T, D>* s : ssd_) CEMB_RETURN_IF_ERROR(s->Unpin(batch_id));
     int flushed = 0;
     for (CachedTable<T, D>* c : cached_) {
@@ -332,6 +351,13 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   }
 
  private:
+  // A batch's update plans made ahead (members below).
+  struct Planned {
+    int64_t id = 0;
+    std::vector<UpdatePlan> plans;  // one per table
+    std::vector<char> built;        // plans[t] holds this batch's plan
+  };
+
   explicit TypedEmbeddingLayer(const EmbeddingLayerOptions& options)
       : options_(options), ensemble_({.threads = options.threads, .kernels = options.kernels}) {}
 
@@ -388,6 +414,38 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     return absl::OkStatus();
   }
 
+  // The plans of batch `id`, made on first use (a recycled one when there is
+  // one: a steady state allocates nothing).
+  Planned& PlannedFor(int64_t id) {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    for (const std::unique_ptr<Planned>& p : planned_) {
+      if (p->id == id) return *p;
+    }
+    std::unique_ptr<Planned> p;
+    if (spare_plans_.empty()) {
+      p = std::make_unique<Planned>();
+      p->plans.resize(static_cast<size_t>(num_tables()));
+      p->built.assign(static_cast<size_t>(num_tables()), 0);
+    } else {
+      p = std::move(spare_plans_.back());
+      spare_plans_.pop_back();
+    }
+    p->id = id;
+    planned_.push_back(std::move(p));
+    return *planned_.back();
+  }
+  void RecyclePlans(int64_t id) {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    if (current_plans_ != nullptr && current_plans_->id == id) current_plans_ = nullptr;
+    for (size_t i = 0; i < planned_.size(); ++i) {
+      if (planned_[i]->id != id) continue;
+      std::fill(planned_[i]->built.begin(), planned_[i]->built.end(), 0);
+      spare_plans_.push_back(std::move(planned_[i]));
+      planned_.erase(planned_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+
   absl::Status CheckRow(int t, int64_t row, size_t n) const {
     if (t < 0 || t >= num_tables() || row < 0 || row >= rows(t) || static_cast<int64_t>(n) != options_.dim) {
       return absl::OutOfRangeError(absl::StrCat("embeddings: no row ", row, " of width ", n, " in table ", t));
@@ -422,6 +480,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     }
     for (auto& s : states_) state_ptrs_.push_back(&s);
     scopes_.resize(cached_.size());
+    ready_.resize(n);
     outs_.resize(n);
     grads_.resize(n);
     return absl::OkStatus();
@@ -438,6 +497,19 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   std::vector<RowwiseAdagradState*> state_ptrs_;
   std::vector<::cemb::MatrixView> outs_;
   std::vector<::cemb::ConstMatrixView> grads_;
+
+  // Update plans made ahead by Prefetch (ssd tables only), one Planned per
+  // batch from its first Prefetch to its EndStep, then recycled. Prefetch
+  // of later batches may run on other threads during a step: the lists are
+  // guarded by plans_mu_; plan t of a batch is written by that batch's
+  // Prefetch of table t only, and read by Update after BeginStep of the
+  // batch (the caller orders the two: StepCycle waits for its prefetchers
+  // before BeginStep).
+  std::mutex plans_mu_;
+  std::vector<std::unique_ptr<Planned>> planned_;      // in flight
+  std::vector<std::unique_ptr<Planned>> spare_plans_;  // recycled
+  Planned* current_plans_ = nullptr;                   // BeginStep's batch, if planned
+  std::vector<UpdatePlan*> ready_;                     // Update's plans made ahead, per table (or null)
 };
 
 template <StorageType T>

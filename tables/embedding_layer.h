@@ -8,14 +8,16 @@
 // Lookup writes table t's pooled rows into columns [t*dim, (t+1)*dim) of one
 // [batch x T*dim] matrix, which is the interaction's input as is; Update
 // takes the gradient in the same layout, builds each table's update plan
-// from the same bags, and applies fused SGD or row-wise AdaGrad.
+// from the same bags, and applies fused SGD or row-wise AdaGrad. An ssd
+// table's plan is made once, by Prefetch (its distinct rows are the rows to
+// pin): Update uses it, neither checked nor built again.
 //
 // The step (tables/step_cycle.h drives it; one owner):
 //   Prefetch(id, t, bags)   ssd tables: pin batch id's rows, start their reads
 //   BeginStep(id)           ssd tables: wait for batch id's reads; open the
 //                           cached tables' step scopes (a flush inside aborts
 //                           when check_lifetime is on)
-//   Lookup ... Update
+//   Lookup ... Update       REQUIRES: the bags Prefetch(id, ...) had
 //   EndStep(id)             close the scopes, unpin batch id, flush full caches
 // A step that skips Prefetch reaches an ssd row through its synchronous miss
 // path: correct single-threaded, but a concurrent miss may evict an unpinned
