@@ -43,7 +43,7 @@
 // unpacked into emb's columns (WaitPooled) or packed from d_emb's
 // (StartGradients). That copy costs less than letting MPI scatter them
 // with derived datatypes (MPI_Ialltoallw), which takes Open MPI off its
-// single-copy path (docs/distributed.md: 0.19 against 0.14 ms).
+// single-copy path (docs/distributed.md has the figures).
 //
 // Start and Wait: with Transfer::kNonblocking each Start posts an
 // MPI_Ialltoallv and returns, and the matching Wait completes it (see

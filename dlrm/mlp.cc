@@ -233,8 +233,8 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
         po.append_eltwise(1.f, ForwardAlg(layer.act), 0.f, 0.f);
         fattr.set_post_ops(po);
       }
-      // fp32 weights blocked (standalone 2048x367x512 with bias+ReLU 4.45 ->
-      // 4.12 ms, 2048x512x256 3.03 -> 2.93 ms, 2 threads).
+      // fp32 weights blocked: faster on every Kaggle layer measured
+      // (docs/dlrm-layers.md).
       dnnl::memory wm;
       const dnnl::matmul::primitive_desc pd = MatmulOverWeights(
           w_t,
@@ -302,13 +302,12 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
     // through strides. bf16: g is first transposed by a reorder into
     // g_transposed, because AMX brgemm with a strided (transposed) source
     // runs at about half the speed of a plain one, more than the reorder costs
-    // (measured at 2048 x 512 x 512: 2.1 ms strided vs 0.6 + 0.8 ms).
+    // (docs/dlrm-layers.md).
     //
     // fp32 layers with both widths >= 256 compute dW^T [in, out] = x^T g
     // instead (x seen transposed, g plain) into dw_t, then transpose it into
-    // dW with a reorder: standalone, 2 threads, real data, 512x2048x367
-    // 5.75 -> 4.96 ms and 256x2048x512 3.61 -> 3.18 ms, plus ~0.1 ms of
-    // reorder. Narrow layers keep g^T x (x^T g was slower for N=1).
+    // dW with a reorder: faster, reorder included, on the wide Kaggle layers
+    // (docs/dlrm-layers.md). Narrow layers keep g^T x (x^T g was slower for N=1).
     if (!bf16() && layer.in >= 256 && layer.out >= 256) {
       const bool user_x = l == 0;
       dnnl::memory x_t(Transposed(layer.in, n, dt::f32), engine, user_x ? DNNL_MEMORY_NONE : x.get_data_handle());
@@ -344,8 +343,7 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
     if (l > 0 || options.compute_input_grad) {
       dnnl::memory dx = l > 0 ? dnnl::memory(Plain(n, layer.in, dt::f32), engine, grad[l].data())
                               : plan.user_diff_input;
-      // Weights as in the forward: blocked in fp32 (standalone 2048x512x367
-      // 5.39 -> 4.38 ms, 2048x256x512 3.38 -> 3.07 ms).
+      // Weights as in the forward: blocked in fp32 (docs/dlrm-layers.md).
       dnnl::memory wm;
       const dnnl::matmul::primitive_desc pd = MatmulOverWeights(
           w,

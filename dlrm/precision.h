@@ -6,8 +6,8 @@
 // the OS's AMX permission (oneDNN requests it itself), and the
 // implementation it picks for a small bf16 matmul. Measured with oneDNN 2.6:
 //   AMX                 brg:avx512_core_amx    bf16 faster than fp32
-//   AVX512-BF16, no AMX brg:avx512_core_bf16   bf16 slower: the Kaggle step
-//                                              50 ms against 34 ms in fp32
+//   AVX512-BF16, no AMX brg:avx512_core_bf16   bf16 slower than fp32 (the
+//                                              Kaggle step: bench/RESULTS.md)
 //   AVX2 only (EPYC)    none                   no bf16 matmul at all
 // ResolveMlpPrecision turns a request and those facts into a precision:
 //   kFp32  fp32.

@@ -132,8 +132,8 @@ class Ensemble {
   // out[t] are column slices of one row-major matrix, give that matrix
   // 64-byte aligned rows (and slices of whole cache lines, e.g. D = 16 fp32):
   // otherwise neighbouring tables' blocks share cache lines and the threads
-  // false-share every row (measured: 26 Kaggle tables, D = 16, batch 2048,
-  // 2 threads: 2.5 ms from a std::vector, 0.65 ms 64-byte aligned).
+  // false-share every row (the Kaggle lookup from a std::vector took about
+  // 4x as long: bench/RESULTS.md, "false sharing").
   template <typename Index>
   [[nodiscard]] absl::Status pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
                                            const LookupOptions& options = {});

@@ -3,7 +3,7 @@
 // A `Region` is one large, owned, mapped range of bytes on a tier:
 //   - DRAM: anonymous memory, 64-byte aligned; by default 2 MiB aligned and
 //     advised to transparent huge pages (madvise(MADV_HUGEPAGE)), which makes
-//     random row gathers about 1.6x faster on the machines we measured.
+//     random row gathers faster (docs/library.md, "Tiers").
 //   - PMem: a file mapped through PMDK libpmem2. On device-DAX or a DAX file
 //     system the mapping is byte-addressable persistent memory; on any other
 //     file system it is an ordinary shared file mapping (the "slow tier" of a
