@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/parallel.h"
+#include "base/status_macros.h"
 
 namespace cemb {
 
@@ -20,6 +21,12 @@ absl::Status Ensemble::CheckCount(size_t n, const char* what) const {
   return absl::OkStatus();
 }
 
+absl::Status Ensemble::CheckPrepared(const Prepared& prepared) const {
+  if (!prepared.checked.empty()) CEMB_RETURN_IF_ERROR(CheckCount(prepared.checked.size(), "checked flags"));
+  if (!prepared.plans.empty()) CEMB_RETURN_IF_ERROR(CheckCount(prepared.plans.size(), "plans made ahead"));
+  return absl::OkStatus();
+}
+
 void Ensemble::MakeItems(std::span<const int64_t> sizes) {
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
@@ -33,12 +40,18 @@ void Ensemble::MakeItems(std::span<const int64_t> sizes) {
 
 template <typename Index>
 absl::Status Ensemble::pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
-                                     const LookupOptions& options) {
+                                     const LookupOptions& options, const Prepared& prepared) {
   if (absl::Status s = CheckCount(bags.size(), "bag sets"); !s.ok()) return s;
   if (absl::Status s = CheckCount(out.size(), "outputs"); !s.ok()) return s;
+  if (absl::Status s = CheckPrepared(prepared); !s.ok()) return s;
   sizes_.resize(tables_.size());
   for (size_t t = 0; t < tables_.size(); ++t) {
-    if (absl::Status s = tables_[t]->validate(bags[t], out[t]); !s.ok()) return s;
+    const bool checked = !prepared.checked.empty() && prepared.checked[t] != 0;
+    if (absl::Status s = checked ? tables_[t]->validate_output(bags[t].nbags(), out[t])
+                                 : tables_[t]->validate(bags[t], out[t]);
+        !s.ok()) {
+      return s;
+    }
     sizes_[t] = bags[t].nbags();
   }
   MakeItems(sizes_);
@@ -50,18 +63,12 @@ absl::Status Ensemble::pooled_lookup(std::span<const Bags<Index>> bags, std::spa
 }
 
 template <typename Index>
-absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling pooling) {
-  return reindex(bags, pooling, std::span<UpdatePlan* const>());
-}
-
-template <typename Index>
-absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling pooling,
-                               std::span<UpdatePlan* const> ready) {
+absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling pooling, const Prepared& prepared) {
   if (absl::Status s = CheckCount(bags.size(), "bag sets"); !s.ok()) return s;
-  if (!ready.empty()) {
-    if (absl::Status s = CheckCount(ready.size(), "plans made ahead"); !s.ok()) return s;
-  }
+  if (absl::Status s = CheckPrepared(prepared); !s.ok()) return s;
+  const std::span<UpdatePlan* const> ready = prepared.plans;
   auto made_ahead = [&](size_t t) { return !ready.empty() && ready[t] != nullptr; };
+  auto checked = [&](size_t t) { return !prepared.checked.empty() && prepared.checked[t] != 0; };
   for (size_t t = 0; t < tables_.size(); ++t) {
     if (made_ahead(t)) {
       const UpdatePlan& p = *ready[t];
@@ -72,8 +79,8 @@ absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling poolin
                                                        p.noutputs(), " bags of ", p.noccurrences(),
                                                        " indices, not this batch's"));
       }
-    } else if (absl::Status s = validate_bags(tables_[t]->name(), tables_[t]->nvectors(), bags[t]); !s.ok()) {
-      return s;
+    } else if (!checked(t)) {
+      if (absl::Status s = validate_bags(tables_[t]->name(), tables_[t]->nvectors(), bags[t]); !s.ok()) return s;
     }
   }
   parallel_for(ntables(), options_.threads, [&](int64_t t) {
@@ -118,12 +125,10 @@ absl::Status Ensemble::adagrad_update(std::span<const ConstMatrixView> grads,
 }
 
 template absl::Status Ensemble::pooled_lookup(std::span<const Bags<int32_t>>, std::span<const MatrixView>,
-                                              const LookupOptions&);
+                                              const LookupOptions&, const Prepared&);
 template absl::Status Ensemble::pooled_lookup(std::span<const Bags<int64_t>>, std::span<const MatrixView>,
-                                              const LookupOptions&);
-template absl::Status Ensemble::reindex(std::span<const Bags<int32_t>>, Pooling);
-template absl::Status Ensemble::reindex(std::span<const Bags<int64_t>>, Pooling);
-template absl::Status Ensemble::reindex(std::span<const Bags<int32_t>>, Pooling, std::span<UpdatePlan* const>);
-template absl::Status Ensemble::reindex(std::span<const Bags<int64_t>>, Pooling, std::span<UpdatePlan* const>);
+                                              const LookupOptions&, const Prepared&);
+template absl::Status Ensemble::reindex(std::span<const Bags<int32_t>>, Pooling, const Prepared&);
+template absl::Status Ensemble::reindex(std::span<const Bags<int64_t>>, Pooling, const Prepared&);
 
 }  // namespace cemb

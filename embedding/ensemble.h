@@ -46,6 +46,8 @@ class TableOps {
 
   virtual absl::Status validate(const Bags<int32_t>& bags, MatrixView out) const = 0;
   virtual absl::Status validate(const Bags<int64_t>& bags, MatrixView out) const = 0;
+  // The output's shape only, for bags checked already.
+  virtual absl::Status validate_output(int64_t nbags, MatrixView out) const = 0;
   virtual void pooled(const Bags<int32_t>& bags, MatrixView out, const LookupOptions& o, int64_t b0,
                       int64_t b1) const = 0;
   virtual void pooled(const Bags<int64_t>& bags, MatrixView out, const LookupOptions& o, int64_t b0,
@@ -68,6 +70,10 @@ class BoundTableOps final : public TableOps {
   std::string description() const override { return k_.description(); }
   absl::Status validate(const Bags<int32_t>& bags, MatrixView out) const override { return Validate(bags, out); }
   absl::Status validate(const Bags<int64_t>& bags, MatrixView out) const override { return Validate(bags, out); }
+  absl::Status validate_output(int64_t nbags, MatrixView out) const override {
+    const Table& t = k_.table();
+    return validate_matrix(t.name(), "output", t.featuresize(), nbags, out);
+  }
   void pooled(const Bags<int32_t>& bags, MatrixView out, const LookupOptions& o, int64_t b0,
               int64_t b1) const override {
     k_.pooled_range(k_.pooled_args(bags, out, o), b0, b1);
@@ -107,6 +113,17 @@ struct EnsembleOptions {
   KernelOptions kernels;
 };
 
+// What a caller did already for some tables of a batch (a table set whose
+// prefetch, ahead of the step, checked the bags and made the plans), so that
+// the ensemble does not do it again. Spans of one entry per table, or empty.
+struct Prepared {
+  // checked[t] != 0: validate_bags passed on these very bags[t] (only the
+  // output or gradient's shape is checked then).
+  std::span<const char> checked;
+  // plans[t] != nullptr: table t's update plan, made from these bags[t].
+  std::span<UpdatePlan* const> plans;
+};
+
 class Ensemble {
  public:
   explicit Ensemble(const EnsembleOptions& options = {}) : options_(options) {}
@@ -136,20 +153,18 @@ class Ensemble {
   // 4x as long: bench/RESULTS.md, "false sharing").
   template <typename Index>
   [[nodiscard]] absl::Status pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
-                                           const LookupOptions& options = {});
+                                           const LookupOptions& options = {}, const Prepared& prepared = {});
 
   // Builds each table's update plan from the bags of its last lookup
   // (tables in parallel). Validates first.
-  template <typename Index>
-  [[nodiscard]] absl::Status reindex(std::span<const Bags<Index>> bags, Pooling pooling);
-  // The same, with some plans made ahead (e.g. by a prefetcher, while an
-  // earlier step ran): a non-null ready[t], built from these very bags[t]
-  // and pooling, becomes table t's plan by a swap (ready[t] gets the old
-  // plan's buffers back, to build the next one in) and is neither validated
-  // nor built again. InvalidArgument when its shape is not that of bags[t].
+  // With `prepared`, the tables whose plan was made ahead (prepared.plans[t]
+  // non-null, built from these very bags[t] and pooling) take it by a swap
+  // (it gets the old plan's buffers back, to build the next one in): neither
+  // checked nor built again; InvalidArgument when its shape is not that of
+  // bags[t].
   template <typename Index>
   [[nodiscard]] absl::Status reindex(std::span<const Bags<Index>> bags, Pooling pooling,
-                                     std::span<UpdatePlan* const> ready);
+                                     const Prepared& prepared = {});
 
   // Applies grads[t] (one row per bag of table t) through the plans of the
   // last reindex(): SGD, or row-wise AdaGrad with one state per table.
@@ -164,6 +179,7 @@ class Ensemble {
     int64_t begin, end;
   };
   absl::Status CheckCount(size_t n, const char* what) const;
+  absl::Status CheckPrepared(const Prepared& prepared) const;
   // Cuts each table's [0, sizes[t]) into chunks, into items_.
   void MakeItems(std::span<const int64_t> sizes);
   absl::Status Update(std::span<const ConstMatrixView> grads, std::span<RowwiseAdagradState* const> states,

@@ -102,18 +102,32 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     return std::visit([](const auto& table) { return table.nvectors(); }, *tables_[t]);
   }
 
+  // Each batch's bags are checked once: an ssd table's by its Prefetch, the
+  // others' by Lookup; Update checks only bags other than the ones checked
+  // (the same spans are taken as checked: REQUIRES, unchanged in between).
   absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) override {
-    for (int t = 0; t < num_tables(); ++t) outs_[t] = out.slice(t * options_.dim, options_.dim);
-    return ensemble_.pooled_lookup<int32_t>(bags, outs_);
+    if (bags.size() != static_cast<size_t>(num_tables())) return ensemble_.pooled_lookup<int32_t>(bags, {});
+    for (int t = 0; t < num_tables(); ++t) {
+      outs_[t] = out.slice(t * options_.dim, options_.dim);
+      checked_[t] = current_plans_ != nullptr && current_plans_->built[t] && SameBags(current_plans_->bags[t], bags[t]);
+    }
+    CEMB_RETURN_IF_ERROR(ensemble_.pooled_lookup<int32_t>(bags, outs_, {}, {.checked = checked_}));
+    looked_up_.assign(bags.begin(), bags.end());
+    return absl::OkStatus();
   }
 
   absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) override {
     // The ssd tables' plans were made by Prefetch; the others' are made here.
+    if (bags.size() != static_cast<size_t>(num_tables())) return ensemble_.reindex<int32_t>(bags, Pooling::kSum);
     for (int t = 0; t < num_tables(); ++t) {
-      ready_[t] = current_plans_ != nullptr && current_plans_->built[t] ? &current_plans_->plans[t] : nullptr;
+      const bool planned = current_plans_ != nullptr && current_plans_->built[t] &&
+                           SameBags(current_plans_->bags[t], bags[t]);
+      ready_[t] = planned ? &current_plans_->plans[t] : nullptr;
+      checked_[t] = planned || (t < static_cast<int>(looked_up_.size()) && SameBags(looked_up_[t], bags[t]));
     }
     if (current_plans_ != nullptr) std::fill(current_plans_->built.begin(), current_plans_->built.end(), 0);
-    CEMB_RETURN_IF_ERROR(ensemble_.reindex<int32_t>(bags, Pooling::kSum, ready_));
+    looked_up_.clear();
+    CEMB_RETURN_IF_ERROR(ensemble_.reindex<int32_t>(bags, Pooling::kSum, {.checked = checked_, .plans = ready_}));
     for (int t = 0; t < num_tables(); ++t) grads_[t] = grad.slice(t * options_.dim, options_.dim);
     const UpdateOptions update{.learning_rate = lr, .store = options_.update_store, .eps = options_.adagrad_eps};
     if (options_.optimizer == EmbeddingOptimizer::kRowwiseAdagrad) {
@@ -134,6 +148,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     Planned& planned = PlannedFor(batch_id);
     UpdatePlan& plan = planned.plans[t];
     plan.BuildUnchecked<int32_t>(s->nvectors(), bags.offsets, bags.indices, bags.weights, Pooling::kSum);
+    planned.bags[t] = bags;
     planned.built[t] = 1;
     return s->Prefetch(batch_id, plan.rows());
   }
@@ -354,9 +369,16 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   // A batch's update plans made ahead (members below).
   struct Planned {
     int64_t id = 0;
-    std::vector<UpdatePlan> plans;  // one per table
-    std::vector<char> built;        // plans[t] holds this batch's plan
+    std::vector<UpdatePlan> plans;     // one per table
+    std::vector<Bags<int32_t>> bags;   // what plans[t] was made from (checked)
+    std::vector<char> built;           // plans[t] holds this batch's plan
   };
+  // The same spans (a batch's bags are not copied between its prefetch,
+  // lookup and update).
+  static bool SameBags(const Bags<int32_t>& a, const Bags<int32_t>& b) {
+    auto same = [](auto x, auto y) { return x.data() == y.data() && x.size() == y.size(); };
+    return same(a.offsets, b.offsets) && same(a.indices, b.indices) && same(a.weights, b.weights);
+  }
 
   explicit TypedEmbeddingLayer(const EmbeddingLayerOptions& options)
       : options_(options), ensemble_({.threads = options.threads, .kernels = options.kernels}) {}
@@ -425,6 +447,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     if (spare_plans_.empty()) {
       p = std::make_unique<Planned>();
       p->plans.resize(static_cast<size_t>(num_tables()));
+      p->bags.resize(static_cast<size_t>(num_tables()));
       p->built.assign(static_cast<size_t>(num_tables()), 0);
     } else {
       p = std::move(spare_plans_.back());
@@ -481,6 +504,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     for (auto& s : states_) state_ptrs_.push_back(&s);
     scopes_.resize(cached_.size());
     ready_.resize(n);
+    checked_.resize(n);
     outs_.resize(n);
     grads_.resize(n);
     return absl::OkStatus();
@@ -510,6 +534,8 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   std::vector<std::unique_ptr<Planned>> spare_plans_;  // recycled
   Planned* current_plans_ = nullptr;                   // BeginStep's batch, if planned
   std::vector<UpdatePlan*> ready_;                     // Update's plans made ahead, per table (or null)
+  std::vector<char> checked_;                          // per table: these bags were checked already
+  std::vector<Bags<int32_t>> looked_up_;               // the last Lookup's bags (checked), until Update
 };
 
 template <StorageType T>

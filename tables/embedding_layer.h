@@ -8,9 +8,11 @@
 // Lookup writes table t's pooled rows into columns [t*dim, (t+1)*dim) of one
 // [batch x T*dim] matrix, which is the interaction's input as is; Update
 // takes the gradient in the same layout, builds each table's update plan
-// from the same bags, and applies fused SGD or row-wise AdaGrad. An ssd
-// table's plan is made once, by Prefetch (its distinct rows are the rows to
-// pin): Update uses it, neither checked nor built again.
+// from the same bags, and applies fused SGD or row-wise AdaGrad. A batch's
+// bags are checked once: an ssd table's by Prefetch, which also makes its
+// update plan (the plan's distinct rows are the rows to pin), the others'
+// by Lookup; Update checks and plans only what was not (bags are matched
+// by their spans: the same spans must hold the same values throughout).
 //
 // The step (tables/step_cycle.h drives it; one owner):
 //   Prefetch(id, t, bags)   ssd tables: pin batch id's rows, start their reads

@@ -93,5 +93,46 @@ TEST(Ensemble, AdagradUpdatesEveryTable) {
   EXPECT_EQ(touched, ensemble.plan(0).nunique());
 }
 
+// Plans made ahead (Prepared::plans) are swapped in and give the update of
+// plans made here; a plan of another shape is refused; checked bags still
+// have their output's shape checked.
+TEST(Ensemble, PlansMadeAheadUpdateAsReindexDoes) {
+  auto a = MakeTable<SimpleTable<float, 16>>(400, 16, 1);
+  auto b = MakeTable<SimpleTable<float, 16>>(400, 16, 1);  // the same rows
+  Ensemble ea({.threads = 2}), eb({.threads = 2});
+  ASSERT_TRUE(ea.add(a).ok());
+  ASSERT_TRUE(eb.add(b).ok());
+  constexpr int64_t kBatch = 64;
+  const auto bags_of = MakeBags<int32_t>(kBatch, 1, 6, 400, 9);
+  const std::vector<Bags<int32_t>> bags = {bags_of.bags(false)};
+  std::vector<float> grad(kBatch * 16);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  const std::vector<ConstMatrixView> grads = {ConstMatrixView{grad.data(), kBatch, 16, 16}};
+
+  ASSERT_TRUE(ea.reindex<int32_t>(bags, Pooling::kSum).ok());
+  ASSERT_TRUE(ea.sgd_update(grads, {.learning_rate = 0.5f}).ok());
+  UpdatePlan ahead;
+  ahead.BuildUnchecked<int32_t>(400, bags[0].offsets, bags[0].indices, {}, Pooling::kSum);
+  UpdatePlan* plans[] = {&ahead};
+  const char checked[] = {1};
+  ASSERT_TRUE(eb.reindex<int32_t>(bags, Pooling::kSum, {.checked = checked, .plans = plans}).ok());
+  EXPECT_EQ(eb.plan(0).nunique(), ea.plan(0).nunique());
+  ASSERT_TRUE(eb.sgd_update(grads, {.learning_rate = 0.5f}).ok());
+  const reference::Rows ra = reference::Snapshot(a), rb = reference::Snapshot(b);
+  ASSERT_EQ(ra.v, rb.v);  // bit for bit
+
+  const auto other_of = MakeBags<int32_t>(kBatch / 2, 1, 6, 400, 10);
+  UpdatePlan other;
+  other.BuildUnchecked<int32_t>(400, other_of.offsets, other_of.indices, {}, Pooling::kSum);
+  UpdatePlan* wrong[] = {&other};
+  const absl::Status refused = eb.reindex<int32_t>(bags, Pooling::kSum, {.plans = wrong});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+
+  std::vector<float> out(kBatch * 8);
+  const std::vector<MatrixView> narrow = {MatrixView{out.data(), kBatch, 8, 8}};  // D = 16 needed
+  EXPECT_EQ(eb.pooled_lookup<int32_t>(bags, narrow, {}, {.checked = checked}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace cemb
