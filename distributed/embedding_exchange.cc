@@ -9,6 +9,19 @@
 #include "base/status_macros.h"
 #include "distributed/internal/mpi_status.h"
 
+// Message layout (int32 words; rank s to owner r): for each of r's tables in
+// order, the n_s bag lengths; then each table's indices. A first
+// MPI_Alltoall carries {n_s, words} per pair, and n_s = -1 when rank s found
+// its bags malformed: then every rank returns that rank's error
+// (Comm::AgreeOnStatus), at no cost to a step that succeeds. Pooled rows and
+// gradients travel as fp32, one MPI_Ialltoallv each, in one contiguous
+// block per pair: an owner's rows of rank s are rows [first_s, first_s +
+// n_s) of owned_output / owned_grad as they are; on rank s they are
+// unpacked into emb's columns (WaitPooled) or packed from d_emb's
+// (StartGradients). That copy costs less than letting MPI scatter them
+// with derived datatypes (MPI_Ialltoallw), which takes Open MPI off its
+// single-copy path (docs/distributed.md has the figures).
+
 namespace cemb::distributed {
 namespace {
 

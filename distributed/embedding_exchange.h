@@ -32,18 +32,7 @@
 // rows, so the pooled rows and the owners' updates (reindex, then SGD or
 // row-wise AdaGrad) are bit for bit those of one process.
 //
-// Message layout (int32 words; rank s to owner r): for each of r's tables in
-// order, the n_s bag lengths; then each table's indices. A first
-// MPI_Alltoall carries {n_s, words} per pair, and n_s = -1 when rank s found
-// its bags malformed: then every rank returns that rank's error
-// (Comm::AgreeOnStatus), at no cost to a step that succeeds. Pooled rows and
-// gradients travel as fp32, one MPI_Ialltoallv each, in one contiguous
-// block per pair: an owner's rows of rank s are rows [first_s, first_s +
-// n_s) of owned_output / owned_grad as they are; on rank s they are
-// unpacked into emb's columns (WaitPooled) or packed from d_emb's
-// (StartGradients). That copy costs less than letting MPI scatter them
-// with derived datatypes (MPI_Ialltoallw), which takes Open MPI off its
-// single-copy path (docs/distributed.md has the figures).
+// Wire format and why: distributed/embedding_exchange.cc.
 //
 // Start and Wait: with Transfer::kNonblocking each Start posts an
 // MPI_Ialltoallv and returns, and the matching Wait completes it (see
@@ -55,8 +44,9 @@
 // where the trainer can overlap.
 //
 // Errors: malformed local bags (count, sizes, decreasing offsets, weights)
-// are agreed on as above. A bad row index is found by the owner's pooling
-// (validate_bags, naming the table and the global bag); Forward and
+// are agreed on: every rank returns that rank's error (Comm::AgreeOnStatus).
+// A bad row index is found by the owner's pooling (validate_bags, naming
+// the table and the global bag); Forward and
 // Backward agree on the pooling's and the update's status. Calls out of
 // order are FailedPrecondition, and a matrix of the wrong shape given to
 // StartPooled or StartGradients is InvalidArgument: both are programming
