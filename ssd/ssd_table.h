@@ -36,8 +36,8 @@
 //
 // rowpointer() of a row not resident (a user who did not prefetch): a
 // synchronous read of its block at queue depth 1 under the table's mutex
-// (about 80 us on a drive that does 12,500 reads/s at depth 1), plus a
-// copy of the victim into the log if it is dirty; concurrent misses are
+// (a whole device latency per row), plus a copy of the victim into the log
+// if it is dirty; concurrent misses are
 // served one at a time. Correct from any number of threads. If it fails (an
 // I/O error, every slot pinned), it returns a row of NaNs and status() says why.
 //
