@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/human.h"
+#include "data/loader.h"
 
 namespace cemb::distributed {
 namespace {
@@ -117,6 +118,22 @@ std::string ShardPlan::Describe(int rank) const {
   return absl::StrFormat("rank %d: table%s %s (%s, %.0f%% of lookups)", rank, tables_of_[rank].size() > 1 ? "s" : "",
                          absl::StrJoin(tables_of_[rank], ","), HumanBytes(static_cast<double>(bytes_of(rank))),
                          100.0 * lookup_share(rank));
+}
+
+absl::StatusOr<std::vector<int64_t>> LocalBatchSizes(std::span<const int64_t> global_sizes, int ranks) {
+  std::vector<int64_t> sizes;
+  for (int64_t g : global_sizes) {
+    if (g < ranks) {
+      return absl::InvalidArgumentError(absl::StrCat("a batch of ", g, " samples cannot be split over ", ranks,
+                                                     " ranks: every rank needs a sample"));
+    }
+    for (int r : {0, ranks - 1}) {  // the largest slice and the smallest
+      sizes.push_back(data::SliceOf(static_cast<uint32_t>(g), static_cast<uint32_t>(r), static_cast<uint32_t>(ranks)).size);
+    }
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
 }
 
 std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t dim, int64_t element_bytes,

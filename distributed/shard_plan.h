@@ -48,6 +48,14 @@ struct TableCost {
 std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t dim, int64_t element_bytes,
                                   bool adagrad_state, double lookups_per_step);
 
+// The batch sizes a rank's model runs when every global batch of
+// `global_sizes` (the full batch, the last partial ones) is sliced over
+// `ranks` ranks as the loaders slice it (data::SliceOf): ascending, without
+// repeats; the largest is the model's batch and the largest local batch of
+// the exchange. InvalidArgument naming the size when a batch has fewer
+// samples than there are ranks (every rank needs one).
+[[nodiscard]] absl::StatusOr<std::vector<int64_t>> LocalBatchSizes(std::span<const int64_t> global_sizes, int ranks);
+
 class ShardPlan {
  public:
   // The balanced plan above. InvalidArgument for num_ranks < 1 or a negative

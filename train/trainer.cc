@@ -182,20 +182,14 @@ absl::Status Trainer::Impl::BuildModel() {
     const int64_t partial = d != nullptr ? static_cast<int64_t>(d->num_samples() % static_cast<uint64_t>(t.batch_size)) : 0;
     if (partial > 0) global.push_back(partial);
   }
-  std::vector<int64_t> sizes;
-  for (int64_t g : global) {
-    if (g < ranks()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          config.source_name, ": a batch of ", g, " samples",
-          g == t.batch_size ? " (train.batch_size)" : " (the last, partial one of a dataset)", " cannot be split over ",
-          ranks(), " ranks: every rank needs a sample; choose another train.batch_size or fewer ranks"));
-    }
-    for (uint32_t r : {0u, static_cast<uint32_t>(ranks() - 1)}) {
-      sizes.push_back(data::SliceOf(static_cast<uint32_t>(g), r, static_cast<uint32_t>(ranks())).size);
-    }
+  absl::StatusOr<std::vector<int64_t>> local = distributed::LocalBatchSizes(global, ranks());
+  if (!local.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config.source_name, ": ", local.status().message(),
+        t.batch_size < ranks() ? " (train.batch_size)" : " (the last, partial batch of a dataset)",
+        "; choose another train.batch_size or fewer ranks"));
   }
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  std::vector<int64_t>& sizes = *local;
   mo.batch_size = sizes.back();
   sizes.pop_back();
   mo.extra_batch_sizes = sizes;

@@ -113,5 +113,20 @@ TEST(ShardPlan, TableCostsCountRowsStateAndLookups) {
   EXPECT_EQ(bf16[0].bytes, 1000 * 16 * 2 + 1000 * 4);
 }
 
+// The sizes every rank's model must run: each global batch's largest and
+// smallest slice; a batch smaller than the ranks is refused, naming it.
+TEST(ShardPlan, LocalBatchSizesAreEverySliceAnyRankRuns) {
+  const std::vector<int64_t> global = {10, 7};
+  absl::StatusOr<std::vector<int64_t>> sizes = LocalBatchSizes(global, 3);
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_EQ(*sizes, (std::vector<int64_t>{2, 3, 4}));  // 10: 4, 3, 3; 7: 3, 2, 2
+  const std::vector<int64_t> one = {10};
+  EXPECT_EQ(*LocalBatchSizes(one, 1), (std::vector<int64_t>{10}));
+  const std::vector<int64_t> small = {8, 2};
+  absl::StatusOr<std::vector<int64_t>> refused = LocalBatchSizes(small, 3);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "a batch of 2 samples cannot be split over 3 ranks: every rank needs a sample");
+}
+
 }  // namespace
 }  // namespace cemb::distributed
