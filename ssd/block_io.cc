@@ -52,6 +52,13 @@ class UringBlockIo final : public BlockIo {
     if (const int e = io_uring_register_eventfd(&ring_, event_fd_); e < 0) {
       return RingError(e, "io_uring_register_eventfd");
     }
+    // The file as the ring's fixed file 0: a request then skips the kernel's
+    // lookup and reference count of the descriptor. Where registration is
+    // refused the descriptor serves as is.
+    if (io_uring_register_files(&ring_, &fd_, 1) == 0) {
+      sqe_fd_ = 0;
+      sqe_flags_ = IOSQE_FIXED_FILE;
+    }
     return absl::OkStatus();
   }
 
@@ -64,10 +71,11 @@ class UringBlockIo final : public BlockIo {
       }
       io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // never null: fewer than depth_ queued
       if (r.op == IoOp::kRead) {
-        io_uring_prep_read(sqe, fd_, r.buffer, r.bytes, r.offset);
+        io_uring_prep_read(sqe, sqe_fd_, r.buffer, r.bytes, r.offset);
       } else {
-        io_uring_prep_write(sqe, fd_, r.buffer, r.bytes, r.offset);
+        io_uring_prep_write(sqe, sqe_fd_, r.buffer, r.bytes, r.offset);
       }
+      io_uring_sqe_set_flags(sqe, sqe_flags_);
       io_uring_sqe_set_data64(sqe, r.tag);
       ++in_ring_;
       ++unsubmitted_;
@@ -136,6 +144,8 @@ class UringBlockIo final : public BlockIo {
 
   io_uring ring_{};
   int fd_;
+  int sqe_fd_ = fd_;          // what a request names: fd_, or 0 (the fixed file)
+  unsigned sqe_flags_ = 0;    // IOSQE_FIXED_FILE with the fixed file
   int event_fd_ = -1;
   int depth_;
   int64_t in_ring_ = 0;      // prepared or submitted, completion not yet taken
