@@ -106,10 +106,10 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   // others' by Lookup; Update checks only bags other than the ones checked
   // (the same spans are taken as checked: REQUIRES, unchanged in between).
   absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) override {
-    if (bags.size() != static_cast<size_t>(num_tables())) return ensemble_.pooled_lookup<int32_t>(bags, {});
+    const bool sized = bags.size() == static_cast<size_t>(num_tables());  // else the ensemble refuses the count
     for (int t = 0; t < num_tables(); ++t) {
       outs_[t] = out.slice(t * options_.dim, options_.dim);
-      checked_[t] = current_plans_ != nullptr && current_plans_->built[t] && SameBags(current_plans_->bags[t], bags[t]);
+      checked_[t] = sized && PlanMadeAhead(t, bags[t]) != nullptr;
     }
     CEMB_RETURN_IF_ERROR(ensemble_.pooled_lookup<int32_t>(bags, outs_, {}, {.checked = checked_}));
     looked_up_.assign(bags.begin(), bags.end());
@@ -118,12 +118,11 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
 
   absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) override {
     // The ssd tables' plans were made by Prefetch; the others' are made here.
-    if (bags.size() != static_cast<size_t>(num_tables())) return ensemble_.reindex<int32_t>(bags, Pooling::kSum);
+    const bool sized = bags.size() == static_cast<size_t>(num_tables());  // else the ensemble refuses the count
     for (int t = 0; t < num_tables(); ++t) {
-      const bool planned = current_plans_ != nullptr && current_plans_->built[t] &&
-                           SameBags(current_plans_->bags[t], bags[t]);
-      ready_[t] = planned ? &current_plans_->plans[t] : nullptr;
-      checked_[t] = planned || (t < static_cast<int>(looked_up_.size()) && SameBags(looked_up_[t], bags[t]));
+      ready_[t] = sized ? PlanMadeAhead(t, bags[t]) : nullptr;
+      checked_[t] = ready_[t] != nullptr ||
+                    (sized && t < static_cast<int>(looked_up_.size()) && SameBags(looked_up_[t], bags[t]));
     }
     if (current_plans_ != nullptr) std::fill(current_plans_->built.begin(), current_plans_->built.end(), 0);
     looked_up_.clear();
@@ -373,6 +372,14 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     std::vector<Bags<int32_t>> bags;   // what plans[t] was made from (checked)
     std::vector<char> built;           // plans[t] holds this batch's plan
   };
+  // Table t's plan of the current batch when Prefetch made it from `bags`
+  // (checked then), else nullptr.
+  UpdatePlan* PlanMadeAhead(int t, const Bags<int32_t>& bags) const {
+    if (current_plans_ == nullptr || !current_plans_->built[t] || !SameBags(current_plans_->bags[t], bags)) {
+      return nullptr;
+    }
+    return &current_plans_->plans[t];
+  }
   // The same spans (a batch's bags are not copied between its prefetch,
   // lookup and update).
   static bool SameBags(const Bags<int32_t>& a, const Bags<int32_t>& b) {

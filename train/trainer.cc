@@ -10,12 +10,10 @@
 #include <functional>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "data/dataset.h"
@@ -24,9 +22,9 @@
 #include "distributed/comm.h"
 #include "distributed/shard_plan.h"
 #include "dlrm/sharded_step.h"
-#include "train/stepper.h"
 #include "train/checkpoint.h"
 #include "train/report.h"
+#include "train/stepper.h"
 
 namespace cemb::dlrm {
 namespace {
