@@ -1,134 +1,14 @@
-// model.dram_budget's split (train/dram_budget.h): what every table needs
-// first, then the sampled traffic, then size; cached tables without a given
-// size take part; SampleTraffic counts what the data holds.
+// SampleTraffic (train/dram_budget.h): the lookups of the first samples of
+// the training data, per table, hottest first.
 #include "train/dram_budget.h"
 
-#include <cmath>
 #include <vector>
 
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/test_util.h"
 
 namespace cemb::dlrm {
 namespace {
-
-using ::testing::HasSubstr;
-
-constexpr int64_t kDim = 16;  // fp32: 64-byte rows and slots
-constexpr int64_t kSsdCost = 64 + kSsdSlotMetadataBytes;
-constexpr int64_t kCacheCost = 64 + 8;
-
-EmbeddingLayerOptions Tables(std::vector<std::pair<int64_t, StorageKind>> tables) {
-  EmbeddingLayerOptions o;
-  o.dim = kDim;
-  for (const auto& [rows, kind] : tables) {
-    EmbeddingTableSpec spec;
-    spec.rows = rows;
-    spec.storage.kind = kind;
-    o.tables.push_back(spec);
-  }
-  return o;
-}
-
-int64_t SsdFixed(int64_t rows) { return SsdFixedDramBytes(rows, 64, SsdOptions{}, /*evicts=*/true); }
-
-DramBudgetRequest Request(int64_t budget) {
-  return {.budget = budget, .where = "x.yaml: model.dram_budget: ", .batch_size = 10, .hotness = 1,
-          .prefetch_batches = 1};
-}
-
-TEST(DramBudget, HotRowsOfOneTableWinOverColdRowsOfABiggerOne) {
-  // Two ssd tables; table 1 is ten times bigger, but in the sample table 0
-  // has 1,000 rows looked up 50 times each and table 1 10,000 rows once.
-  EmbeddingLayerOptions emb = Tables({{100000, StorageKind::kSsd}, {1000000, StorageKind::kSsd}});
-  TableTraffic traffic{.samples = 20000, .counts = {std::vector<uint32_t>(1000, 50), std::vector<uint32_t>(10000, 1)}};
-  const int64_t need = SsdFixed(100000) + SsdFixed(1000000) + 2 * 20 * kSsdCost;  // 2 batches of 10 pinned
-  // Room for 1,500 more rows: table 0's 980 sampled rows beyond its 20 pinned
-  // come first, then table 1's.
-  absl::StatusOr<DramSplit> split = SplitDramBudget(Request(need + 1500 * kSsdCost), &traffic, emb);
-  ASSERT_TRUE(split.ok()) << split.status();
-  ASSERT_EQ(split->shares.size(), 2u);
-  EXPECT_EQ(split->sampled, 20000u);
-  EXPECT_EQ(split->shares[0].by_traffic, 980 * 64);
-  EXPECT_EQ(split->shares[1].by_traffic, (1500 - 980) * 64);
-  EXPECT_EQ(emb.tables[0].storage.ssd.capacity_bytes, 1000 * 64);
-  EXPECT_EQ(emb.tables[1].storage.ssd.capacity_bytes, (20 + 520) * 64);
-  EXPECT_DOUBLE_EQ(split->shares[0].sampled_hit_rate, 1.0);
-  EXPECT_DOUBLE_EQ(split->shares[1].sampled_hit_rate, 540.0 / 10000.0);
-  EXPECT_LE(split->used, need + 1500 * kSsdCost);
-
-  // Without a sample the same budget goes by size: table 1 gets ten times
-  // table 0's share.
-  EmbeddingLayerOptions by_size = Tables({{100000, StorageKind::kSsd}, {1000000, StorageKind::kSsd}});
-  absl::StatusOr<DramSplit> s2 = SplitDramBudget(Request(need + 1500 * kSsdCost), nullptr, by_size);
-  ASSERT_TRUE(s2.ok()) << s2.status();
-  EXPECT_EQ(s2->sampled, 0u);
-  EXPECT_TRUE(std::isnan(s2->shares[0].sampled_hit_rate));
-  const double extra0 = static_cast<double>(by_size.tables[0].storage.ssd.capacity_bytes / 64 - 20);
-  const double extra1 = static_cast<double>(by_size.tables[1].storage.ssd.capacity_bytes / 64 - 20);
-  EXPECT_NEAR(extra1 / extra0, 10.0, 0.2);
-}
-
-TEST(DramBudget, WhatTheSampleDoesNotNeedGoesBySize) {
-  // Every sampled row fits: the rest is shared by size, capped at the rows.
-  EmbeddingLayerOptions emb = Tables({{1000, StorageKind::kSsd}, {100000, StorageKind::kSsd}});
-  TableTraffic traffic{.samples = 100, .counts = {std::vector<uint32_t>(50, 2), std::vector<uint32_t>(100, 1)}};
-  absl::StatusOr<DramSplit> split = SplitDramBudget(Request(int64_t{64} << 20), &traffic, emb);
-  ASSERT_TRUE(split.ok()) << split.status();
-  EXPECT_EQ(emb.tables[0].storage.ssd.capacity_bytes, 1000 * 64);    // all of its rows
-  EXPECT_EQ(emb.tables[1].storage.ssd.capacity_bytes, 100000 * 64);  // all of its rows
-  EXPECT_EQ(split->shares[0].by_traffic, 30 * 64);                   // 50 sampled - 20 pinned
-}
-
-TEST(DramBudget, CachedTablesWithoutASizeTakePartAndGivenSizesAreCharged) {
-  // Table 0 ssd, table 1 dynamic (size from the budget), table 2 dynamic
-  // with a given 10% cache, table 3 in DRAM (not in the budget).
-  EmbeddingLayerOptions emb = Tables({{10000, StorageKind::kSsd},
-                                      {10000, StorageKind::kDynamic},
-                                      {10000, StorageKind::kDynamic},
-                                      {10000, StorageKind::kDram}});
-  emb.tables[2].storage.cache.lower = CacheSize::Fraction(0.1);
-  emb.tables[2].storage.cache.slack = CacheSize::Bytes(0);
-  DramBudgetRequest r = Request(int64_t{1} << 20);
-  r.cache_size_given = {false, false, true, false};
-  absl::StatusOr<DramSplit> split = SplitDramBudget(r, nullptr, emb);
-  ASSERT_TRUE(split.ok()) << split.status();
-  ASSERT_EQ(split->shares.size(), 2u);
-  EXPECT_EQ(split->shares[0].table, 0);
-  EXPECT_EQ(split->shares[1].table, 1);
-  const CacheOptions& c = emb.tables[1].storage.cache;
-  ASSERT_GE(c.lower.bytes, 64);                // a lower mark of at least a row
-  EXPECT_EQ(c.slack.bytes, 10 * 64);           // one batch of admissions
-  EXPECT_EQ(c.lower.bytes + c.slack.bytes, split->shares[1].bytes);
-  EXPECT_EQ(emb.tables[2].storage.cache.lower.fraction, 0.1);  // kept
-  const int64_t given = 64000 + 8 * 10000;                       // 10% of 640,000 bytes + pointer words
-  EXPECT_LE(split->used, int64_t{1} << 20);
-  EXPECT_GT(split->used, (int64_t{1} << 20) - 2 * kSsdCost);
-  EXPECT_EQ(split->used, given + SsdFixed(10000) + emb.tables[0].storage.ssd.capacity_bytes / 64 * kSsdCost +
-                             8 * 10000 + split->shares[1].bytes / 64 * kCacheCost);
-}
-
-TEST(DramBudget, TooSmallNamesTheBudgetAndTheBytesNeeded) {
-  EmbeddingLayerOptions emb = Tables({{100000, StorageKind::kSsd}, {5000, StorageKind::kStatic}});
-  const int64_t need = SsdFixed(100000) + 20 * kSsdCost + 8 * 5000 + 11 * kCacheCost;
-  absl::StatusOr<DramSplit> split = SplitDramBudget(Request(need - 1), nullptr, emb);
-  ASSERT_FALSE(split.ok());
-  EXPECT_THAT(std::string(split.status().message()),
-              HasSubstr(absl::StrCat("x.yaml: model.dram_budget: ")));
-  EXPECT_THAT(std::string(split.status().message()), HasSubstr("; and 1 cached table(s) without a cache size: 11 rows each"));
-  EXPECT_THAT(std::string(split.status().message()), HasSubstr(absl::StrCat("it needs at least ", need, " bytes")));
-  EmbeddingLayerOptions again = Tables({{100000, StorageKind::kSsd}, {5000, StorageKind::kStatic}});
-  EXPECT_TRUE(SplitDramBudget(Request(need), nullptr, again).ok());
-}
-
-TEST(DramBudget, NoTableTakesPart) {
-  EmbeddingLayerOptions emb = Tables({{100, StorageKind::kDram}});
-  absl::StatusOr<DramSplit> split = SplitDramBudget(Request(1 << 20), nullptr, emb);
-  ASSERT_TRUE(split.ok());
-  EXPECT_TRUE(split->shares.empty());
-  EXPECT_EQ(split->used, 0);
-}
 
 TEST(DramBudget, SampleTrafficCountsEachTablesLookupsHottestFirst) {
   data::testing::TempDir dir;
