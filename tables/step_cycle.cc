@@ -92,26 +92,38 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
     next_ = id + 1;
   }
   absl::StatusOr<double> waited = status.ok() ? layer_->BeginStep(id) : absl::StatusOr<double>(status);
-  if (waited.ok() && !threads_.empty()) {
-    // The batches after this one not prefetched yet: to the prefetcher threads.
-    const size_t n = std::min(ahead.size(), static_cast<size_t>(prefetch_batches_));
-    std::lock_guard<std::mutex> lock(mu_);
-    njobs_ = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t ahead_id = id + 1 + static_cast<int64_t>(i);
-      if (ahead_id < next_) continue;
-      if (njobs_ == 0) job_first_id_ = ahead_id;
-      std::copy(ahead[i].begin(), ahead[i].end(), jobs_[njobs_++].begin());
-      next_ = ahead_id + 1;
-    }
-    if (njobs_ > 0) {
-      busy_ = static_cast<int>(threads_.size());
-      ++generation_;
-      cv_.notify_all();
-    }
-  }
+  if (waited.ok()) HandOut(id + 1, ahead.first(std::min(ahead.size(), static_cast<size_t>(prefetch_batches_))));
   if (wait_seconds != nullptr) *wait_seconds += Since(t0);
   return waited.status();
+}
+
+absl::Status StepCycle::PrefetchNow(int64_t id, std::span<const Bags<int32_t>> bags) {
+  if (static_cast<int>(bags.size()) != layer_->num_tables()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StepCycle: batch ", id, " has bags of ", bags.size(), " tables, the layer ", layer_->num_tables()));
+  }
+  if (threads_.empty()) return absl::OkStatus();  // Begin prefetches it
+  CEMB_RETURN_IF_ERROR(Drain());
+  HandOut(id, std::span<const std::span<const Bags<int32_t>>>(&bags, 1));
+  return absl::OkStatus();
+}
+
+void StepCycle::HandOut(int64_t first, std::span<const std::span<const Bags<int32_t>>> batches) {
+  if (threads_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  njobs_ = 0;
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const int64_t batch_id = first + static_cast<int64_t>(i);
+    if (batch_id < next_) continue;
+    if (njobs_ == 0) job_first_id_ = batch_id;
+    std::copy(batches[i].begin(), batches[i].end(), jobs_[njobs_++].begin());
+    next_ = batch_id + 1;
+  }
+  if (njobs_ > 0) {
+    busy_ = static_cast<int>(threads_.size());
+    ++generation_;
+    cv_.notify_all();
+  }
 }
 
 absl::Status StepCycle::End(int64_t id, double* flush_seconds) {

@@ -71,6 +71,14 @@ class StepCycle {
   [[nodiscard]] absl::Status Begin(int64_t id, std::span<const Bags<int32_t>> bags,
                                    std::span<const std::span<const Bags<int32_t>>> ahead,
                                    double* wait_seconds = nullptr);
+  // Hands batch `id` to the prefetcher threads now, for a caller that knows
+  // a batch only once the step before it is under way (a PyTorch loop's
+  // prefetch(next) between forward and backward). `bags` are copied as in
+  // Begin. Nothing when there are no prefetcher threads (Begin prefetches
+  // then). Waits for the prefetchers' previous job; its error, if any.
+  // REQUIRES: id is the next batch not handed out yet, and at most
+  // prefetch_batches ahead of the step that began last.
+  [[nodiscard]] absl::Status PrefetchNow(int64_t id, std::span<const Bags<int32_t>> bags);
   // Ends step `id` (after its update, or its forward when evaluating); adds
   // its seconds to *flush_seconds when given.
   [[nodiscard]] absl::Status End(int64_t id, double* flush_seconds = nullptr);
@@ -81,6 +89,9 @@ class StepCycle {
   // At most this many prefetcher threads (they wait on I/O, mostly).
   static constexpr int kMaxPrefetchThreads = 8;
   void Work(int worker, int workers);  // a prefetcher thread: tables worker, worker + workers, ...
+  // Hands batches first, first + 1, ... not handed out yet to the
+  // prefetcher threads. REQUIRES: drained.
+  void HandOut(int64_t first, std::span<const std::span<const Bags<int32_t>>> batches);
 
   EmbeddingLayer* layer_;
   int prefetch_batches_;

@@ -51,9 +51,15 @@ std::shared_ptr<const data::Dataset> MakeDataset(const std::string& path) {
   return std::move(*d);
 }
 
+// How the next batch reaches the prefetchers: with Begin (dlrm-train's
+// loader peeks), or by PrefetchNow between the step's lookup and update (a
+// PyTorch loop's prefetch(next) between forward and backward).
+enum class Handoff { kAtBegin, kDuringStep };
+
 // Trains kSteps steps of a made-up gradient (a function of the lookup) on
 // tables stored as `storage` says, through a StepCycle.
-std::unique_ptr<EmbeddingLayer> Train(std::shared_ptr<const data::Dataset> dataset, const StorageConfig& storage) {
+std::unique_ptr<EmbeddingLayer> Train(std::shared_ptr<const data::Dataset> dataset, const StorageConfig& storage,
+                                      Handoff handoff = Handoff::kAtBegin) {
   EmbeddingLayerOptions o{.dim = kDim, .threads = 1, .seed = 11};
   for (int t = 0; t < kTables; ++t) o.tables.push_back({.rows = kRows, .storage = storage});
   absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(o);
@@ -77,9 +83,11 @@ std::unique_ptr<EmbeddingLayer> Train(std::shared_ptr<const data::Dataset> datas
       for (uint32_t t = 0; t < kTables; ++t) ahead_bags[i][t] = Bags<int32_t>{peeked[i]->offsets(t), peeked[i]->indices(t)};
       ahead[i] = ahead_bags[i];
     }
-    EXPECT_TRUE(cycle.Begin(k, bags, std::span(ahead.data(), peeked.size()), nullptr).ok());
+    const size_t handed = handoff == Handoff::kAtBegin ? peeked.size() : 0;
+    EXPECT_TRUE(cycle.Begin(k, bags, std::span(ahead.data(), handed), nullptr).ok());
     const MatrixView view{out.data(), kBatch, kTables * kDim, kTables * kDim};
     EXPECT_TRUE((*layer)->Lookup(bags, view).ok());
+    if (handoff == Handoff::kDuringStep && !peeked.empty()) EXPECT_TRUE(cycle.PrefetchNow(k + 1, ahead[0]).ok());
     for (size_t i = 0; i < out.size(); ++i) grad[i] = 0.25f * out[i] + 0.01f * static_cast<float>(i % 7);
     const ConstMatrixView g{grad.data(), kBatch, kTables * kDim, kTables * kDim};
     EXPECT_TRUE((*layer)->Update(bags, g, /*lr=*/0.5f).ok());
@@ -89,7 +97,9 @@ std::unique_ptr<EmbeddingLayer> Train(std::shared_ptr<const data::Dataset> datas
   return std::move(*layer);
 }
 
-TEST(StepCycle, PrefetcherThreadEvictingWhileTheStepUpdatesEqualsDram) {
+class StepCycleTest : public ::testing::TestWithParam<Handoff> {};
+
+TEST_P(StepCycleTest, PrefetcherThreadEvictingWhileTheStepUpdatesEqualsDram) {
   data::testing::TempDir dir;
   std::shared_ptr<const data::Dataset> dataset = MakeDataset(dir.File("d.bin"));
   std::unique_ptr<EmbeddingLayer> dram = Train(dataset, StorageConfig{});
@@ -97,7 +107,7 @@ TEST(StepCycle, PrefetcherThreadEvictingWhileTheStepUpdatesEqualsDram) {
   // The rows of P + 1 batches and a few more: every batch evicts.
   ssd.ssd.capacity_bytes = ((kPrefetch + 1) * int64_t{kBatch} * kHotness + 64) * kDim * 4;
   ssd.ssd.file.directory = dir.path();
-  std::unique_ptr<EmbeddingLayer> tier = Train(dataset, ssd);
+  std::unique_ptr<EmbeddingLayer> tier = Train(dataset, ssd, GetParam());
   ASSERT_NE(dram, nullptr);
   ASSERT_NE(tier, nullptr);
 
@@ -117,6 +127,11 @@ TEST(StepCycle, PrefetcherThreadEvictingWhileTheStepUpdatesEqualsDram) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Handoffs, StepCycleTest, ::testing::Values(Handoff::kAtBegin, Handoff::kDuringStep),
+                         [](const ::testing::TestParamInfo<Handoff>& info) {
+                           return info.param == Handoff::kAtBegin ? "AtBegin" : "DuringStep";
+                         });
 
 }  // namespace
 }  // namespace cemb
