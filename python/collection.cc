@@ -1,0 +1,445 @@
+#include "python/collection.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "tables/dram_budget.h"
+
+namespace cemb::python {
+
+// Tables of one (dim, row type, number of features): one layer, one cycle.
+struct Collection::Group {
+  int64_t dim = 0;
+  int features = 1;             // F: bag f * B + b is feature f's bag b
+  std::vector<int> tables;      // collection indices, in order
+  bool in_place = false;        // F = 1 and the tables adjacent: one block of the output
+  std::unique_ptr<EmbeddingLayer> layer;
+  std::unique_ptr<StepCycle> cycle;
+  std::vector<float> scratch;   // [F x B, tables x dim] when not in place
+  std::vector<std::span<const Bags<int32_t>>> ahead;  // Begin's batches ahead, reused
+};
+
+// A converted batch: per group, per table, int32 offsets (F x B + 1) and
+// indices, and the Bags over them. Owned until its step ends (the
+// prefetcher threads read them).
+struct Collection::Batch {
+  int64_t id = 0;
+  int64_t size = 0;  // B
+  std::vector<std::vector<std::vector<int32_t>>> offsets, indices;  // [group][table]
+  std::vector<std::vector<Bags<int32_t>>> bags;                     // [group][table]
+
+  bool SameAs(const Batch& o) const { return size == o.size && offsets == o.offsets && indices == o.indices; }
+};
+
+namespace {
+
+int64_t At(const IndexArray& a, int64_t i) {
+  return a.type == IndexType::kInt32 ? static_cast<const int32_t*>(a.data)[i] : static_cast<const int64_t*>(a.data)[i];
+}
+
+}  // namespace
+
+Collection::Collection(const CollectionOptions& options) : options_(options) {}
+Collection::~Collection() = default;
+
+absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionOptions& options) {
+  if (options.tables.empty()) return absl::InvalidArgumentError("EmbeddingBagCollection: no tables");
+  if (options.prefetch_batches < 0) return absl::InvalidArgumentError("prefetch_batches must be >= 0");
+  std::unique_ptr<Collection> c(new Collection(options));
+  absl::flat_hash_set<std::string> names, features;
+  bool any_ssd = false, any_budget = false;
+  for (size_t i = 0; i < options.tables.size(); ++i) {
+    const CollectionTable& t = options.tables[i];
+    const std::string where = absl::StrCat("table '", t.name, "'");
+    if (t.name.empty()) return absl::InvalidArgumentError(absl::StrCat("table ", i, ": no name"));
+    if (!names.insert(t.name).second) return absl::InvalidArgumentError(absl::StrCat(where, ": a second table of that name"));
+    if (t.rows <= 0 || t.rows > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": num_embeddings ", t.rows, " is not in [1, 2^31)"));
+    }
+    if (t.dim <= 0) return absl::InvalidArgumentError(absl::StrCat(where, ": embedding_dim ", t.dim, " is not positive"));
+    if (t.features.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": no feature_names"));
+    for (const std::string& f : t.features) {
+      if (!features.insert(f).second) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": feature '", f, "' is another table's too"));
+      }
+      c->features_.push_back(f);
+      c->feature_table_.push_back(static_cast<int>(i));
+    }
+    if (t.storage != StorageKind::kDram) {
+      if (t.directory.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": storage '", StorageKindName(t.storage), "' needs a directory"));
+      }
+      std::error_code ec;
+      if (!std::filesystem::is_directory(t.directory, ec)) {
+        return absl::NotFoundError(absl::StrCat(where, ": storage '", StorageKindName(t.storage), "': directory ",
+                                                t.directory, ": no such directory"));
+      }
+      any_budget = true;
+    }
+    any_ssd |= t.storage == StorageKind::kSsd;
+    c->table_col_.push_back(c->width_);
+    c->width_ += t.dim * static_cast<int64_t>(t.features.size());
+  }
+  if (any_ssd && options.dram_budget <= 0) {
+    return absl::InvalidArgumentError("dram_budget: required when a table's storage is 'ssd' (bytes of DRAM for rows)");
+  }
+
+  // The groups, in order of their first table.
+  std::map<std::tuple<int64_t, bool, size_t>, int> group_of;
+  std::vector<EmbeddingLayerOptions> layer_options;
+  c->where_.resize(options.tables.size());
+  for (size_t i = 0; i < options.tables.size(); ++i) {
+    const CollectionTable& t = options.tables[i];
+    auto [it, added] = group_of.try_emplace({t.dim, t.bf16, t.features.size()}, static_cast<int>(c->groups_.size()));
+    if (added) {
+      auto g = std::make_unique<Group>();
+      g->dim = t.dim;
+      g->features = static_cast<int>(t.features.size());
+      c->groups_.push_back(std::move(g));
+      layer_options.push_back({.dim = t.dim, .bf16_rows = t.bf16, .optimizer = options.optimizer,
+                               .adagrad_eps = options.adagrad_eps, .threads = options.threads, .seed = options.seed});
+    }
+    Group& g = *c->groups_[it->second];
+    c->where_[i] = {it->second, static_cast<int>(g.tables.size())};
+    g.tables.push_back(static_cast<int>(i));
+    EmbeddingTableSpec spec{.rows = t.rows, .id = static_cast<int>(i), .storage = {.kind = t.storage}};
+    if (t.storage == StorageKind::kSsd) {
+      spec.storage.ssd.file.directory = t.directory;
+    } else if (t.storage != StorageKind::kDram) {
+      spec.storage.slow_tier = TierOptions::Pmem(t.directory);
+    }
+    layer_options[it->second].tables.push_back(spec);
+  }
+  for (auto& g : c->groups_) {
+    g->in_place = g->features == 1;
+    for (size_t p = 0; p < g->tables.size(); ++p) g->in_place &= g->tables[p] == g->tables[0] + static_cast<int>(p);
+  }
+
+  if (any_budget && options.dram_budget > 0) {
+    if (options.batch_size <= 0 || options.bag_size <= 0) {
+      return absl::InvalidArgumentError(
+          "batch_size (and bag_size): needed to split dram_budget (the rows a batch pins per table)");
+    }
+    size_t most_features = 1;
+    std::vector<BudgetTable> budget_tables;
+    for (size_t i = 0; i < options.tables.size(); ++i) {
+      const CollectionTable& t = options.tables[i];
+      most_features = std::max(most_features, t.features.size());
+      auto [g, p] = c->where_[i];
+      budget_tables.push_back({.spec = &layer_options[g].tables[p], .row_bytes = t.dim * (t.bf16 ? 2 : 4)});
+    }
+    const DramBudgetRequest request{
+        .budget = options.dram_budget,
+        .where = "dram_budget: ",
+        .batch_size = options.batch_size,
+        .hotness = static_cast<uint32_t>(options.bag_size * static_cast<int64_t>(most_features)),
+        .prefetch_batches = options.prefetch_batches,
+        .prefetch_name = "prefetch_batches"};
+    CEMB_RETURN_IF_ERROR(SplitDramBudget(request, nullptr, budget_tables).status());
+  }
+
+  for (size_t g = 0; g < c->groups_.size(); ++g) {
+    absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(layer_options[g]);
+    if (!layer.ok()) return layer.status();
+    c->groups_[g]->layer = *std::move(layer);
+    c->groups_[g]->cycle = std::make_unique<StepCycle>(c->groups_[g]->layer.get(), options.prefetch_batches);
+  }
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const FeatureArrays& in) {
+  const size_t nf = features_.size();
+  if (in.values.size() != nf || in.splits.size() != nf) {
+    return absl::InvalidArgumentError(absl::StrCat("features: got ", in.values.size(), " where the collection has ", nf,
+                                                   " (", absl::StrJoin(features_, ", "), ")"));
+  }
+  const int64_t batch = in.lengths ? in.splits[0].size : in.splits[0].size - 1;
+  if (batch < 0) return absl::InvalidArgumentError(absl::StrCat("feature '", features_[0], "': offsets are empty"));
+  std::unique_ptr<Batch> b;
+  if (!spare_.empty()) {
+    b = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    b = std::make_unique<Batch>();
+    b->offsets.resize(groups_.size());
+    b->indices.resize(groups_.size());
+    b->bags.resize(groups_.size());
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      b->offsets[g].resize(groups_[g]->tables.size());
+      b->indices[g].resize(groups_[g]->tables.size());
+      b->bags[g].resize(groups_[g]->tables.size());
+    }
+  }
+  b->size = batch;
+  int feature = 0;
+  for (size_t i = 0; i < options_.tables.size(); ++i) {
+    const CollectionTable& t = options_.tables[i];
+    auto [g, p] = where_[i];
+    std::vector<int32_t>& offsets = b->offsets[g][p];
+    std::vector<int32_t>& indices = b->indices[g][p];
+    offsets.assign(1, 0);
+    indices.clear();
+    for (size_t f = 0; f < t.features.size(); ++f, ++feature) {
+      const IndexArray& values = in.values[feature];
+      const IndexArray& splits = in.splits[feature];
+      const std::string where = absl::StrCat("table '", t.name, "', feature '", t.features[f], "'");
+      const int64_t bags = in.lengths ? splits.size : splits.size - 1;
+      if (bags != batch) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": ", bags, " bags where feature '", features_[0],
+                                                       "' has ", batch, " (every feature has one bag per sample)"));
+      }
+      if (!in.lengths && At(splits, 0) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": offsets[0] is ", At(splits, 0), ", not 0"));
+      }
+      if (static_cast<int64_t>(indices.size()) + values.size > INT32_MAX) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": more than 2^31 - 1 values in a batch"));
+      }
+      const int64_t base = static_cast<int64_t>(indices.size());
+      int64_t end = 0;
+      for (int64_t k = 0; k < batch; ++k) {
+        const int64_t next = in.lengths ? end + At(splits, k) : At(splits, k + 1);
+        if (next < end) {
+          return absl::InvalidArgumentError(in.lengths ? absl::StrCat(where, ", bag ", k, ": length ", At(splits, k), " < 0")
+                                                       : absl::StrCat(where, ", bag ", k, ": offsets decrease (", next,
+                                                                      " after ", end, ")"));
+        }
+        if (next > values.size) {
+          return absl::InvalidArgumentError(absl::StrCat(where, ", bag ", k, ": ends at value ", next, ", past the ",
+                                                         values.size, " values"));
+        }
+        end = next;
+        offsets.push_back(static_cast<int32_t>(base + end));
+      }
+      if (end != values.size) {
+        return absl::InvalidArgumentError(absl::StrCat(where, ": the bags hold ", end, " values where there are ",
+                                                       values.size,
+                                                       in.lengths ? " (the lengths must sum to the values' count)"
+                                                                  : " (offsets[B] must be the values' count)"));
+      }
+      for (int64_t k = 0; k < values.size; ++k) {
+        const int64_t row = At(values, k);
+        if (row < 0 || row >= t.rows) {
+          // The bag holding value k: the last whose start is at or before it.
+          const auto first = offsets.end() - batch - 1;
+          const int64_t bag = std::upper_bound(first, offsets.end() - 1, static_cast<int32_t>(base + k)) - first - 1;
+          return absl::OutOfRangeError(absl::StrCat(where, ", bag ", bag, ", index ", base + k - first[bag], ": row ",
+                                                    row,
+                                                    row < 0 ? " < 0" : absl::StrCat(" >= ", t.rows, " (num_embeddings)")));
+        }
+        indices.push_back(static_cast<int32_t>(row));
+      }
+    }
+    b->bags[g][p] = Bags<int32_t>{offsets, indices};
+  }
+  return b;
+}
+
+absl::Status Collection::Prefetch(const FeatureArrays& features) {
+  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<Batch> b, Convert(features));
+  b->id = next_id_++;
+  const int64_t begun = open_ != nullptr ? open_->id : b->id - 1 - static_cast<int64_t>(ahead_.size());
+  if (b->id - begun <= options_.prefetch_batches) {
+    for (size_t g = 0; g < groups_.size(); ++g) CEMB_RETURN_IF_ERROR(groups_[g]->cycle->PrefetchNow(b->id, b->bags[g]));
+  }
+  ahead_.push_back(std::move(b));
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Begin(Batch& batch) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = *groups_[g];
+    group.ahead.clear();
+    for (size_t i = 0; i < ahead_.size() && i < static_cast<size_t>(options_.prefetch_batches); ++i) {
+      group.ahead.push_back(ahead_[i]->bags[g]);
+    }
+    CEMB_RETURN_IF_ERROR(group.cycle->Begin(batch.id, batch.bags[g], group.ahead));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Forward(const FeatureArrays& features, MatrixView out) {
+  CEMB_RETURN_IF_ERROR(EndOpenStep());
+  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<Batch> b, Convert(features));
+  if (out.rows != b->size || out.cols != width_) {
+    const absl::Status status = absl::InvalidArgumentError(
+        absl::StrCat("forward: output is [", out.rows, ", ", out.cols, "], needed [", b->size, ", ", width_, "]"));
+    spare_.push_back(std::move(b));
+    return status;
+  }
+  if (!ahead_.empty()) {
+    if (!b->SameAs(*ahead_.front())) {
+      spare_.push_back(std::move(b));
+      return absl::FailedPreconditionError(
+          "forward: these features are not the batch prefetch() was given first (prefetch(next) must get the "
+          "features of the forwards that follow, in order)");
+    }
+    spare_.push_back(std::move(b));
+    b = std::move(ahead_.front());
+    ahead_.pop_front();
+  } else {
+    b->id = next_id_++;
+  }
+  CEMB_RETURN_IF_ERROR(Begin(*b));
+  open_ = std::move(b);
+  open_updated_ = false;
+  const int64_t batch = open_->size;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = *groups_[g];
+    const int64_t cols = static_cast<int64_t>(group.tables.size()) * group.dim;
+    if (group.in_place) {
+      CEMB_RETURN_IF_ERROR(group.layer->Lookup(open_->bags[g], out.slice(table_col_[group.tables[0]], cols)));
+      continue;
+    }
+    group.scratch.resize(static_cast<size_t>(group.features * batch * cols));
+    const MatrixView scratch{group.scratch.data(), group.features * batch, cols, cols};
+    CEMB_RETURN_IF_ERROR(group.layer->Lookup(open_->bags[g], scratch));
+    for (int f = 0; f < group.features; ++f) {
+      for (int64_t s = 0; s < batch; ++s) {
+        for (size_t p = 0; p < group.tables.size(); ++p) {
+          std::memcpy(out.row(s) + table_col_[group.tables[p]] + f * group.dim,
+                      scratch.row(f * batch + s) + static_cast<int64_t>(p) * group.dim, sizeof(float) * group.dim);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Backward(ConstMatrixView grad, float lr) {
+  if (open_ == nullptr || open_updated_) {
+    return absl::FailedPreconditionError(
+        "backward: no step to update (one backward per forward, before the next forward or a state call)");
+  }
+  const int64_t batch = open_->size;
+  if (grad.rows != batch || grad.cols != width_) {
+    return absl::InvalidArgumentError(absl::StrCat("backward: gradient is [", grad.rows, ", ", grad.cols,
+                                                   "], needed [", batch, ", ", width_, "]"));
+  }
+  open_updated_ = true;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = *groups_[g];
+    const int64_t cols = static_cast<int64_t>(group.tables.size()) * group.dim;
+    if (group.in_place) {
+      const ConstMatrixView block(grad.data + table_col_[group.tables[0]], batch, cols, grad.ld);
+      CEMB_RETURN_IF_ERROR(group.layer->Update(open_->bags[g], block, lr));
+      continue;
+    }
+    group.scratch.resize(static_cast<size_t>(group.features * batch * cols));
+    const MatrixView scratch{group.scratch.data(), group.features * batch, cols, cols};
+    for (int f = 0; f < group.features; ++f) {
+      for (int64_t s = 0; s < batch; ++s) {
+        for (size_t p = 0; p < group.tables.size(); ++p) {
+          std::memcpy(scratch.row(f * batch + s) + static_cast<int64_t>(p) * group.dim,
+                      grad.row(s) + table_col_[group.tables[p]] + f * group.dim, sizeof(float) * group.dim);
+        }
+      }
+    }
+    CEMB_RETURN_IF_ERROR(group.layer->Update(open_->bags[g], ConstMatrixView(scratch), lr));
+  }
+  return EndOpenStep();
+}
+
+absl::Status Collection::EndStep() { return EndOpenStep(); }
+
+absl::Status Collection::EndOpenStep() {
+  if (open_ == nullptr) return absl::OkStatus();
+  absl::Status status;
+  for (auto& g : groups_) status.Update(g->cycle->End(open_->id));
+  spare_.push_back(std::move(open_));
+  return status;
+}
+
+absl::Status Collection::Quiesce() {
+  CEMB_RETURN_IF_ERROR(EndOpenStep());
+  while (!ahead_.empty()) {
+    std::unique_ptr<Batch> b = std::move(ahead_.front());
+    ahead_.pop_front();
+    absl::Status status = Begin(*b);
+    for (auto& g : groups_) status.Update(g->cycle->End(b->id));
+    spare_.push_back(std::move(b));
+    CEMB_RETURN_IF_ERROR(status);
+  }
+  for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->cycle->Drain());
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Save(const std::string& dir) {
+  CEMB_RETURN_IF_ERROR(Quiesce());
+  for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->layer->Save(dir, "emb_"));
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Load(const std::string& dir) {
+  CEMB_RETURN_IF_ERROR(Quiesce());
+  for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->layer->Load(dir, "emb_"));
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Export(const std::string& dir, const std::string& prefix) {
+  CEMB_RETURN_IF_ERROR(Quiesce());
+  for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->layer->ExportNpy(dir, prefix));
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Import(const std::string& dir, const std::string& prefix) {
+  CEMB_RETURN_IF_ERROR(Quiesce());
+  for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->layer->ImportNpy(dir, prefix));
+  return absl::OkStatus();
+}
+
+absl::Status Collection::ReadTable(int table, std::span<float> rows) {
+  if (table < 0 || table >= static_cast<int>(options_.tables.size())) {
+    return absl::OutOfRangeError(absl::StrCat("table ", table, " of ", options_.tables.size()));
+  }
+  const CollectionTable& t = options_.tables[table];
+  if (static_cast<int64_t>(rows.size()) != t.rows * t.dim) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", t.name, "': ", rows.size(), " values where [", t.rows,
+                                                   ", ", t.dim, "] are needed"));
+  }
+  CEMB_RETURN_IF_ERROR(Quiesce());
+  auto [g, p] = where_[table];
+  for (int64_t r = 0; r < t.rows; ++r) {
+    CEMB_RETURN_IF_ERROR(groups_[g]->layer->ReadRow(p, r, rows.subspan(static_cast<size_t>(r * t.dim), t.dim)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collection::WriteTable(int table, std::span<const float> rows) {
+  if (table < 0 || table >= static_cast<int>(options_.tables.size())) {
+    return absl::OutOfRangeError(absl::StrCat("table ", table, " of ", options_.tables.size()));
+  }
+  const CollectionTable& t = options_.tables[table];
+  if (static_cast<int64_t>(rows.size()) != t.rows * t.dim) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", t.name, "': ", rows.size(), " values where [", t.rows,
+                                                   ", ", t.dim, "] are needed"));
+  }
+  CEMB_RETURN_IF_ERROR(Quiesce());
+  auto [g, p] = where_[table];
+  for (int64_t r = 0; r < t.rows; ++r) {
+    CEMB_RETURN_IF_ERROR(groups_[g]->layer->WriteRow(p, r, rows.subspan(static_cast<size_t>(r * t.dim), t.dim)));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<TableReport> Collection::Report() const {
+  std::vector<std::vector<TableReport>> by_group;
+  for (const auto& g : groups_) by_group.push_back(g->layer->Report());
+  std::vector<TableReport> reports;
+  for (size_t i = 0; i < options_.tables.size(); ++i) {
+    auto [g, p] = where_[i];
+    reports.push_back(by_group[g][p]);
+    reports.back().name = options_.tables[i].name;
+  }
+  return reports;
+}
+
+}  // namespace cemb::python
