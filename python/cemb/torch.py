@@ -1,0 +1,321 @@
+"""cemb.torch: an EmbeddingBagCollection whose tables live in DRAM, behind a
+DRAM cache, or on an NVMe drive, for a PyTorch training loop (docs/python.md).
+
+The vocabulary is TorchRec's where it fits: tables are ``EmbeddingBagConfig``s,
+inputs are jagged features per key (a ``KeyedJaggedTensor``, this module's or
+TorchRec's when it is installed), the output is the pooled
+``[batch, sum of embedding_dim x features]`` tensor in the order of the tables'
+``feature_names``. The tables are not ``nn.Parameter``s: ``backward`` applies
+the optimizer to the rows the batch read, in place, fused with the gradient's
+reduction (the pattern of FBGEMM's table-batched embeddings), so a torch
+optimizer never sees them and the dense parameters keep theirs.
+
+    tables = [EmbeddingBagConfig(name="t0", num_embeddings=10**7, embedding_dim=64,
+                                 feature_names=["f0"], storage="ssd", directory="/nvme")]
+    ebc = EmbeddingBagCollection(tables, dram_budget="2GiB", batch_size=2048,
+                                 optimizer="sgd", learning_rate=0.05)
+    for features, next_features, dense, label in batches:
+        pooled = ebc(features)            # [B, 64]; waits only for rows still in flight
+        ebc.prefetch(next_features)       # the next batch's rows are read meanwhile
+        loss = model(dense, pooled, label)
+        loss.backward()                   # the tables' rows are updated here
+        dense_optimizer.step()
+"""
+import collections
+import dataclasses
+import enum
+import re
+from typing import Dict, List, Optional, Sequence, Union
+
+import torch
+
+from cemb._cemb import Collection
+
+__all__ = ["PoolingType", "DataType", "EmbeddingBagConfig", "KeyedJaggedTensor", "EmbeddingBagCollection"]
+
+
+class PoolingType(enum.Enum):
+    SUM = "SUM"
+    MEAN = "MEAN"
+
+
+class DataType(enum.Enum):
+    FP32 = "FP32"
+    BF16 = "BF16"
+
+
+@dataclasses.dataclass
+class EmbeddingBagConfig:
+    """One table: its rows, their size and type, the features it serves, where it lives.
+
+    storage: "dram" (all rows in DRAM), "dynamic" (a DRAM cache over a slow
+    tier in `directory`, libpmem2: CXL or persistent memory, or any file
+    system), "ssd" (rows in a file in `directory`, read and written with
+    io_uring; DRAM holds the hot rows within the collection's dram_budget).
+    The rows start uniform in +-sqrt(1/num_embeddings), as TorchRec's do.
+    """
+
+    num_embeddings: int
+    embedding_dim: int
+    name: str = ""
+    feature_names: List[str] = dataclasses.field(default_factory=list)  # default: [name]
+    pooling: Union[PoolingType, str] = PoolingType.SUM
+    data_type: Union[DataType, str] = DataType.FP32
+    storage: str = "dram"
+    directory: Optional[str] = None
+
+
+class KeyedJaggedTensor:
+    """Jagged features by key, laid out as TorchRec's: ``values`` of every key
+    one after the other, and ``lengths`` (len(keys) x B, key-major) or
+    ``offsets`` (len(keys) x B + 1) into them; int32 or int64, CPU, contiguous."""
+
+    def __init__(self, keys: Sequence[str], values: torch.Tensor, weights=None,
+                 lengths: Optional[torch.Tensor] = None, offsets: Optional[torch.Tensor] = None):
+        if weights is not None:
+            raise ValueError("KeyedJaggedTensor: per-value weights are not supported")
+        if (lengths is None) == (offsets is None):
+            raise ValueError("KeyedJaggedTensor: give lengths or offsets, one of them")
+        self._keys = list(keys)
+        self._values = values
+        self._lengths = lengths if lengths is not None else offsets[1:] - offsets[:-1]
+
+    @staticmethod
+    def from_lengths_sync(keys, values, lengths, weights=None):
+        return KeyedJaggedTensor(keys, values, weights=weights, lengths=lengths)
+
+    @staticmethod
+    def from_offsets_sync(keys, values, offsets, weights=None):
+        return KeyedJaggedTensor(keys, values, weights=weights, offsets=offsets)
+
+    def keys(self) -> List[str]:
+        return self._keys
+
+    def values(self) -> torch.Tensor:
+        return self._values
+
+    def lengths(self) -> torch.Tensor:
+        return self._lengths
+
+    def weights_or_none(self):
+        return None
+
+
+_UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
+          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def _bytes(text: Union[int, str, None]) -> int:
+    """An int, or a size such as "512MiB" or "2GiB"."""
+    if text is None:
+        return 0
+    if isinstance(text, int):
+        return text
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", str(text))
+    if m is None or m.group(2).upper() not in _UNITS:
+        raise ValueError(f"dram_budget: '{text}' is not a size (bytes, or e.g. 512MiB, 2GiB)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+
+
+def _enum(cls, value, what):
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(str(value).upper())
+    except ValueError:
+        raise ValueError(f"{what}: '{value}' is not one of {[e.value.lower() for e in cls]}") from None
+
+
+def _array(t: torch.Tensor, what: str):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{what}: a {type(t).__name__} where a tensor is needed")
+    if t.device.type != "cpu":
+        raise ValueError(f"{what}: on {t.device}, where the CPU is needed")
+    if t.dim() != 1:
+        raise ValueError(f"{what}: {t.dim()}-D where 1-D is needed")
+    if not t.is_contiguous():
+        raise ValueError(f"{what}: not contiguous (call .contiguous())")
+    if t.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"{what}: dtype {t.dtype} where torch.int32 or torch.int64 is needed")
+    return t.numpy()
+
+
+class _PooledLookup(torch.autograd.Function):
+    """The collection's forward; its backward is the tables' optimizer step."""
+
+    @staticmethod
+    def forward(ctx, anchor, ebc, values, lengths, batch):
+        out = torch.empty(batch, ebc._core.output_width, dtype=torch.float32)
+        ebc._core.forward(values, lengths, True, out.numpy())
+        ctx.ebc = ebc
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.to(torch.float32).contiguous()
+        ctx.ebc._core.backward(grad.numpy(), ctx.ebc.learning_rate)
+        return None, None, None, None, None
+
+
+class EmbeddingBagCollection(torch.nn.Module):
+    """Pooled embedding lookups of jagged features; the tables train in place.
+
+    ``forward(features)`` returns ``[B, sum of embedding_dim x features]``
+    (features in table order; ``to_dict`` splits it per key). Under autograd,
+    ``backward`` runs the optimizer (``"sgd"`` or ``"rowwise_adagrad"``, at
+    ``learning_rate``) on the rows the batch read, in place, and returns no
+    gradient for them: the pattern of FBGEMM's table-batched embeddings. One
+    backward per forward; a forward under ``torch.no_grad()`` or in eval mode
+    updates nothing.
+
+    ``prefetch(next_features)`` starts reading the next batch's rows of the
+    ssd tables while this step computes; every forward after it must get the
+    prefetched batches, in order. Losses do not depend on it, nor on where
+    the tables live: dram, dynamic and ssd train bit for bit alike.
+
+    dram_budget (bytes, or "2GiB"): DRAM for the rows of the "dynamic" and
+    "ssd" tables, split among them by what each needs and by size, as
+    dlrm-train splits model.dram_budget; required with an ssd table, with
+    ``batch_size`` (and ``bag_size``, the values per bag it plans for):
+    an ssd table pins the rows of ``prefetch_batches + 1`` batches.
+
+    ``state_dict()`` holds ``<name>.weight`` per table (fp32, or bf16 for
+    bf16 tables): the whole table in memory, for small tables. ``export(dir)``
+    and ``init_from(dir)`` stream ``emb_l.<i>.weight.npy`` files, table i of
+    the collection, dlrm-train's names; ``save(dir)``/``load(dir)`` are
+    checkpoints with the optimizer state, which resume bit for bit.
+    Errors are exceptions with the engine's message.
+    """
+
+    def __init__(self, tables: Sequence[EmbeddingBagConfig], *, dram_budget: Union[int, str, None] = None,
+                 batch_size: int = 0, bag_size: int = 1, prefetch_batches: int = 1, optimizer: str = "sgd",
+                 learning_rate: float = 0.01, eps: float = 1e-8, directory: Optional[str] = None,
+                 threads: int = 0, seed: int = 1):
+        super().__init__()
+        self.tables = [dataclasses.replace(t) for t in tables]
+        specs = []
+        for t in self.tables:
+            if not t.feature_names:
+                t.feature_names = [t.name]
+            t.pooling = _enum(PoolingType, t.pooling, f"table '{t.name}': pooling")
+            t.data_type = _enum(DataType, t.data_type, f"table '{t.name}': data_type")
+            specs.append(dict(name=t.name, num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim,
+                              feature_names=list(t.feature_names), bf16=t.data_type == DataType.BF16,
+                              storage=t.storage, directory=t.directory or directory or ""))
+        self._core = Collection(specs, dram_budget=_bytes(dram_budget), batch_size=batch_size, bag_size=bag_size,
+                                prefetch_batches=prefetch_batches, optimizer=optimizer, adagrad_eps=eps,
+                                threads=threads, seed=seed)
+        self.learning_rate = learning_rate
+        self._features = list(self._core.features)
+        self._slices = collections.OrderedDict()  # feature -> (first column, dim, mean)
+        col = 0
+        for t in self.tables:
+            for f in t.feature_names:
+                self._slices[f] = (col, t.embedding_dim, t.pooling == PoolingType.MEAN)
+                col += t.embedding_dim
+        self._any_mean = any(mean for _, _, mean in self._slices.values())
+        # Autograd calls a Function's backward only when an input needs a
+        # gradient: this empty tensor is that input (not a parameter).
+        self._anchor = torch.zeros(0, requires_grad=True)
+
+    def feature_names(self) -> List[str]:
+        return list(self._features)
+
+    def _arrays(self, features):
+        """Per feature (collection order): its values and lengths as NumPy views, and B."""
+        if isinstance(features, dict):
+            raise TypeError("features: a KeyedJaggedTensor is needed (keys, values, lengths or offsets)")
+        keys = list(features.keys())
+        values = _array(features.values(), "features.values()")
+        lengths = _array(features.lengths(), "features.lengths()")
+        if len(keys) == 0 or lengths.shape[0] % len(keys) != 0:
+            raise ValueError(f"features: {lengths.shape[0]} lengths for {len(keys)} keys (needs keys x batch)")
+        batch = lengths.shape[0] // len(keys)
+        negative = (lengths < 0).nonzero()[0]
+        if len(negative) > 0:  # before the per-key sums that slice the values
+            k = int(negative[0])
+            raise ValueError(f"feature '{keys[k // batch]}', bag {k % batch}: length {int(lengths[k])} < 0")
+        counts = lengths.reshape(len(keys), batch).sum(axis=1)
+        if int(counts.sum()) != values.shape[0]:
+            raise ValueError(f"features: the lengths sum to {int(counts.sum())} where there are "
+                             f"{values.shape[0]} values")
+        starts = [0]
+        for c in counts:
+            starts.append(starts[-1] + int(c))
+        where = {k: i for i, k in enumerate(keys)}
+        v, l = [], []
+        for f in self._features:
+            i = where.get(f)
+            if i is None:
+                raise ValueError(f"features: no key '{f}' (the input has {keys})")
+            v.append(values[starts[i]:starts[i + 1]])
+            l.append(lengths[i * batch:(i + 1) * batch])
+        return v, l, batch
+
+    def forward(self, features) -> torch.Tensor:
+        values, lengths, batch = self._arrays(features)
+        if torch.is_grad_enabled() and self.training:
+            out = _PooledLookup.apply(self._anchor, self, values, lengths, batch)
+        else:
+            out = torch.empty(batch, self._core.output_width, dtype=torch.float32)
+            self._core.forward(values, lengths, True, out.numpy())
+            self._core.end_step()
+        if self._any_mean:
+            out = out / self._mean_divisor(lengths, batch)
+        return out
+
+    def _mean_divisor(self, lengths, batch) -> torch.Tensor:
+        divisor = torch.ones(batch, self._core.output_width)
+        for i, (col, dim, mean) in enumerate(self._slices.values()):
+            if mean:
+                divisor[:, col:col + dim] = torch.from_numpy(lengths[i]).clamp(min=1).to(torch.float32)[:, None]
+        return divisor
+
+    def prefetch(self, features) -> None:
+        """Starts reading the rows of the batch after the current one (ssd tables)."""
+        values, lengths, _ = self._arrays(features)
+        self._core.prefetch(values, lengths, True)
+
+    def to_dict(self, pooled: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """The pooled output per feature: views of its columns."""
+        return {f: pooled[:, col:col + dim] for f, (col, dim, _) in self._slices.items()}
+
+    def report(self) -> List[dict]:
+        """Per table: its storage, kernel, DRAM and, for ssd tables, the tier's counters."""
+        return self._core.report()
+
+    # Checkpoints and weights.
+    def save(self, directory: str) -> None:
+        self._core.save(str(directory))
+
+    def load(self, directory: str) -> None:
+        self._core.load(str(directory))
+
+    def export(self, directory: str) -> None:
+        self._core.export_npy(str(directory), "emb_l.")
+
+    def init_from(self, directory: str) -> None:
+        self._core.import_npy(str(directory), "emb_l.")
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        for i, t in enumerate(self.tables):
+            w = torch.empty(t.num_embeddings, t.embedding_dim, dtype=torch.float32)
+            self._core.read_table(i, w.numpy())
+            destination[f"{prefix}{t.name}.weight"] = w.to(torch.bfloat16) if t.data_type == DataType.BF16 else w
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        for i, t in enumerate(self.tables):
+            key = f"{prefix}{t.name}.weight"
+            if key not in state_dict:
+                missing_keys.append(key)
+                continue
+            w = state_dict[key]
+            if tuple(w.shape) != (t.num_embeddings, t.embedding_dim):
+                error_msgs.append(f"{key}: shape {tuple(w.shape)} where "
+                                  f"({t.num_embeddings}, {t.embedding_dim}) is needed")
+                continue
+            self._core.write_table(i, w.detach().to(torch.float32).contiguous().numpy())
+        if strict:
+            names = {f"{prefix}{t.name}.weight" for t in self.tables}
+            unexpected_keys.extend(k for k in state_dict if k.startswith(prefix) and k not in names)

@@ -1,0 +1,309 @@
+"""cemb.torch.EmbeddingBagCollection (python/cemb/torch.py) trained from a
+PyTorch loop: against nn.EmbeddingBag with sparse SGD, across storage kinds
+and prefetch, its checkpoints and weights, bad inputs, memory and threads."""
+import os
+import threading
+
+import pytest
+import torch
+
+from cemb.torch import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor
+
+BATCH = 64
+DENSE = 4
+LR = 0.05
+# Three tables: two of dim 8 (one mean-pooled, one serving two features),
+# one of dim 4 between them, so that one group of tables is written in
+# place and the other through the scratch matrix.
+TABLES = [
+    dict(name="t0", num_embeddings=5000, embedding_dim=8, feature_names=["f0"], pooling="sum"),
+    dict(name="t1", num_embeddings=3000, embedding_dim=4, feature_names=["f1"], pooling="mean"),
+    dict(name="t2", num_embeddings=8000, embedding_dim=8, feature_names=["f2a", "f2b"], pooling="sum"),
+]
+FEATURES = [("f0", 5000), ("f1", 3000), ("f2a", 8000), ("f2b", 8000)]
+WIDTH = 8 + 4 + 8 * 2
+
+
+def configs(storage="dram", directory=None, data_type="fp32"):
+    return [EmbeddingBagConfig(**t, storage=storage, directory=directory, data_type=data_type) for t in TABLES]
+
+
+def batches(steps, seed=3, index_dtype=torch.int64):
+    """Skewed rows (hot rows shared between batches), 0 to 3 values per bag."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(steps):
+        values, lengths = [], []
+        for _, rows in FEATURES:
+            n = torch.randint(0, 4, (BATCH,), generator=g)
+            u = torch.rand(int(n.sum()), generator=g)
+            values.append((u * u * rows).to(index_dtype))
+            lengths.append(n.to(index_dtype))
+        kjt = KeyedJaggedTensor([f for f, _ in FEATURES], torch.cat(values), lengths=torch.cat(lengths))
+        dense = torch.rand(BATCH, DENSE, generator=g)
+        label = (torch.rand(BATCH, generator=g) > 0.5).float()
+        out.append((kjt, dense, label))
+    return out
+
+
+def top():
+    torch.manual_seed(7)
+    return torch.nn.Sequential(torch.nn.Linear(WIDTH + DENSE, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+
+
+def train(ebc, data, prefetch=False):
+    """Losses of a small model over `ebc`, dense SGD at LR."""
+    mlp = top()
+    opt = torch.optim.SGD(mlp.parameters(), lr=LR)
+    losses = []
+    for k, (kjt, dense, label) in enumerate(data):
+        if prefetch and k == 0:
+            ebc.prefetch(kjt)
+        pooled = ebc(kjt)
+        if prefetch and k + 1 < len(data):
+            ebc.prefetch(data[k + 1][0])
+        logit = mlp(torch.cat([pooled, dense], dim=1)).squeeze(1)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, label)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def make(tmp_path=None, storage="dram", **kw):
+    directory = None
+    if storage != "dram":
+        directory = str(tmp_path / storage)
+        os.makedirs(directory, exist_ok=True)
+        # Budgets a little above what the tables need (343 KiB for ssd: the
+        # pinned batches, maps and log buffers; 138 KiB for dynamic) and below
+        # their 464 KiB of rows: batches miss and evict.
+        kw.setdefault("dram_budget", 400 << 10 if storage == "ssd" else 200 << 10)
+        kw.setdefault("batch_size", BATCH)
+        kw.setdefault("bag_size", 3 if storage == "ssd" else 1)
+    return EmbeddingBagCollection(configs(storage, directory), learning_rate=LR, **kw)
+
+
+def test_losses_match_nn_embedding_bag_with_sparse_sgd():
+    ebc = make()
+    state = ebc.state_dict()
+    bags = torch.nn.ModuleDict()
+    for t in TABLES:
+        bags[t["name"]] = torch.nn.EmbeddingBag(t["num_embeddings"], t["embedding_dim"], mode=t["pooling"],
+                                                sparse=True)
+        bags[t["name"]].weight.data.copy_(state[t["name"] + ".weight"])
+    sparse_opt = torch.optim.SGD(bags.parameters(), lr=LR)
+    data = batches(20)
+    mlp = top()
+    opt = torch.optim.SGD(mlp.parameters(), lr=LR)
+    reference = []
+    for kjt, dense, label in data:
+        per_key = {}
+        lengths = kjt.lengths().view(len(FEATURES), BATCH)
+        start = 0
+        for i, (f, _) in enumerate(FEATURES):
+            n = int(lengths[i].sum())
+            per_key[f] = (kjt.values()[start:start + n], torch.cat([torch.zeros(1, dtype=torch.int64),
+                                                                   lengths[i].cumsum(0)[:-1]]))
+            start += n
+        pooled = torch.cat([bags[t["name"]](*per_key[f]) for t in TABLES for f in t["feature_names"]], dim=1)
+        logit = mlp(torch.cat([pooled, dense], dim=1)).squeeze(1)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, label)
+        opt.zero_grad()
+        sparse_opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sparse_opt.step()
+        reference.append(loss.item())
+    ours = train(ebc, data)
+    assert ours == pytest.approx(reference, rel=1e-6)
+    # The tables moved the same way too.
+    after = ebc.state_dict()
+    for t in TABLES:
+        torch.testing.assert_close(after[t["name"] + ".weight"], bags[t["name"]].weight.data, rtol=1e-5, atol=1e-7)
+
+
+def test_dram_dynamic_and_ssd_give_bit_identical_losses(tmp_path):
+    data = batches(20)
+    dram = train(make(), data)
+    dynamic = make(tmp_path, "dynamic")
+    ssd = make(tmp_path, "ssd")
+    assert train(dynamic, data) == dram
+    assert train(ssd, data) == dram
+    assert all(r["misses"] > 0 for r in dynamic.report())  # the caches missed
+    report = {r["name"]: r for r in ssd.report()}
+    assert report["t2"]["storage"] == "ssd"
+    assert report["t2"]["fetched_rows"] > 0  # rows came back from the file
+
+
+def test_prefetch_on_or_off_gives_bit_identical_losses(tmp_path):
+    data = batches(20)
+    off = train(make(tmp_path, "ssd"), data)
+    ssd = make(tmp_path, "ssd", prefetch_batches=1)
+    on = train(ssd, data, prefetch=True)
+    assert on == off
+    assert all(r["sync_fetches"] == 0 for r in ssd.report())
+
+
+def test_forward_after_prefetch_must_get_the_prefetched_batch():
+    ebc = make()
+    data = batches(2)
+    ebc.prefetch(data[0][0])
+    with pytest.raises(RuntimeError, match="not the batch prefetch"):
+        ebc(data[1][0])
+
+
+def test_int32_and_int64_inputs_agree():
+    a = train(make(), batches(5, index_dtype=torch.int64))
+    b = train(make(), batches(5, index_dtype=torch.int32))
+    assert a == b
+
+
+def test_bf16_rows():
+    ebc = EmbeddingBagCollection(configs(data_type="bf16"), learning_rate=LR)
+    losses = train(ebc, batches(5))
+    assert all(l == l for l in losses)
+    w = ebc.state_dict()["t0.weight"]
+    assert w.dtype == torch.bfloat16
+
+
+def test_eval_forward_updates_nothing():
+    ebc = make()
+    kjt = batches(1)[0][0]
+    before = ebc.state_dict()["t0.weight"].clone()
+    ebc.eval()
+    first = ebc(kjt)
+    second = ebc(kjt)
+    assert torch.equal(first, second)
+    assert torch.equal(ebc.state_dict()["t0.weight"], before)
+
+
+def test_to_dict_splits_the_output_per_feature():
+    ebc = make()
+    pooled = ebc(batches(1)[0][0])
+    d = ebc.to_dict(pooled)
+    assert list(d) == ["f0", "f1", "f2a", "f2b"]
+    assert [v.shape[1] for v in d.values()] == [8, 4, 8, 8]
+    assert torch.equal(d["f1"], pooled[:, 8:12])
+
+
+def test_save_and_load_resume_bit_for_bit(tmp_path):
+    for optimizer in ("sgd", "rowwise_adagrad"):
+        data = batches(20)
+        whole = make(tmp_path, "ssd", optimizer=optimizer)
+        mlp_free = lambda ebc, d: [float(ebc(kjt).sum()) for kjt, _, _ in d]  # noqa: E731
+        # A made-up loss per step so that the dense model plays no part.
+        def steps(ebc, d):
+            out = []
+            for kjt, _, _ in d:
+                pooled = ebc(kjt)
+                loss = (pooled * pooled).sum() * 1e-2
+                loss.backward()
+                out.append(loss.item())
+            return out
+        losses = steps(whole, data)
+        first = make(tmp_path, "ssd", optimizer=optimizer)
+        steps(first, data[:10])
+        ckpt = tmp_path / f"ckpt-{optimizer}"
+        ckpt.mkdir()
+        first.save(str(ckpt))
+        resumed = make(tmp_path, "dram", optimizer=optimizer)  # a checkpoint may move its tables
+        resumed.load(str(ckpt))
+        assert steps(resumed, data[10:]) == losses[10:]
+        assert mlp_free(resumed, data[:1]) == mlp_free(whole, data[:1])
+
+
+def test_state_dict_and_export_round_trip(tmp_path):
+    a = make()
+    train(a, batches(5))
+    b = make(seed=99)
+    b.load_state_dict(a.state_dict())
+    for k, v in a.state_dict().items():
+        assert torch.equal(b.state_dict()[k], v)
+    c = make(tmp_path, "ssd", seed=5)
+    a.export(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.glob("emb_l.*.weight.npy")) == [
+        "emb_l.0.weight.npy", "emb_l.1.weight.npy", "emb_l.2.weight.npy"]
+    c.init_from(str(tmp_path))
+    for k, v in a.state_dict().items():
+        assert torch.equal(c.state_dict()[k], v)
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        b.load_state_dict({**a.state_dict(), "t9.weight": torch.zeros(1)})
+    with pytest.raises(RuntimeError, match="shape"):
+        b.load_state_dict({**a.state_dict(), "t0.weight": torch.zeros(3, 8)})
+
+
+def kjt_of(values, lengths, dtype=torch.int64):
+    return KeyedJaggedTensor(["f0", "f1", "f2a", "f2b"], torch.tensor(values, dtype=dtype),
+                             lengths=torch.tensor(lengths, dtype=dtype))
+
+
+def test_bad_inputs_raise_clear_errors(tmp_path):
+    ebc = make()
+    with pytest.raises(IndexError, match=r"table 't2', feature 'f2b', bag 1, index 0: row 8000 >= 8000"):
+        ebc(kjt_of([1, 2, 3, 4, 8000], [1, 0, 1, 0, 1, 1, 0, 1]))
+    with pytest.raises(IndexError, match=r"table 't1', feature 'f1', bag 0, index 1: row -1 < 0"):
+        ebc(kjt_of([1, 2, -1, 4], [1, 0, 2, 0, 0, 1, 0, 0]))
+    with pytest.raises(ValueError, match="lengths sum to 5 where there are 4 values"):
+        ebc(kjt_of([1, 2, 3, 4], [1, 0, 2, 0, 1, 1, 0, 0]))
+    with pytest.raises(ValueError, match=r"feature 'f0', bag 1: length -1 < 0"):
+        ebc(kjt_of([1, 2, 3, 4], [2, -1, 1, 0, 1, 1, 0, 0]))
+    with pytest.raises(ValueError, match="7 lengths for 4 keys"):
+        ebc(kjt_of([1, 2, 3, 4], [1, 1, 1, 1, 0, 0, 0]))
+    with pytest.raises(TypeError, match="dtype torch.float32 where torch.int32 or torch.int64"):
+        ebc(KeyedJaggedTensor(["f0", "f1", "f2a", "f2b"], torch.ones(4), lengths=torch.ones(4, dtype=torch.int64)))
+    strided = torch.arange(8, dtype=torch.int64)[::2]
+    with pytest.raises(ValueError, match="not contiguous"):
+        ebc(KeyedJaggedTensor(["f0", "f1", "f2a", "f2b"], strided, lengths=torch.ones(4, dtype=torch.int64)))
+    with pytest.raises(ValueError, match="no key 'f2b'"):
+        ebc(KeyedJaggedTensor(["f0", "f1", "f2a"], torch.ones(3, dtype=torch.int64),
+                              lengths=torch.ones(3, dtype=torch.int64)))
+    with pytest.raises(FileNotFoundError, match="directory /nonexistent/cemb: no such directory"):
+        EmbeddingBagCollection(configs("ssd", "/nonexistent/cemb"), dram_budget="1MiB", batch_size=BATCH)
+    with pytest.raises(ValueError, match="dram_budget: required"):
+        EmbeddingBagCollection(configs("ssd", str(tmp_path)), batch_size=BATCH)
+    with pytest.raises(ValueError, match="cannot hold"):
+        EmbeddingBagCollection(configs("ssd", str(tmp_path)), dram_budget=1000, batch_size=BATCH)
+    with pytest.raises(RuntimeError, match="backward: no step"):
+        ebc._core.backward(torch.zeros(BATCH, WIDTH).numpy(), LR)
+    # After every refusal the collection still trains.
+    assert len(train(ebc, batches(2))) == 2
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_thousand_steps_do_not_grow_resident_memory(tmp_path):
+    ebc = make(tmp_path, "ssd")
+    data = batches(50)
+    mlp = top()
+    def run(steps):
+        for k in range(steps):
+            kjt, dense, label = data[k % len(data)]
+            pooled = ebc(kjt)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                mlp(torch.cat([pooled, dense], dim=1)).squeeze(1), label)
+            loss.backward()
+    run(200)  # warm: buffers, the allocator's pools
+    before = rss_bytes()
+    run(1000)
+    assert rss_bytes() - before < 4 << 20
+
+
+def test_two_threads_on_separate_collections():
+    data = batches(10)
+    expected = train(make(), data)
+    results = [None, None]
+
+    def worker(i):
+        results[i] = train(make(), data)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected, expected]
