@@ -15,7 +15,8 @@ library_packages=(
   liburing-dev         # liburing 2.3: the ssd tier's block I/O (cemb::ssd, which
                        # cemb::cache links: storage.h's kind "ssd")
 )
-# The rest: dlrm-train, the tests, the benchmarks and the sanitizer builds.
+# The rest: dlrm-train, the Python module, the tests, the benchmarks and the
+# sanitizer builds.
 packages=(
   "${library_packages[@]}"
   libdnnl-dev          # oneDNN 2.6: the MLPs of dlrm/
@@ -28,6 +29,8 @@ packages=(
   libopenmpi-dev openmpi-bin # Open MPI 4.1: cemb::distributed and mpirun for multi-rank
                        # training; not a library package: a service
                        # that links cemb::embedding/cache never talks MPI
+  pybind11-dev python3-dev   # the Python module cemb (python/): pybind11 2.10 and the headers
+  python3-numpy python3-torch python3-pytest  # its PyTorch layer, example and tests
 )
 case "${1:-}" in
   --library) packages=("${library_packages[@]}") ;;

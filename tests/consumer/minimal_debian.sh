@@ -17,7 +17,7 @@ for absent in libdnnl-dev libdnnl2 libyaml-cpp-dev ocl-icd-opencl-dev opencl-c-h
 done
 build=build-minimal
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCEMB_BUILD_DLRM=OFF \
-  -DCEMB_BUILD_TESTS=OFF -DCEMB_BUILD_BENCH=OFF -DCEMB_BUILD_APPS=OFF >/dev/null
+  -DCEMB_BUILD_TESTS=OFF -DCEMB_BUILD_BENCH=OFF -DCEMB_BUILD_APPS=OFF -DCEMB_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)"
 cmake -DBUILD_DIR="$PWD/$build" -DPROJECT_DIR="$PWD/tests/consumer/project" \
   -DWORK_DIR="$PWD/$build/consumer" -DGENERATOR=Ninja -DCXX=c++ \

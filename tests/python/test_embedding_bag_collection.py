@@ -51,9 +51,9 @@ def top():
     return torch.nn.Sequential(torch.nn.Linear(WIDTH + DENSE, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
 
 
-def train(ebc, data, prefetch=False):
+def train(ebc, data, prefetch=False, mlp=None):
     """Losses of a small model over `ebc`, dense SGD at LR."""
-    mlp = top()
+    mlp = mlp or top()
     opt = torch.optim.SGD(mlp.parameters(), lr=LR)
     losses = []
     for k, (kjt, dense, label) in enumerate(data):
@@ -296,10 +296,13 @@ def test_a_thousand_steps_do_not_grow_resident_memory(tmp_path):
 def test_two_threads_on_separate_collections():
     data = batches(10)
     expected = train(make(), data)
+    # Made here: torch's global RNG, which initialises the MLPs, is not per thread.
+    collections = [make(), make()]
+    mlps = [top(), top()]
     results = [None, None]
 
     def worker(i):
-        results[i] = train(make(), data)
+        results[i] = train(collections[i], data, mlp=mlps[i])
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
     for t in threads:
