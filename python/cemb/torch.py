@@ -225,6 +225,9 @@ class EmbeddingBagCollection(torch.nn.Module):
         """Per feature (collection order): its values and lengths as NumPy views, and B."""
         if isinstance(features, dict):
             raise TypeError("features: a KeyedJaggedTensor is needed (keys, values, lengths or offsets)")
+        weights = getattr(features, "weights_or_none", lambda: None)()
+        if weights is not None:
+            raise ValueError("features: per-value weights are not supported")
         keys = list(features.keys())
         values = _array(features.values(), "features.values()")
         lengths = _array(features.lengths(), "features.lengths()")
