@@ -47,11 +47,12 @@ def main():
     args = p.parse_args()
 
     sys.path.insert(0, os.path.join(HERE, "..", "examples", "python"))
-    from train_dlrm import features_of, read_binary
+    from train_dlrm import features_of
+    from cemb.dataset import open_binary
     from cemb.torch import EmbeddingBagCollection, EmbeddingBagConfig
 
     torch.set_num_threads(args.threads)
-    _, _, index, sizes = read_binary(args.data)
+    _, _, index, sizes = open_binary(args.data)
     steps = min(args.steps, len(index) // args.batch)
     keys = [f"cat_{t}" for t in range(len(sizes))]
     t0 = time.perf_counter()

@@ -100,7 +100,7 @@ for dist in $DISTS; do
     data=${data%/RECIPE}/train.bin
     echo "== $dist indices: torch mmap peer, every table a torch.from_file in $SSD_DIR/torch-mmap, memlimit $CAP"
     peer_threads=$THREADS; ((peer_threads > 0)) || peer_threads=$(nproc)
-    OMP_NUM_THREADS=$peer_threads OPENBLAS_NUM_THREADS=$peer_threads \
+    PYTHONPATH="$BUILD_DIR/python" OMP_NUM_THREADS=$peer_threads OPENBLAS_NUM_THREADS=$peer_threads \
       "$MEMLIMIT" "$CAP" "$PYTHON" bench/reference/torch_mmap_dlrm.py --data "$data" --dir "$SSD_DIR/torch-mmap" \
       --steps "$PEER_STEPS" --threads "$peer_threads" $PEER_ARGS >"$OUT/torch-$dist.txt" 2>&1 ||
       { tail -20 "$OUT/torch-$dist.txt"; exit 1; }

@@ -396,15 +396,21 @@ absl::Status Collection::Import(const std::string& dir, const std::string& prefi
   return absl::OkStatus();
 }
 
-absl::Status Collection::ReadTable(int table, std::span<float> rows) {
+absl::Status Collection::CheckWholeTable(int table, size_t values) const {
   if (table < 0 || table >= static_cast<int>(options_.tables.size())) {
     return absl::OutOfRangeError(absl::StrCat("table ", table, " of ", options_.tables.size()));
   }
   const CollectionTable& t = options_.tables[table];
-  if (static_cast<int64_t>(rows.size()) != t.rows * t.dim) {
-    return absl::InvalidArgumentError(absl::StrCat("table '", t.name, "': ", rows.size(), " values where [", t.rows,
-                                                   ", ", t.dim, "] are needed"));
+  if (static_cast<int64_t>(values) != t.rows * t.dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", t.name, "': ", values, " values where [", t.rows, ", ", t.dim, "] are needed"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Collection::ReadTable(int table, std::span<float> rows) {
+  CEMB_RETURN_IF_ERROR(CheckWholeTable(table, rows.size()));
+  const CollectionTable& t = options_.tables[table];
   CEMB_RETURN_IF_ERROR(Quiesce());
   auto [g, p] = where_[table];
   for (int64_t r = 0; r < t.rows; ++r) {
@@ -414,14 +420,8 @@ absl::Status Collection::ReadTable(int table, std::span<float> rows) {
 }
 
 absl::Status Collection::WriteTable(int table, std::span<const float> rows) {
-  if (table < 0 || table >= static_cast<int>(options_.tables.size())) {
-    return absl::OutOfRangeError(absl::StrCat("table ", table, " of ", options_.tables.size()));
-  }
+  CEMB_RETURN_IF_ERROR(CheckWholeTable(table, rows.size()));
   const CollectionTable& t = options_.tables[table];
-  if (static_cast<int64_t>(rows.size()) != t.rows * t.dim) {
-    return absl::InvalidArgumentError(absl::StrCat("table '", t.name, "': ", rows.size(), " values where [", t.rows,
-                                                   ", ", t.dim, "] are needed"));
-  }
   CEMB_RETURN_IF_ERROR(Quiesce());
   auto [g, p] = where_[table];
   for (int64_t r = 0; r < t.rows; ++r) {

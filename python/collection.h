@@ -137,6 +137,8 @@ class Collection {
   absl::Status Begin(Batch& batch);
   absl::Status EndOpenStep();
   absl::Status Quiesce();  // ends the open step, drops the prefetched batches, drains
+  // Table `table` exists and `values` is rows x dim of it.
+  absl::Status CheckWholeTable(int table, size_t values) const;
 
   CollectionOptions options_;
   std::vector<std::string> features_;

@@ -29,7 +29,8 @@ and sizes of the tables come from the file's header. Batches are taken in file
 order (batch k is samples [kB, kB + B)); dlrm-train shuffles within blocks of
 65536 samples unless train.shuffle is false, so with shuffling the two see the
 same samples in a different order (the synthetic samples are independent, so
-the rows' statistics are the same). Batch assembly (memmap slices to tensors)
+the rows' statistics are the same). The file is read by the cemb package's
+reader (cemb.dataset: PYTHONPATH=<build>/python). Batch assembly (memmap slices to tensors)
 is inside the timed loop, as dlrm-train's loader thread is part of its run.
 
 The losses are not bit-identical to dlrm-train's: the initial weights come from
@@ -56,8 +57,8 @@ Prints one line a script can parse:
 Needs Debian's python3-torch and libopenblas0 (a benchmark-only dependency,
 like dlrm_reference.py; not a build or test dependency of the project):
 
-  /usr/bin/python3 bench/reference/torch_mmap_dlrm.py --data WORK/synthetic-XXXX/train.bin --dir /nvme/torch
-  memlimit 3G /usr/bin/python3 bench/reference/torch_mmap_dlrm.py --data ... --dir ... --steps 300
+  PYTHONPATH=build/python /usr/bin/python3 bench/reference/torch_mmap_dlrm.py --data WORK/synthetic-XXXX/train.bin --dir /nvme/torch
+  PYTHONPATH=build/python memlimit 3G /usr/bin/python3 bench/reference/torch_mmap_dlrm.py --data ... --dir ... --steps 300
 """
 import argparse
 import ctypes
@@ -69,28 +70,6 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def read_header(path):
-    """The binary dataset's header (data/dataset.h) as a dict; raises on a bad file."""
-    import numpy as np
-    with open(path, "rb") as f:
-        head = f.read(64)
-        if len(head) < 64 or head[:8] != b"CEMBDSET":
-            raise SystemExit(f"{path}: not a CachedEmbeddings dataset (no CEMBDSET magic)")
-        version, header_bytes = np.frombuffer(head[8:16], "<u4")
-        samples = int(np.frombuffer(head[16:24], "<u8")[0])
-        dense, tables, hotness, record_bytes = (int(v) for v in np.frombuffer(head[24:40], "<u4"))
-        if version != 1:
-            raise SystemExit(f"{path}: dataset version {version}, this script reads version 1")
-        sizes = np.frombuffer(f.read(8 * tables), "<u8").astype(np.int64).tolist()
-    if record_bytes != 4 * (1 + dense + tables * hotness):
-        raise SystemExit(f"{path}: record bytes {record_bytes} do not match D={dense} T={tables} K={hotness}")
-    want = int(header_bytes) + samples * record_bytes
-    if os.path.getsize(path) != want:
-        raise SystemExit(f"{path}: file is {os.path.getsize(path)} bytes but its header promises {want}")
-    return dict(header_bytes=int(header_bytes), samples=samples, dense=dense, tables=tables, hotness=hotness,
-                sizes=sizes)
 
 
 # OpenBLAS cores by how much of the vector ISA their kernels use (as bench/run_dlrm.sh):
@@ -206,6 +185,7 @@ def main():
     import torch.nn as nn
     sys.path.insert(0, HERE)
     from dlrm_reference import Dlrm, blas_threads
+    from cemb.dataset import read_header  # PYTHONPATH=<build>/python
 
     torch.set_num_threads(args.threads)
     h = read_header(args.data)

@@ -28,27 +28,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from cemb.dataset import open_binary
 from cemb.torch import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor
-
-
-def read_binary(path):
-    """The binary dataset (docs/data.md) as (labels, dense, index [N, T, K], table sizes), memory-mapped."""
-    with open(path, "rb") as f:
-        head = f.read(64)
-        if len(head) < 64 or head[:8] != b"CEMBDSET":
-            raise SystemExit(f"{path}: not a CachedEmbeddings dataset (no CEMBDSET magic)")
-        version, header_bytes = np.frombuffer(head[8:16], "<u4")
-        samples = int(np.frombuffer(head[16:24], "<u8")[0])
-        dense, tables, hotness, record_bytes = (int(v) for v in np.frombuffer(head[24:40], "<u4"))
-        if version != 1:
-            raise SystemExit(f"{path}: dataset version {version}; this script reads version 1")
-        sizes = np.frombuffer(f.read(8 * tables), "<u8").astype(np.int64).tolist()
-    want = int(header_bytes) + samples * record_bytes
-    if record_bytes != 4 * (1 + dense + tables * hotness) or os.path.getsize(path) != want:
-        raise SystemExit(f"{path}: file is {os.path.getsize(path)} bytes where its header promises {want}")
-    record = np.dtype([("label", "<f4"), ("dense", "<f4", (dense,)), ("index", "<i4", (tables, hotness))])
-    data = np.memmap(path, dtype=record, mode="r", offset=int(header_bytes), shape=(samples,))
-    return data["label"], data["dense"], data["index"], sizes
 
 
 def read_tsv(path, rows):
@@ -147,7 +128,7 @@ def main():
     if args.data.endswith(".tsv") or args.data.endswith(".txt"):
         labels, dense, index, sizes = read_tsv(args.data, args.rows)
     else:
-        labels, dense, index, sizes = read_binary(args.data)
+        labels, dense, index, sizes = open_binary(args.data)
     n, tables = len(labels), len(sizes)
     batches = n // args.batch
     train_batches = batches - args.eval_batches
