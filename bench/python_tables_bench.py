@@ -11,7 +11,8 @@ A step: pooled = lookup(batch); pooled.backward(G) with a fixed random G of the
 output's shape; the optimizer step. The indices are the ones dlrm-train trains
 on: its prepared binary dataset (--data, docs/data.md; bench/run_ssd_dlrm.sh
 prepares the bench-ssd one: 8 tables x 4,000,000 rows, one-hot, Zipf 1.05),
-taken in file order, batch k = samples [kB, kB + B). Both start from the same
+taken in file order, batch k = samples [kB, kB + B); a multi-hot dataset
+(dlrm-data generate --hotness K) gives bags of K values. Both start from the same
 uniform rows (cemb's seed; nn.EmbeddingBag's weights are filled from the
 collection, so the two also end equal up to float rounding: --check).
 
@@ -68,7 +69,8 @@ def main():
             bags.append(torch.nn.EmbeddingBag(n, args.dim, mode="sum", sparse=True, _weight=w))
         del ebc
         opt = torch.optim.SGD([b.weight for b in bags], lr=args.lr)
-        offsets = torch.arange(0, args.batch, dtype=torch.int64)
+        hot = index.shape[2]  # values per bag
+        offsets = torch.arange(0, args.batch * hot, hot, dtype=torch.int64)
     setup_s = time.perf_counter() - t0
     grad = torch.rand(args.batch, len(sizes) * args.dim, generator=torch.Generator().manual_seed(1)) - 0.5
 
@@ -80,7 +82,7 @@ def main():
         if args.impl == "cemb":
             ebc(kjt).backward(grad)
         else:
-            per_table = kjt.values().view(len(sizes), args.batch)
+            per_table = kjt.values().view(len(sizes), -1)
             pooled = torch.cat([b(per_table[t], offsets) for t, b in enumerate(bags)], dim=1)
             opt.zero_grad(set_to_none=True)
             pooled.backward(grad)
@@ -89,7 +91,8 @@ def main():
     median = statistics.median(times[steps // 2:])
     print(f"python_tables: impl {args.impl}, steps {steps}, ms/step {1e3 * median:.2f} (median of the second "
           f"half), samples/s {args.batch / median:.0f}, storage {args.storage}, {len(sizes)} tables of "
-          f"{max(sizes)} rows x {args.dim}, batch {args.batch}, threads {torch.get_num_threads()}, "
+          f"{max(sizes)} rows x {args.dim}, {index.shape[2]} per bag, batch {args.batch}, "
+          f"threads {torch.get_num_threads()}, "
           f"torch {torch.__version__}, setup {setup_s:.1f} s", flush=True)
 
 
