@@ -9,6 +9,7 @@
 // Counters: items/s = samples/s; GFLOP/s counts 2 flops per multiply-add of
 // the three GEMMs of each layer (forward, backward data where computed,
 // backward weights). Refuses to run a debug build.
+#include <array>
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -126,12 +127,13 @@ BENCHMARK(BM_MlpStep)
     ->UseRealTime();
 
 // Dot interaction, hand-written kernels. Args: T, D, isa (0 generic,
-// 1 AVX-512), direction (0 forward, 1 backward).
+// 1 AVX2, 2 AVX-512), direction (0 forward, 1 backward).
 void BM_Interaction(benchmark::State& state) {
   const int64_t T = state.range(0), D = state.range(1);
   const bool backward = state.range(3) != 0;
   absl::StatusOr<Interaction> inter = Interaction::Create(
-      {.num_sparse = T, .dim = D, .isa = state.range(2) ? InteractionIsa::kAvx512 : InteractionIsa::kGeneric});
+      {.num_sparse = T, .dim = D,
+       .isa = std::array{InteractionIsa::kGeneric, InteractionIsa::kAvx2, InteractionIsa::kAvx512}[state.range(2)]});
   if (!inter.ok()) {
     state.SkipWithError(inter.status().ToString().c_str());
     return;
@@ -164,14 +166,14 @@ void BM_Interaction(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBatch);
   const double bytes = static_cast<double>(kBatch) * (backward ? 2 * ld + W : ld + W) * 4;
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
-  state.SetLabel(absl::StrCat(backward ? "backward" : "forward", inter->uses_avx512() ? " avx512" : " generic",
+  state.SetLabel(absl::StrCat(backward ? "backward" : "forward", " ", InteractionIsaName(inter->isa()),
                               " threads=", inter->options().threads > 0 ? inter->options().threads
                                                                          : omp_get_max_threads()));
 }
 BENCHMARK(BM_Interaction)
-    ->ArgNames({"T", "D", "avx512", "bwd"})
-    ->ArgsProduct({{26}, {16}, {0, 1}, {0, 1}})
-    ->ArgsProduct({{8}, {64}, {0, 1}, {0, 1}})
+    ->ArgNames({"T", "D", "isa", "bwd"})
+    ->ArgsProduct({{26}, {16}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{8}, {64}, {0, 1, 2}, {0, 1}})
     ->Unit(benchmark::kMicrosecond)
     ->ComputeStatistics("min", Min)
     ->UseRealTime();

@@ -100,19 +100,23 @@ function(cemb_kernel_sources out table header)
 endfunction()
 
 # cemb_add_library(<name> SOURCES ... HEADERS ... [KERNELS_FOR <table template> <header>]
-#                  [AVX512_SOURCES ...] [DEPS ...] [PRIVATE_DEPS ...])
+#                  [AVX2_SOURCES ...] [AVX512_SOURCES ...] [DEPS ...] [PRIVATE_DEPS ...])
 # Declares the library target cemb_<name>, its alias cemb::<name>, its ISA
 # translation units (KERNELS_FOR: the embedding kernels of a table type, see
-# cemb_kernel_sources; AVX512_SOURCES: files compiled with the AVX-512 flags
-# when they are enabled), and its installation under include/cemb/<name>/ as the
+# cemb_kernel_sources; AVX2_SOURCES, AVX512_SOURCES: files compiled with the
+# AVX2 or AVX-512 flags when those kernels are enabled), and its installation under include/cemb/<name>/ as the
 # package component <name> (find_package(CachedEmbeddings COMPONENTS <name>)),
 # which finds only the packages its DEPS and PRIVATE_DEPS come from.
 function(cemb_add_library name)
   cmake_parse_arguments(ARG "" ""
-    "SOURCES;HEADERS;KERNELS_FOR;AVX512_SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+    "SOURCES;HEADERS;KERNELS_FOR;AVX2_SOURCES;AVX512_SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   set(sources ${ARG_SOURCES})
   if(ARG_KERNELS_FOR)
     cemb_kernel_sources(sources ${ARG_KERNELS_FOR})
+  endif()
+  if(CEMB_ENABLE_AVX2)
+    list(APPEND sources ${ARG_AVX2_SOURCES})
+    set_source_files_properties(${ARG_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "${CEMB_FLAGS_AVX2}")
   endif()
   if(CEMB_ENABLE_AVX512)
     list(APPEND sources ${ARG_AVX512_SOURCES})

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/parallel.h"
@@ -57,7 +58,7 @@ struct Interaction::Impl {
   int64_t features = 0;
   int64_t width = 0;
   int threads = 1;
-  bool avx512 = false;
+  InteractionIsa isa = InteractionIsa::kGeneric;  // resolved
   RowsFn forward = nullptr;
   RowsFn backward = nullptr;
   int64_t scratch_floats = 0;  // per thread
@@ -98,26 +99,33 @@ absl::StatusOr<Interaction> Interaction::Create(const InteractionOptions& option
                     ? F * D
                     : D + (options.self_interaction ? F * (F + 1) / 2 : F * (F - 1) / 2);
   impl->threads = options.threads > 0 ? options.threads : DefaultThreads();
-  const bool have512 = IsaAvailable(Isa::kAvx512);
-  switch (options.isa) {
-    case InteractionIsa::kAuto:
-      impl->avx512 = have512;
-      break;
-    case InteractionIsa::kGeneric:
-      impl->avx512 = false;
-      break;
-    case InteractionIsa::kAvx512:
-      if (!have512) return absl::UnimplementedError("Interaction: AVX-512 kernels are not available here");
-      impl->avx512 = true;
-      break;
-  }
+  // The builds of this binary the CPU runs, widest first.
+  struct Build {
+    InteractionIsa isa;
+    RowsFn forward, backward;
+  };
+  std::vector<Build> builds;
 #if defined(CEMB_HAVE_AVX512_KERNELS)
-  impl->forward = impl->avx512 ? internal::DotForwardRowsAvx512 : internal::DotForwardRowsGeneric;
-  impl->backward = impl->avx512 ? internal::DotBackwardRowsAvx512 : internal::DotBackwardRowsGeneric;
-#else
-  impl->forward = internal::DotForwardRowsGeneric;
-  impl->backward = internal::DotBackwardRowsGeneric;
+  if (IsaAvailable(Isa::kAvx512)) {
+    builds.push_back({InteractionIsa::kAvx512, internal::DotForwardRowsAvx512, internal::DotBackwardRowsAvx512});
+  }
 #endif
+#if defined(CEMB_HAVE_AVX2_KERNELS)
+  if (IsaAvailable(Isa::kAvx2)) {
+    builds.push_back({InteractionIsa::kAvx2, internal::DotForwardRowsAvx2, internal::DotBackwardRowsAvx2});
+  }
+#endif
+  builds.push_back({InteractionIsa::kGeneric, internal::DotForwardRowsGeneric, internal::DotBackwardRowsGeneric});
+  auto chosen = std::find_if(builds.begin(), builds.end(), [&](const Build& b) {
+    return options.isa == InteractionIsa::kAuto || b.isa == options.isa;
+  });
+  if (chosen == builds.end()) {
+    return absl::UnimplementedError(
+        absl::StrCat("Interaction: ", InteractionIsaName(options.isa), " kernels are not available here"));
+  }
+  impl->isa = chosen->isa;
+  impl->forward = chosen->forward;
+  impl->backward = chosen->backward;
   if (options.kind == InteractionKind::kDot) {
     impl->scratch_floats = (internal::DotScratchFloats(F, D) + 15) / 16 * 16;
     try {
@@ -137,7 +145,7 @@ Interaction::~Interaction() = default;
 const InteractionOptions& Interaction::options() const { return impl_->options; }
 int64_t Interaction::num_features() const { return impl_->features; }
 int64_t Interaction::output_width() const { return impl_->width; }
-bool Interaction::uses_avx512() const { return impl_->avx512; }
+InteractionIsa Interaction::isa() const { return impl_->isa; }
 
 absl::Status Interaction::Forward(ConstMatrixView dense, ConstMatrixView sparse, MatrixView out) {
   Impl& m = *impl_;

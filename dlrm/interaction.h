@@ -54,8 +54,14 @@ inline constexpr EnumName<InteractionKind> kInteractionKindNames[] = {{Interacti
                                                                       {InteractionKind::kConcat, "concat"}};
 inline const char* InteractionKindName(InteractionKind kind) { return NameOf(kInteractionKindNames, kind); }
 
-// Which kernel build runs: chosen at Create from the CPU, or forced (tests).
-enum class InteractionIsa { kAuto, kGeneric, kAvx512 };
+// Which kernel build runs: chosen at Create from the CPU (the widest it
+// has), or forced (tests, benchmarks).
+enum class InteractionIsa { kAuto, kGeneric, kAvx2, kAvx512 };
+inline constexpr EnumName<InteractionIsa> kInteractionIsaNames[] = {{InteractionIsa::kAuto, "auto"},
+                                                                    {InteractionIsa::kGeneric, "generic"},
+                                                                    {InteractionIsa::kAvx2, "avx2"},
+                                                                    {InteractionIsa::kAvx512, "avx512"}};
+inline const char* InteractionIsaName(InteractionIsa isa) { return NameOf(kInteractionIsaNames, isa); }
 
 struct InteractionOptions {
   InteractionKind kind = InteractionKind::kDot;
@@ -68,8 +74,8 @@ struct InteractionOptions {
 
 class Interaction {
  public:
-  // Errors: InvalidArgument for bad options; Unimplemented for kAvx512 on a
-  // CPU (or a build) without AVX-512.
+  // Errors: InvalidArgument for bad options; Unimplemented for kAvx512 or
+  // kAvx2 on a CPU (or a build) without it.
   [[nodiscard]] static absl::StatusOr<Interaction> Create(const InteractionOptions& options);
 
   Interaction(Interaction&&) noexcept;
@@ -79,7 +85,7 @@ class Interaction {
   const InteractionOptions& options() const;
   int64_t num_features() const;  // F = T + 1
   int64_t output_width() const;
-  bool uses_avx512() const;
+  InteractionIsa isa() const;  // the build that runs: kGeneric, kAvx2 or kAvx512
 
   // out [batch x output_width()] from dense [batch x D] and sparse
   // [batch x T*D], batch = dense.rows.

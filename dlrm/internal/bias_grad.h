@@ -3,8 +3,8 @@
 // ReLU mask (g * (y > 0), y the layer's output) and sums the columns, instead
 // of oneDNN's eltwise backward followed by a second pass for the sums.
 //
-// Built twice from bias_grad_kernel.h (baseline ISA and AVX-512, chosen at run
-// time, as the interaction kernels are); the kernels work on blocks of rows
+// Built three times from bias_grad_kernel.h (baseline ISA, AVX2 and AVX-512,
+// chosen at run time, as the interaction kernels are); the kernels work on blocks of rows
 // and up to kBiasGradCols columns, and BiasGrad() spreads the blocks over the
 // OpenMP threads.
 #ifndef CEMB_DLRM_INTERNAL_BIAS_GRAD_H_
@@ -40,9 +40,10 @@ struct BiasGradArgs {
 using BiasGradBlockFn = void (*)(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                                  float* sums);
 void BiasGradBlockGeneric(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sums);
+void BiasGradBlockAvx2(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sums);
 void BiasGradBlockAvx512(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sums);
 
-// The AVX-512 block where this CPU and build have it, else the generic one.
+// The widest block this CPU and build have: AVX-512, AVX2, or the generic one.
 BiasGradBlockFn BiasGradBlockForThisCpu();
 
 // Floats of scratch BiasGrad needs for `threads` threads and width `out`.

@@ -32,6 +32,9 @@ BiasGradBlockFn BiasGradBlockForThisCpu() {
 #if defined(CEMB_HAVE_AVX512_KERNELS)
   if (IsaAvailable(Isa::kAvx512)) return BiasGradBlockAvx512;
 #endif
+#if defined(CEMB_HAVE_AVX2_KERNELS)
+  if (IsaAvailable(Isa::kAvx2)) return BiasGradBlockAvx2;
+#endif
   return BiasGradBlockGeneric;
 }
 

@@ -1,5 +1,6 @@
 // The dot-interaction kernels, compiled once per ISA: included only by
-// interaction_generic.cc and interaction_avx512.cc, whose flags differ. The
+// interaction_generic.cc, interaction_avx2.cc and interaction_avx512.cc,
+// whose flags differ. The
 // code has internal linkage (anonymous namespace), so the linker can never
 // merge an AVX-512 copy into the generic path. Not API.
 #ifndef CEMB_DLRM_INTERNAL_INTERACTION_KERNEL_H_
@@ -21,10 +22,20 @@ namespace {
 constexpr int64_t kBlock = 16;  // pairs computed per vector block
 
 // Sixteen floats as one GCC/Clang vector: one zmm register in the AVX-512
-// build, four xmm in the baseline one. Loaded and stored with memcpy (no
-// alignment assumed); never passed to or returned from a function, so the
-// baseline build has no ABI question (-Wpsabi).
+// build, two ymm in the AVX2 one, four xmm in the baseline one. Loaded and
+// stored with memcpy (no alignment assumed); never passed to or returned
+// from a function, so the baseline build has no ABI question (-Wpsabi).
 typedef float V16 __attribute__((vector_size(64)));
+// The backward's accumulators: one register wide. In the AVX2 build that is
+// eight floats: a 64-byte vector there is two ymm per operation, and the
+// backward's register blocking (kGroup rows x kD / kLanes accumulators, plus
+// a row of X) then spills. Elsewhere sixteen (one zmm; four xmm).
+#if defined(__AVX2__) && !defined(__AVX512F__)
+constexpr int kLanes = 8;
+#else
+constexpr int kLanes = 16;
+#endif
+typedef float VL __attribute__((vector_size(kLanes * 4)));
 
 // Copies sample b's F features into x [F x D] (contiguous).
 template <int kD>
@@ -160,13 +171,13 @@ void DotBackwardRowsT(const DotRowsArgs& a, int64_t begin, int64_t end, float* s
       return i == 0 ? a.d_dense + b * a.d_dense_ld : a.d_sparse + b * a.d_sparse_ld + (i - 1) * D;
     };
     if constexpr (kD > 0) {
-      constexpr int kV = kD / 16;
+      constexpr int kV = kD / kLanes;
       constexpr int kGroup = kV >= 4 ? 1 : 4 / kV;
       for (int64_t i0 = 0; i0 < F; i0 += kGroup) {
         const int64_t gn = std::min<int64_t>(kGroup, F - i0);
-        V16 acc[kGroup][kV] = {};
+        VL acc[kGroup][kV] = {};
         for (int64_t j = 0; j < F; ++j) {
-          V16 xv[kV];
+          VL xv[kV];
           __builtin_memcpy(xv, x + j * kD, sizeof xv);
           for (int k = 0; k < kGroup; ++k) {
             const float s = k < gn ? coefficient(i0 + k, j) : 0.f;
@@ -174,7 +185,7 @@ void DotBackwardRowsT(const DotRowsArgs& a, int64_t begin, int64_t end, float* s
           }
         }
         if (i0 == 0) {  // dX[0] also gets the pass-through gradient of x0
-          V16 dv[kV];
+          VL dv[kV];
           __builtin_memcpy(dv, dout, sizeof dv);
           for (int v = 0; v < kV; ++v) acc[0][v] += dv[v];
         }

@@ -33,6 +33,8 @@ inline int64_t DotScratchFloats(int64_t features, int64_t dim) {
 
 void DotForwardRowsGeneric(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch);
 void DotBackwardRowsGeneric(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch);
+void DotForwardRowsAvx2(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch);
+void DotBackwardRowsAvx2(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch);
 void DotForwardRowsAvx512(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch);
 void DotBackwardRowsAvx512(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch);
 

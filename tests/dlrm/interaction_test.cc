@@ -59,7 +59,8 @@ struct Case {
 std::string Name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return absl::StrCat(c.kind == InteractionKind::kDot ? "Dot" : "Concat", c.self ? "Self" : "", "T", c.T,
-                      "D", c.D, c.isa == InteractionIsa::kAvx512 ? "Avx512" : "Generic");
+                      "D", c.D, c.isa == InteractionIsa::kAvx512 ? "Avx512"
+                                : c.isa == InteractionIsa::kAvx2 ? "Avx2" : "Generic");
 }
 
 class InteractionTest : public ::testing::TestWithParam<Case> {
@@ -69,15 +70,16 @@ class InteractionTest : public ::testing::TestWithParam<Case> {
     return Interaction::Create(
         {.kind = c.kind, .num_sparse = c.T, .dim = c.D, .self_interaction = c.self, .isa = c.isa});
   }
+  // A forced ISA this CPU (or build) does not run.
   bool Skip() {
-    if (GetParam().isa != InteractionIsa::kAvx512) return false;
-    return !Interaction::Create({.num_sparse = 1, .dim = 1, .isa = InteractionIsa::kAvx512}).ok();
+    if (GetParam().isa == InteractionIsa::kGeneric) return false;
+    return !Interaction::Create({.num_sparse = 1, .dim = 1, .isa = GetParam().isa}).ok();
   }
 };
 
 TEST_P(InteractionTest, OutputWidthIsDlrms) {
   const Case& c = GetParam();
-  if (Skip()) GTEST_SKIP() << "no AVX-512";
+  if (Skip()) GTEST_SKIP() << "no " << InteractionIsaName(GetParam().isa);
   absl::StatusOr<Interaction> inter = Make();
   ASSERT_TRUE(inter.ok()) << inter.status();
   const int64_t F = c.T + 1;
@@ -88,7 +90,7 @@ TEST_P(InteractionTest, OutputWidthIsDlrms) {
 
 TEST_P(InteractionTest, ForwardMatchesReferenceThroughStridedViews) {
   const Case& c = GetParam();
-  if (Skip()) GTEST_SKIP() << "no AVX-512";
+  if (Skip()) GTEST_SKIP() << "no " << InteractionIsaName(GetParam().isa);
   absl::StatusOr<Interaction> inter = Make();
   ASSERT_TRUE(inter.ok()) << inter.status();
   // Batch 70 crosses the per-thread split; the inputs and output live inside
@@ -119,7 +121,7 @@ TEST_P(InteractionTest, ForwardMatchesReferenceThroughStridedViews) {
 
 TEST_P(InteractionTest, BackwardMatchesFiniteDifferences) {
   const Case& c = GetParam();
-  if (Skip()) GTEST_SKIP() << "no AVX-512";
+  if (Skip()) GTEST_SKIP() << "no " << InteractionIsaName(GetParam().isa);
   absl::StatusOr<Interaction> inter = Make();
   ASSERT_TRUE(inter.ok()) << inter.status();
   const int64_t batch = 3, D = c.D, T = c.T, W = inter->output_width();
@@ -170,6 +172,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{InteractionKind::kDot, true, 26, 16, InteractionIsa::kGeneric},
                       Case{InteractionKind::kDot, true, 26, 16, InteractionIsa::kAvx512},
                       Case{InteractionKind::kDot, false, 8, 64, InteractionIsa::kAvx512},
+                      Case{InteractionKind::kDot, false, 26, 16, InteractionIsa::kAvx2},
+                      Case{InteractionKind::kDot, true, 26, 16, InteractionIsa::kAvx2},
+                      Case{InteractionKind::kDot, false, 8, 64, InteractionIsa::kAvx2},
+                      Case{InteractionKind::kDot, false, 5, 32, InteractionIsa::kAvx2},
+                      Case{InteractionKind::kDot, true, 4, 128, InteractionIsa::kAvx2},
+                      Case{InteractionKind::kDot, true, 3, 5, InteractionIsa::kAvx2},
                       Case{InteractionKind::kDot, false, 8, 64, InteractionIsa::kGeneric},
                       Case{InteractionKind::kDot, false, 5, 32, InteractionIsa::kAvx512},
                       Case{InteractionKind::kDot, true, 4, 128, InteractionIsa::kAvx512},
