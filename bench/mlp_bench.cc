@@ -133,7 +133,7 @@ void BM_Interaction(benchmark::State& state) {
   const bool backward = state.range(3) != 0;
   absl::StatusOr<Interaction> inter = Interaction::Create(
       {.num_sparse = T, .dim = D,
-       .isa = std::array{InteractionIsa::kGeneric, InteractionIsa::kAvx2, InteractionIsa::kAvx512}[state.range(2)]});
+       .isa = std::array{Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}[state.range(2)]});
   if (!inter.ok()) {
     state.SkipWithError(inter.status().ToString().c_str());
     return;
@@ -166,7 +166,7 @@ void BM_Interaction(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBatch);
   const double bytes = static_cast<double>(kBatch) * (backward ? 2 * ld + W : ld + W) * 4;
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
-  state.SetLabel(absl::StrCat(backward ? "backward" : "forward", " ", InteractionIsaName(inter->isa()),
+  state.SetLabel(absl::StrCat(backward ? "backward" : "forward", " ", IsaName(inter->isa()),
                               " threads=", inter->options().threads > 0 ? inter->options().threads
                                                                          : omp_get_max_threads()));
 }

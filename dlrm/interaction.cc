@@ -4,7 +4,6 @@
 #include <cstring>
 #include <new>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/parallel.h"
@@ -58,7 +57,7 @@ struct Interaction::Impl {
   int64_t features = 0;
   int64_t width = 0;
   int threads = 1;
-  InteractionIsa isa = InteractionIsa::kGeneric;  // resolved
+  Isa isa = Isa::kGeneric;  // resolved
   RowsFn forward = nullptr;
   RowsFn backward = nullptr;
   int64_t scratch_floats = 0;  // per thread
@@ -99,33 +98,24 @@ absl::StatusOr<Interaction> Interaction::Create(const InteractionOptions& option
                     ? F * D
                     : D + (options.self_interaction ? F * (F + 1) / 2 : F * (F - 1) / 2);
   impl->threads = options.threads > 0 ? options.threads : DefaultThreads();
-  // The builds of this binary the CPU runs, widest first.
-  struct Build {
-    InteractionIsa isa;
-    RowsFn forward, backward;
-  };
-  std::vector<Build> builds;
+  CEMB_ASSIGN_OR_RETURN(impl->isa, ResolveIsa(options.isa));
+  switch (impl->isa) {
 #if defined(CEMB_HAVE_AVX512_KERNELS)
-  if (IsaAvailable(Isa::kAvx512)) {
-    builds.push_back({InteractionIsa::kAvx512, internal::DotForwardRowsAvx512, internal::DotBackwardRowsAvx512});
-  }
+    case Isa::kAvx512:
+      impl->forward = internal::DotForwardRowsAvx512;
+      impl->backward = internal::DotBackwardRowsAvx512;
+      break;
 #endif
 #if defined(CEMB_HAVE_AVX2_KERNELS)
-  if (IsaAvailable(Isa::kAvx2)) {
-    builds.push_back({InteractionIsa::kAvx2, internal::DotForwardRowsAvx2, internal::DotBackwardRowsAvx2});
-  }
+    case Isa::kAvx2:
+      impl->forward = internal::DotForwardRowsAvx2;
+      impl->backward = internal::DotBackwardRowsAvx2;
+      break;
 #endif
-  builds.push_back({InteractionIsa::kGeneric, internal::DotForwardRowsGeneric, internal::DotBackwardRowsGeneric});
-  auto chosen = std::find_if(builds.begin(), builds.end(), [&](const Build& b) {
-    return options.isa == InteractionIsa::kAuto || b.isa == options.isa;
-  });
-  if (chosen == builds.end()) {
-    return absl::UnimplementedError(
-        absl::StrCat("Interaction: ", InteractionIsaName(options.isa), " kernels are not available here"));
+    default:  // ResolveIsa returns only what this build has
+      impl->forward = internal::DotForwardRowsGeneric;
+      impl->backward = internal::DotBackwardRowsGeneric;
   }
-  impl->isa = chosen->isa;
-  impl->forward = chosen->forward;
-  impl->backward = chosen->backward;
   if (options.kind == InteractionKind::kDot) {
     impl->scratch_floats = (internal::DotScratchFloats(F, D) + 15) / 16 * 16;
     try {
@@ -145,7 +135,7 @@ Interaction::~Interaction() = default;
 const InteractionOptions& Interaction::options() const { return impl_->options; }
 int64_t Interaction::num_features() const { return impl_->features; }
 int64_t Interaction::output_width() const { return impl_->width; }
-InteractionIsa Interaction::isa() const { return impl_->isa; }
+Isa Interaction::isa() const { return impl_->isa; }
 
 absl::Status Interaction::Forward(ConstMatrixView dense, ConstMatrixView sparse, MatrixView out) {
   Impl& m = *impl_;

@@ -54,28 +54,22 @@ inline constexpr EnumName<InteractionKind> kInteractionKindNames[] = {{Interacti
                                                                       {InteractionKind::kConcat, "concat"}};
 inline const char* InteractionKindName(InteractionKind kind) { return NameOf(kInteractionKindNames, kind); }
 
-// Which kernel build runs: chosen at Create from the CPU (the widest it
-// has), or forced (tests, benchmarks).
-enum class InteractionIsa { kAuto, kGeneric, kAvx2, kAvx512 };
-inline constexpr EnumName<InteractionIsa> kInteractionIsaNames[] = {{InteractionIsa::kAuto, "auto"},
-                                                                    {InteractionIsa::kGeneric, "generic"},
-                                                                    {InteractionIsa::kAvx2, "avx2"},
-                                                                    {InteractionIsa::kAvx512, "avx512"}};
-inline const char* InteractionIsaName(InteractionIsa isa) { return NameOf(kInteractionIsaNames, isa); }
-
 struct InteractionOptions {
   InteractionKind kind = InteractionKind::kDot;
   int64_t num_sparse = 0;  // T, the number of embedding outputs; >= 0
   int64_t dim = 0;         // D, the width of every feature; > 0
   bool self_interaction = false;  // kDot only: include Z[i, i]
-  InteractionIsa isa = InteractionIsa::kAuto;
+  // Which kernel build runs (embedding/types.h's one list of ISAs): kAuto
+  // resolves as the embedding kernels do (embedding/cpu.h: CEMB_ISA if set,
+  // else the widest the CPU has); forced in tests and benchmarks.
+  Isa isa = Isa::kAuto;
   int threads = 0;  // OpenMP threads; 0: omp_get_max_threads() at Create
 };
 
 class Interaction {
  public:
-  // Errors: InvalidArgument for bad options; Unimplemented for kAvx512 or
-  // kAvx2 on a CPU (or a build) without it.
+  // Errors: InvalidArgument for bad options (a bad CEMB_ISA included);
+  // FailedPrecondition for an ISA this CPU (or build) does not run.
   [[nodiscard]] static absl::StatusOr<Interaction> Create(const InteractionOptions& options);
 
   Interaction(Interaction&&) noexcept;
@@ -85,7 +79,7 @@ class Interaction {
   const InteractionOptions& options() const;
   int64_t num_features() const;  // F = T + 1
   int64_t output_width() const;
-  InteractionIsa isa() const;  // the build that runs: kGeneric, kAvx2 or kAvx512
+  Isa isa() const;  // the build that runs: kGeneric, kAvx2 or kAvx512
 
   // out [batch x output_width()] from dense [batch x D] and sparse
   // [batch x T*D], batch = dense.rows.

@@ -430,7 +430,7 @@ absl::Status Mlp::Impl::Build() {
   }
 
   threads = DefaultThreads();
-  bias_block = internal::BiasGradBlockForThisCpu();
+  CEMB_ASSIGN_OR_RETURN(bias_block, internal::BiasGradBlockFor(Isa::kAuto));
   {
     const int64_t widest = *std::max_element(options.sizes.begin() + 1, options.sizes.end());
     bias_scratch = AlignedBuffer(static_cast<size_t>(internal::BiasGradScratchFloats(threads, widest)) * 4);

@@ -12,6 +12,9 @@
 
 #include <cstdint>
 
+#include "absl/status/statusor.h"
+#include "embedding/types.h"
+
 namespace cemb::dlrm::internal {
 
 inline constexpr int64_t kBiasGradCols = 64;
@@ -43,8 +46,10 @@ void BiasGradBlockGeneric(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c
 void BiasGradBlockAvx2(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sums);
 void BiasGradBlockAvx512(const BiasGradArgs&, int64_t r0, int64_t r1, int64_t c0, int64_t c1, float* sums);
 
-// The widest block this CPU and build have: AVX-512, AVX2, or the generic one.
-BiasGradBlockFn BiasGradBlockForThisCpu();
+// The block built for `isa` (kAuto resolved by embedding/cpu.h's ResolveIsa:
+// CEMB_ISA if set, else the widest this CPU and build have). Errors:
+// ResolveIsa's.
+absl::StatusOr<BiasGradBlockFn> BiasGradBlockFor(Isa isa);
 
 // Floats of scratch BiasGrad needs for `threads` threads and width `out`.
 int64_t BiasGradScratchFloats(int threads, int64_t out);

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "base/parallel.h"
+#include "base/status_macros.h"
 #include "dlrm/internal/bias_grad_kernel.h"
 #include "embedding/cpu.h"
 
@@ -28,14 +29,20 @@ void BiasGradBlockGeneric(const BiasGradArgs& a, int64_t r0, int64_t r1, int64_t
   bias_grad_impl::BiasGradBlockImpl(a, r0, r1, c0, c1, sums);
 }
 
-BiasGradBlockFn BiasGradBlockForThisCpu() {
+absl::StatusOr<BiasGradBlockFn> BiasGradBlockFor(Isa isa) {
+  CEMB_ASSIGN_OR_RETURN(const Isa resolved, ResolveIsa(isa));
+  switch (resolved) {
 #if defined(CEMB_HAVE_AVX512_KERNELS)
-  if (IsaAvailable(Isa::kAvx512)) return BiasGradBlockAvx512;
+    case Isa::kAvx512:
+      return BiasGradBlockAvx512;
 #endif
 #if defined(CEMB_HAVE_AVX2_KERNELS)
-  if (IsaAvailable(Isa::kAvx2)) return BiasGradBlockAvx2;
+    case Isa::kAvx2:
+      return BiasGradBlockAvx2;
 #endif
-  return BiasGradBlockGeneric;
+    default:  // ResolveIsa returns only what this build has
+      return BiasGradBlockGeneric;
+  }
 }
 
 int64_t BiasGradScratchFloats(int threads, int64_t out) {

@@ -13,7 +13,6 @@
 
 #include "base/random.h"
 #include "dlrm/sgd.h"
-#include "embedding/cpu.h"
 #include "gtest/gtest.h"
 
 namespace cemb::dlrm::internal {
@@ -22,13 +21,10 @@ namespace {
 // Every build of the block this binary has and this CPU runs (forced ISAs:
 // each must match the reference, not only the one chosen here).
 std::vector<BiasGradBlockFn> BlocksOfThisCpu() {
-  std::vector<BiasGradBlockFn> blocks = {BiasGradBlockGeneric};
-#if defined(CEMB_HAVE_AVX2_KERNELS)
-  if (IsaAvailable(Isa::kAvx2)) blocks.push_back(BiasGradBlockAvx2);
-#endif
-#if defined(CEMB_HAVE_AVX512_KERNELS)
-  if (IsaAvailable(Isa::kAvx512)) blocks.push_back(BiasGradBlockAvx512);
-#endif
+  std::vector<BiasGradBlockFn> blocks;
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+    if (absl::StatusOr<BiasGradBlockFn> block = BiasGradBlockFor(isa); block.ok()) blocks.push_back(*block);
+  }
   return blocks;
 }
 

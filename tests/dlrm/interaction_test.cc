@@ -53,14 +53,14 @@ struct Case {
   InteractionKind kind;
   bool self;
   int64_t T, D;
-  InteractionIsa isa;
+  Isa isa;
 };
 
 std::string Name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return absl::StrCat(c.kind == InteractionKind::kDot ? "Dot" : "Concat", c.self ? "Self" : "", "T", c.T,
-                      "D", c.D, c.isa == InteractionIsa::kAvx512 ? "Avx512"
-                                : c.isa == InteractionIsa::kAvx2 ? "Avx2" : "Generic");
+                      "D", c.D, c.isa == Isa::kAvx512 ? "Avx512"
+                                : c.isa == Isa::kAvx2 ? "Avx2" : "Generic");
 }
 
 class InteractionTest : public ::testing::TestWithParam<Case> {
@@ -72,14 +72,14 @@ class InteractionTest : public ::testing::TestWithParam<Case> {
   }
   // A forced ISA this CPU (or build) does not run.
   bool Skip() {
-    if (GetParam().isa == InteractionIsa::kGeneric) return false;
+    if (GetParam().isa == Isa::kGeneric) return false;
     return !Interaction::Create({.num_sparse = 1, .dim = 1, .isa = GetParam().isa}).ok();
   }
 };
 
 TEST_P(InteractionTest, OutputWidthIsDlrms) {
   const Case& c = GetParam();
-  if (Skip()) GTEST_SKIP() << "no " << InteractionIsaName(GetParam().isa);
+  if (Skip()) GTEST_SKIP() << "no " << IsaName(GetParam().isa);
   absl::StatusOr<Interaction> inter = Make();
   ASSERT_TRUE(inter.ok()) << inter.status();
   const int64_t F = c.T + 1;
@@ -90,7 +90,7 @@ TEST_P(InteractionTest, OutputWidthIsDlrms) {
 
 TEST_P(InteractionTest, ForwardMatchesReferenceThroughStridedViews) {
   const Case& c = GetParam();
-  if (Skip()) GTEST_SKIP() << "no " << InteractionIsaName(GetParam().isa);
+  if (Skip()) GTEST_SKIP() << "no " << IsaName(GetParam().isa);
   absl::StatusOr<Interaction> inter = Make();
   ASSERT_TRUE(inter.ok()) << inter.status();
   // Batch 70 crosses the per-thread split; the inputs and output live inside
@@ -121,7 +121,7 @@ TEST_P(InteractionTest, ForwardMatchesReferenceThroughStridedViews) {
 
 TEST_P(InteractionTest, BackwardMatchesFiniteDifferences) {
   const Case& c = GetParam();
-  if (Skip()) GTEST_SKIP() << "no " << InteractionIsaName(GetParam().isa);
+  if (Skip()) GTEST_SKIP() << "no " << IsaName(GetParam().isa);
   absl::StatusOr<Interaction> inter = Make();
   ASSERT_TRUE(inter.ok()) << inter.status();
   const int64_t batch = 3, D = c.D, T = c.T, W = inter->output_width();
@@ -167,26 +167,26 @@ TEST_P(InteractionTest, BackwardMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, InteractionTest,
-    ::testing::Values(Case{InteractionKind::kDot, false, 26, 16, InteractionIsa::kGeneric},
-                      Case{InteractionKind::kDot, false, 26, 16, InteractionIsa::kAvx512},
-                      Case{InteractionKind::kDot, true, 26, 16, InteractionIsa::kGeneric},
-                      Case{InteractionKind::kDot, true, 26, 16, InteractionIsa::kAvx512},
-                      Case{InteractionKind::kDot, false, 8, 64, InteractionIsa::kAvx512},
-                      Case{InteractionKind::kDot, false, 26, 16, InteractionIsa::kAvx2},
-                      Case{InteractionKind::kDot, true, 26, 16, InteractionIsa::kAvx2},
-                      Case{InteractionKind::kDot, false, 8, 64, InteractionIsa::kAvx2},
-                      Case{InteractionKind::kDot, false, 5, 32, InteractionIsa::kAvx2},
-                      Case{InteractionKind::kDot, true, 4, 128, InteractionIsa::kAvx2},
-                      Case{InteractionKind::kDot, true, 3, 5, InteractionIsa::kAvx2},
-                      Case{InteractionKind::kDot, false, 8, 64, InteractionIsa::kGeneric},
-                      Case{InteractionKind::kDot, false, 5, 32, InteractionIsa::kAvx512},
-                      Case{InteractionKind::kDot, true, 4, 128, InteractionIsa::kAvx512},
-                      Case{InteractionKind::kDot, false, 17, 16, InteractionIsa::kAvx512},
-                      Case{InteractionKind::kDot, false, 3, 5, InteractionIsa::kGeneric},
-                      Case{InteractionKind::kDot, true, 3, 5, InteractionIsa::kAvx512},
-                      Case{InteractionKind::kDot, false, 0, 4, InteractionIsa::kGeneric},
-                      Case{InteractionKind::kDot, true, 0, 4, InteractionIsa::kGeneric},
-                      Case{InteractionKind::kConcat, false, 4, 6, InteractionIsa::kGeneric}),
+    ::testing::Values(Case{InteractionKind::kDot, false, 26, 16, Isa::kGeneric},
+                      Case{InteractionKind::kDot, false, 26, 16, Isa::kAvx512},
+                      Case{InteractionKind::kDot, true, 26, 16, Isa::kGeneric},
+                      Case{InteractionKind::kDot, true, 26, 16, Isa::kAvx512},
+                      Case{InteractionKind::kDot, false, 8, 64, Isa::kAvx512},
+                      Case{InteractionKind::kDot, false, 26, 16, Isa::kAvx2},
+                      Case{InteractionKind::kDot, true, 26, 16, Isa::kAvx2},
+                      Case{InteractionKind::kDot, false, 8, 64, Isa::kAvx2},
+                      Case{InteractionKind::kDot, false, 5, 32, Isa::kAvx2},
+                      Case{InteractionKind::kDot, true, 4, 128, Isa::kAvx2},
+                      Case{InteractionKind::kDot, true, 3, 5, Isa::kAvx2},
+                      Case{InteractionKind::kDot, false, 8, 64, Isa::kGeneric},
+                      Case{InteractionKind::kDot, false, 5, 32, Isa::kAvx512},
+                      Case{InteractionKind::kDot, true, 4, 128, Isa::kAvx512},
+                      Case{InteractionKind::kDot, false, 17, 16, Isa::kAvx512},
+                      Case{InteractionKind::kDot, false, 3, 5, Isa::kGeneric},
+                      Case{InteractionKind::kDot, true, 3, 5, Isa::kAvx512},
+                      Case{InteractionKind::kDot, false, 0, 4, Isa::kGeneric},
+                      Case{InteractionKind::kDot, true, 0, 4, Isa::kGeneric},
+                      Case{InteractionKind::kConcat, false, 4, 6, Isa::kGeneric}),
     Name);
 
 TEST(Interaction, KaggleWidthIs367) {
