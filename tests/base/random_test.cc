@@ -32,7 +32,9 @@ TEST(LfsrScrambler, IsABijectionThatDependsOnTheSeed) {
       seen[x] = true;
       differ += a(r) != b(r);
     }
-    if (n > 100) EXPECT_GT(differ, static_cast<int>(n / 2));
+    if (n > 100) {
+      EXPECT_GT(differ, static_cast<int>(n / 2));
+    }
   }
 }
 

@@ -111,7 +111,9 @@ void RunStress(CacheEviction eviction, int admit_after, uint64_t seed) {
     }
     if (!clock && (table->isfull() || round % 2 == 1)) table->flush_dirty();
   }
-  if (clock) EXPECT_EQ(table->stats().flushes(), 0u) << "kClock made room without a flush";
+  if (clock) {
+    EXPECT_EQ(table->stats().flushes(), 0u) << "kClock made room without a flush";
+  }
   table->flush_all();
   for (int64_t r = 0; r < kRows; ++r) {
     const float expected = r < kReadRows ? ReadValue(r) : static_cast<float>(increments[r]);
@@ -128,7 +130,9 @@ void RunStress(CacheEviction eviction, int admit_after, uint64_t seed) {
   }
   // kClock: when its evictor lags, misses are not cached and updates go to
   // the base rows; every update of a cached row is written back.
-  if (!clock || s.update_hits() > 0) EXPECT_GT(s.rows_written_back(), 0u);
+  if (!clock || s.update_hits() > 0) {
+    EXPECT_GT(s.rows_written_back(), 0u);
+  }
   EXPECT_GT(s.clean_rows_skipped(), 0u);  // read-only rows are never written back
 }
 

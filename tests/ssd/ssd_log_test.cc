@@ -95,7 +95,9 @@ void ExpectLastWritesAfterManyCollections(bool zipf) {
   const SsdStats s = t->stats();
   SCOPED_TRACE(s.ToString(64));
   EXPECT_GT(s.gc_segments + s.gc_freed, 50);
-  if (!zipf) EXPECT_GT(s.gc_rows_moved, 0);
+  if (!zipf) {
+    EXPECT_GT(s.gc_rows_moved, 0);
+  }
   EXPECT_LE(max_live, kN);                  // one copy per row at most
   EXPECT_EQ(t->file().size(), file);        // never grew
   EXPECT_EQ(s.io.reads, s.fetch_reads + s.gc_segments);  // nothing read to be written

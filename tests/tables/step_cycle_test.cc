@@ -87,7 +87,9 @@ std::unique_ptr<EmbeddingLayer> Train(std::shared_ptr<const data::Dataset> datas
     EXPECT_TRUE(cycle.Begin(k, bags, std::span(ahead.data(), handed), nullptr).ok());
     const MatrixView view{out.data(), kBatch, kTables * kDim, kTables * kDim};
     EXPECT_TRUE((*layer)->Lookup(bags, view).ok());
-    if (handoff == Handoff::kDuringStep && !peeked.empty()) EXPECT_TRUE(cycle.PrefetchNow(k + 1, ahead[0]).ok());
+    if (handoff == Handoff::kDuringStep && !peeked.empty()) {
+      EXPECT_TRUE(cycle.PrefetchNow(k + 1, ahead[0]).ok());
+    }
     for (size_t i = 0; i < out.size(); ++i) grad[i] = 0.25f * out[i] + 0.01f * static_cast<float>(i % 7);
     const ConstMatrixView g{grad.data(), kBatch, kTables * kDim, kTables * kDim};
     EXPECT_TRUE((*layer)->Update(bags, g, /*lr=*/0.5f).ok());
