@@ -27,13 +27,18 @@ constexpr int64_t kBlock = 16;  // pairs computed per vector block
 // from a function, so the baseline build has no ABI question (-Wpsabi).
 typedef float V16 __attribute__((vector_size(64)));
 // The backward's accumulators: one register wide. In the AVX2 build that is
-// eight floats: a 64-byte vector there is two ymm per operation, and the
-// backward's register blocking (kGroup rows x kD / kLanes accumulators, plus
-// a row of X) then spills. Elsewhere sixteen (one zmm; four xmm).
+// eight floats: a 64-byte vector there is two ymm per operation. Elsewhere
+// sixteen (one zmm; four xmm). kAccumulators: the vectors of dX one pass over
+// X accumulates (kGroup rows x kD / kLanes), so each x_j load serves kGroup
+// rows. Measured (mlp_bench, bench/RESULTS.md): the AVX2 build gains up to
+// 64 (D = 16: 2.9 -> 1.0 ms, D = 64: 0.94 -> 0.62 ms for a batch; beyond
+// 16 ymm they live in L1), the AVX-512 build nothing beyond 4.
 #if defined(__AVX2__) && !defined(__AVX512F__)
 constexpr int kLanes = 8;
+constexpr int kAccumulators = 64;
 #else
 constexpr int kLanes = 16;
+constexpr int kAccumulators = 4;
 #endif
 typedef float VL __attribute__((vector_size(kLanes * 4)));
 
@@ -149,9 +154,8 @@ void DotForwardRowsT(const DotRowsArgs& a, int64_t begin, int64_t end, float* sc
 // dX[i] = sum_j S[i][j] X[j], with S = G + G^T read straight from the pair
 // gradients g: G[i][j] (j < i, or j <= i with self) is at g + row(i) + j.
 // Scratch: x [F x D], acc [D] (for a run-time D). A compile-time D (a
-// multiple of 16) accumulates in registers, kGroup rows of dX at a time so
-// that at least four independent FMA chains are in flight and each x_j load
-// serves them all.
+// multiple of 16) accumulates kGroup rows of dX at a time (kAccumulators
+// vectors: independent FMA chains, and each x_j load serves them all).
 template <int kD>
 void DotBackwardRowsT(const DotRowsArgs& a, int64_t begin, int64_t end, float* scratch) {
   static_assert(kD % 16 == 0);
@@ -172,7 +176,7 @@ void DotBackwardRowsT(const DotRowsArgs& a, int64_t begin, int64_t end, float* s
     };
     if constexpr (kD > 0) {
       constexpr int kV = kD / kLanes;
-      constexpr int kGroup = kV >= 4 ? 1 : 4 / kV;
+      constexpr int kGroup = kV >= kAccumulators ? 1 : kAccumulators / kV;
       for (int64_t i0 = 0; i0 < F; i0 += kGroup) {
         const int64_t gn = std::min<int64_t>(kGroup, F - i0);
         VL acc[kGroup][kV] = {};
