@@ -1,5 +1,6 @@
 #include "dlrm/model.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <filesystem>
@@ -43,6 +44,31 @@ std::vector<int64_t> Concat(int64_t first, const std::vector<int64_t>& rest) {
   std::vector<int64_t> sizes = {first};
   sizes.insert(sizes.end(), rest.begin(), rest.end());
   return sizes;
+}
+
+// A model's bottom MLP (dense features -> dim, ReLU last) and top MLP
+// (the interaction's output -> one logit) in `precision`.
+struct Mlps {
+  Mlp bottom;
+  Mlp top;
+};
+absl::StatusOr<Mlps> MakeMlps(const DlrmOptions& o, int64_t top_input, Precision precision, int64_t max_batch,
+                              const std::vector<int64_t>& batch_sizes) {
+  CEMB_ASSIGN_OR_RETURN(Mlp bottom, Mlp::Create({.sizes = Concat(o.num_dense, o.bottom_mlp),
+                                                 .last_activation = Activation::kRelu,
+                                                 .precision = precision,
+                                                 .max_batch = max_batch,
+                                                 .batch_sizes = batch_sizes,
+                                                 .compute_input_grad = false,
+                                                 .seed = o.seed}));
+  CEMB_ASSIGN_OR_RETURN(Mlp top, Mlp::Create({.sizes = Concat(top_input, o.top_mlp),
+                                              .last_activation = Activation::kNone,
+                                              .precision = precision,
+                                              .max_batch = max_batch,
+                                              .batch_sizes = batch_sizes,
+                                              .compute_input_grad = true,
+                                              .seed = o.seed + 1}));
+  return Mlps{std::move(bottom), std::move(top)};
 }
 
 // The first `rows` rows of a dense [max_batch x cols] float buffer.
@@ -163,7 +189,9 @@ struct Dlrm::Impl {
 absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  CEMB_ASSIGN_OR_RETURN(impl->precision, ResolveMlpPrecision(options.mlp_precision, DetectMatmulCpu()));
+  CEMB_ASSIGN_OR_RETURN(impl->precision,
+                        ResolveMlpPrecision(options.mlp_precision, DetectMatmulCpu(),
+                                            options.mlp_timings ? &*options.mlp_timings : nullptr));
   impl->options.mlp_precision = impl->precision.precision;
   impl->dim = options.embeddings.dim;
   impl->num_tables =
@@ -191,20 +219,10 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
                                                                 .dim = impl->dim,
                                                                 .self_interaction = options.self_interaction,
                                                                 .threads = options.threads}));
-  CEMB_ASSIGN_OR_RETURN(impl->bottom, Mlp::Create({.sizes = Concat(options.num_dense, options.bottom_mlp),
-                                                   .last_activation = Activation::kRelu,
-                                                   .precision = impl->options.mlp_precision,
-                                                   .max_batch = impl->max_batch,
-                                                   .batch_sizes = batch_sizes,
-                                                   .compute_input_grad = false,
-                                                   .seed = options.seed}));
-  CEMB_ASSIGN_OR_RETURN(impl->top, Mlp::Create({.sizes = Concat(impl->interaction->output_width(), options.top_mlp),
-                                                .last_activation = Activation::kNone,
-                                                .precision = impl->options.mlp_precision,
-                                                .max_batch = impl->max_batch,
-                                                .batch_sizes = batch_sizes,
-                                                .compute_input_grad = true,
-                                                .seed = options.seed + 1}));
+  CEMB_ASSIGN_OR_RETURN(Mlps mlps, MakeMlps(options, impl->interaction->output_width(), impl->options.mlp_precision,
+                                            impl->max_batch, batch_sizes));
+  impl->bottom = std::move(mlps.bottom);
+  impl->top = std::move(mlps.top);
   const size_t m = static_cast<size_t>(impl->max_batch);
   auto floats = [](size_t count) { return internal::AlignedBuffer(count * sizeof(float)); };
   impl->emb = floats(m * impl->num_tables * impl->dim);
@@ -214,6 +232,44 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
   impl->d_bottom = floats(m * impl->dim);
   impl->d_logits = floats(m);
   return std::unique_ptr<Dlrm>(new Dlrm(std::move(impl)));
+}
+
+absl::StatusOr<MlpTimings> Dlrm::TimeMlpPrecisions(const DlrmOptions& options) {
+  const int64_t num_tables =
+      options.num_tables > 0 ? options.num_tables : static_cast<int64_t>(options.embeddings.tables.size());
+  CEMB_ASSIGN_OR_RETURN(Interaction interaction, Interaction::Create({.kind = options.interaction,
+                                                                      .num_sparse = num_tables,
+                                                                      .dim = options.embeddings.dim,
+                                                                      .self_interaction = options.self_interaction}));
+  const int64_t n = options.batch_size, top_in = interaction.output_width();
+  CEMB_ASSIGN_OR_RETURN(Mlps fp32, MakeMlps(options, top_in, Precision::kFp32, n, {}));
+  CEMB_ASSIGN_OR_RETURN(Mlps bf16, MakeMlps(options, top_in, Precision::kBf16, n, {}));
+  // Inputs and output gradients of a plausible size (the values do not
+  // change the time; the learning rate is 0, the weights stay as made).
+  auto filled = [](int64_t count, float value) { return std::vector<float>(static_cast<size_t>(count), value); };
+  const std::vector<float> dense = filled(n * options.num_dense, 0.5f), top_input = filled(n * top_in, 0.1f);
+  const std::vector<float> d_bottom = filled(n * options.embeddings.dim, 1e-3f), d_logit = filled(n, 1e-3f);
+  std::vector<float> d_top_input = filled(n * top_in, 0.f);
+  auto step = [&](Mlps& m) -> absl::StatusOr<double> {
+    const Clock::time_point t0 = Clock::now();
+    CEMB_RETURN_IF_ERROR(m.bottom.Forward(n, dense.data()).status());
+    CEMB_RETURN_IF_ERROR(m.top.Forward(n, top_input.data()).status());
+    CEMB_RETURN_IF_ERROR(m.top.Backward(n, d_logit.data(), d_top_input.data()));
+    CEMB_RETURN_IF_ERROR(m.bottom.Backward(n, d_bottom.data(), nullptr));
+    m.top.SgdStep(0.f);
+    m.bottom.SgdStep(0.f);
+    return 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  constexpr int kRounds = 3;
+  std::vector<double> ms[2];
+  for (int round = -1; round < kRounds; ++round) {  // round -1: the warm-up
+    for (int p = 0; p < 2; ++p) {
+      CEMB_ASSIGN_OR_RETURN(const double t, step(p == 0 ? fp32 : bf16));
+      if (round >= 0) ms[p].push_back(t);
+    }
+  }
+  for (std::vector<double>& v : ms) std::sort(v.begin(), v.end());
+  return MlpTimings{.fp32_ms = ms[0][kRounds / 2], .bf16_ms = ms[1][kRounds / 2]};
 }
 
 Dlrm::Dlrm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

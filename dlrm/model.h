@@ -36,6 +36,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -89,9 +90,12 @@ struct DlrmOptions {
   std::vector<int64_t> top_mlp;
   InteractionKind interaction = InteractionKind::kDot;
   bool self_interaction = false;
-  // kAuto: bf16 where oneDNN runs it faster than fp32 (AMX), else fp32.
-  // Create resolves it (dlrm/precision.h); options() holds the result.
+  // kAuto: bf16 where it is measured faster than fp32 (mlp_timings), else
+  // fp32. Create resolves it (dlrm/precision.h); options() holds the result.
   Precision mlp_precision = Precision::kFp32;
+  // kAuto's measurement (TimeMlpPrecisions, or a kept copy of one); without
+  // it kAuto goes by the ISA (bf16 with AMX).
+  std::optional<MlpTimings> mlp_timings;
   // The tables; embeddings.dim is the feature size of every table.
   EmbeddingLayerOptions embeddings;
   // Training on several processes: the model's tables, of which
@@ -148,6 +152,14 @@ class Dlrm {
   // bf16 MLPs where oneDNN has no bf16 matmul (ResolveMlpPrecision).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Dlrm>> Create(const DlrmOptions& options);
   ~Dlrm();
+
+  // Times one training step of the bottom and top MLPs that Create would
+  // make from `options` (their widths, options.batch_size, this thread's
+  // OpenMP threads), in fp32 and in bf16: one warm-up step each, then three
+  // rounds of one step each, alternating; the median of each. For kAuto
+  // (dlrm/precision.h). REQUIRES: oneDNN has a bf16 matmul here
+  // (DetectMatmulCpu().bf16_matmul not empty). Takes a few steps' time.
+  [[nodiscard]] static absl::StatusOr<MlpTimings> TimeMlpPrecisions(const DlrmOptions& options);
 
   // The options, with mlp_precision resolved (never kAuto).
   const DlrmOptions& options() const;

@@ -4,16 +4,24 @@
 // oneDNN runs the bf16 matmuls, so oneDNN is asked what it will use
 // (DetectMatmulCpu): its effective ISA, which honours ONEDNN_MAX_CPU_ISA and
 // the OS's AMX permission (oneDNN requests it itself), and the
-// implementation it picks for a small bf16 matmul. Measured with oneDNN 2.6:
+// implementation it picks for a small bf16 matmul. Seen with oneDNN 2.6:
 //   AMX                 brg:avx512_core_amx    bf16 faster than fp32
-//   AVX512-BF16, no AMX brg:avx512_core_bf16   bf16 slower than fp32 (the
-//                                              Kaggle step: bench/RESULTS.md)
+//   AVX512-BF16, no AMX brg:avx512_core_bf16   bf16 slower than fp32 on one
+//                                              Xeon, faster on a Zen 4 EPYC
+//                                              (bench/RESULTS.md)
 //   AVX2 only (EPYC)    none                   no bf16 matmul at all
+// What is fast depends on the microarchitecture, not only on those flags, so
+// kAuto measures where oneDNN has a bf16 matmul: the caller times one step
+// of the model's own MLPs in each precision (Dlrm::TimeMlpPrecisions) and
+// passes the timings.
 // ResolveMlpPrecision turns a request and those facts into a precision:
 //   kFp32  fp32.
-//   kAuto  bf16 with AMX, else fp32; `reason` says which and why.
+//   kAuto  no bf16 matmul: fp32. Measured: bf16 where fp32 takes at least
+//          kBf16Margin times as long, else fp32. Not measured: bf16 with
+//          AMX, else fp32. `reason` says which and why ("auto: bf16 23.7 vs
+//          fp32 37.2 ms per MLP step measured").
 //   kBf16  bf16 with AMX; bf16 plus a one-line `warning` where oneDNN runs
-//          it without AMX (slower than fp32); FailedPrecondition where oneDNN
+//          it without AMX (it may be slower than fp32); FailedPrecondition where oneDNN
 //          has no bf16 matmul (it is never silently run in fp32: a bf16
 //          checkpoint must not resume as fp32).
 // Dlrm::Create resolves once; the trainer prints the result on its model line
@@ -21,9 +29,13 @@
 //
 // Thread safety: DetectMatmulCpu may be called from any thread (it asks
 // oneDNN once per process); ResolveMlpPrecision is a pure function.
+// NOTE: measurements differ between runs; the trainer measures once per
+// machine and model shape and keeps the answer in its work directory
+// (train/trainer.cc), so that a run, its resume and every rank agree.
 //
+//   CEMB_ASSIGN_OR_RETURN(MlpTimings measured, Dlrm::TimeMlpPrecisions(model_options));
 //   CEMB_ASSIGN_OR_RETURN(MlpPrecisionChoice c,
-//                         ResolveMlpPrecision(Precision::kAuto, DetectMatmulCpu()));
+//                         ResolveMlpPrecision(Precision::kAuto, DetectMatmulCpu(), &measured));
 //   std::printf("%s MLPs (%s)\n", PrecisionName(c.precision), c.reason.c_str());
 //   if (!c.warning.empty()) std::printf("warning: %s\n", c.warning.c_str());
 #ifndef CEMB_DLRM_PRECISION_H_
@@ -61,9 +73,24 @@ struct MlpPrecisionChoice {
   std::string warning;
 };
 
-// See the top of this file. Errors: FailedPrecondition for kBf16 where oneDNN
-// has no bf16 matmul (the message names model.mlp_precision and the ISA).
-[[nodiscard]] absl::StatusOr<MlpPrecisionChoice> ResolveMlpPrecision(Precision requested, const MatmulCpu& cpu);
+// One training step of the model's MLPs (bottom and top: forward, backward,
+// SGD) at its batch, in each precision, in milliseconds.
+struct MlpTimings {
+  double fp32_ms = 0;
+  double bf16_ms = 0;
+};
+
+// kAuto takes bf16 only where fp32 takes at least this many times as long:
+// bf16 rounds the activations and gradients, so it must pay clearly, beyond
+// the run-to-run noise of a shared machine (5-7% between rounds of the same
+// run on the development VMs).
+inline constexpr double kBf16Margin = 1.10;
+
+// See the top of this file. `measured` (may be null) is used by kAuto only.
+// Errors: FailedPrecondition for kBf16 where oneDNN has no bf16 matmul (the
+// message names model.mlp_precision and the ISA).
+[[nodiscard]] absl::StatusOr<MlpPrecisionChoice> ResolveMlpPrecision(Precision requested, const MatmulCpu& cpu,
+                                                                     const MlpTimings* measured = nullptr);
 
 }  // namespace cemb::dlrm
 

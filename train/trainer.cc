@@ -7,13 +7,21 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/checksum.h"
+#include "base/file.h"
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "data/dataset.h"
@@ -43,6 +51,15 @@ bool ParseExactDouble(const std::string& s, double* v) {
   char* end = nullptr;
   *v = std::strtod(s.c_str(), &end);
   return end && *end == '\0' && !s.empty();
+}
+
+// This CPU's model name (/proc/cpuinfo), or "" where there is none.
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(line, "model name")) return std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
+  }
+  return "";
 }
 
 }  // namespace
@@ -104,6 +121,7 @@ struct Trainer::Impl {
     return absl::OkStatus();
   }
   absl::Status PrepareData();
+  absl::StatusOr<MlpTimings> MeasureMlpPrecisions(const DlrmOptions& mo);
   absl::Status BuildModel();
   absl::StatusOr<distributed::ShardPlan> PlanShards();
   absl::Status Resume();
@@ -197,6 +215,9 @@ absl::Status Trainer::Impl::BuildModel() {
                                                        Stepper::SlotsFor(t.prefetch_batches)));
     mo.peers = sharded.get();
   }
+  if (mo.mlp_precision == Precision::kAuto && !DetectMatmulCpu().bf16_matmul.empty()) {
+    CEMB_ASSIGN_OR_RETURN(mo.mlp_timings, MeasureMlpPrecisions(mo));
+  }
   CEMB_ASSIGN_OR_RETURN(model, Dlrm::Create(mo));
   // From here on the config holds the precision the model runs in (auto
   // resolved), so that a checkpoint's fingerprint records it and a bf16
@@ -212,6 +233,57 @@ absl::Status Trainer::Impl::BuildModel() {
                                     t.prefetch_batches);
   probabilities.resize(static_cast<size_t>(t.batch_size));
   return absl::OkStatus();
+}
+
+// model.mlp_precision=auto's measurement (dlrm/precision.h), once per
+// machine and model shape: rank 0 reads it from the work directory, or
+// measures it and keeps it there ("<work_dir>/mlp-precision-<hash>.txt": the
+// two times, fp32 first); every rank takes rank 0's. So a run, its resume and
+// all its ranks choose alike, where a second measurement could differ. A
+// temporary work directory keeps nothing (each run measures); a file that
+// does not parse is measured again and rewritten.
+absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions& mo) {
+  auto parse = [](const std::string& text) -> std::optional<MlpTimings> {
+    const std::vector<std::string> parts = absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipWhitespace());
+    MlpTimings m;
+    if (parts.size() != 2 || !ParseExactDouble(parts[0], &m.fp32_ms) || !ParseExactDouble(parts[1], &m.bf16_ms) ||
+        !(m.fp32_ms > 0) || !(m.bf16_ms > 0)) {
+      return std::nullopt;
+    }
+    return m;
+  };
+  std::string text;  // "<fp32 ms> <bf16 ms>", or "error: <message>"
+  if (rank() == 0) {
+    const MatmulCpu cpu = DetectMatmulCpu();
+    std::string path;
+    if (!datasets.work_dir.empty() && !datasets.temporary_work_dir) {
+      std::string key = absl::StrCat("mlp-precision v1\n", CpuModelName(), "\n", cpu.isa, "\n", cpu.bf16_matmul,
+                                     "\nthreads ", omp_get_max_threads(), "\nbatch ", mo.batch_size, "\ndense ",
+                                     mo.num_dense, "\nbottom ", absl::StrJoin(mo.bottom_mlp, ","), "\ntop ",
+                                     absl::StrJoin(mo.top_mlp, ","), "\ntables ",
+                                     mo.num_tables > 0 ? mo.num_tables : static_cast<int64_t>(mo.embeddings.tables.size()),
+                                     "\ndim ", mo.embeddings.dim, "\ninteraction ", InteractionKindName(mo.interaction),
+                                     mo.self_interaction ? " self" : "");
+      Checksum64 sum;
+      sum.Update(key.data(), key.size());
+      path = absl::StrFormat("%s/mlp-precision-%016x.txt", datasets.work_dir, sum.Digest());
+      if (absl::StatusOr<std::string> kept = base::ReadWholeFile(path); kept.ok() && parse(*kept)) text = *kept;
+    }
+    if (text.empty()) {
+      absl::StatusOr<MlpTimings> m = Dlrm::TimeMlpPrecisions(mo);
+      text = m.ok() ? absl::StrCat(ExactDouble(m->fp32_ms), " ", ExactDouble(m->bf16_ms), "\n")
+                    : absl::StrCat("error: ", m.status().message());
+      if (m.ok() && !path.empty()) {
+        if (absl::Status s = base::WriteFileAtomically(path, text); !s.ok()) {
+          report.Print("warning: model.mlp_precision=auto: could not keep the measurement: %s\n", s.message());
+        }
+      }
+    }
+  }
+  if (distributed()) CEMB_RETURN_IF_ERROR(options.comm->Broadcast(&text, 0));
+  if (std::optional<MlpTimings> m = parse(text)) return *m;
+  return absl::InternalError(absl::StrCat(config.source_name, ": model.mlp_precision=auto: timing the MLPs: ",
+                                          absl::StripPrefix(text, "error: ")));
 }
 
 absl::StatusOr<distributed::ShardPlan> Trainer::Impl::PlanShards() {

@@ -8,6 +8,7 @@
 
 #include "base/random.h"
 #include "dlrm/loss.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cemb::dlrm {
@@ -125,6 +126,25 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Interactions, ModelGradient,
                          ::testing::Values(InteractionKind::kDot, InteractionKind::kConcat));
+
+// kAuto's measurement times the model's own MLPs in both precisions (where
+// oneDNN has a bf16 matmul), and Create resolves auto by those times.
+TEST(Dlrm, TimesItsMlpsInBothPrecisionsAndAutoGoesByTheTimes) {
+  if (DetectMatmulCpu().bf16_matmul.empty()) GTEST_SKIP() << "no bf16 matmul on this CPU";
+  DlrmOptions o = TinyOptions(InteractionKind::kDot);
+  absl::StatusOr<MlpTimings> t = Dlrm::TimeMlpPrecisions(o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_GT(t->fp32_ms, 0);
+  EXPECT_GT(t->bf16_ms, 0);
+  for (const MlpTimings& given : {MlpTimings{.fp32_ms = 2, .bf16_ms = 1}, MlpTimings{.fp32_ms = 1, .bf16_ms = 2}}) {
+    o.mlp_precision = Precision::kAuto;
+    o.mlp_timings = given;
+    auto model = Dlrm::Create(o);
+    ASSERT_TRUE(model.ok()) << model.status();
+    EXPECT_EQ((*model)->options().mlp_precision, given.bf16_ms < given.fp32_ms ? Precision::kBf16 : Precision::kFp32);
+    EXPECT_THAT((*model)->mlp_precision_choice().reason, ::testing::HasSubstr("ms per MLP step measured"));
+  }
+}
 
 TEST(Dlrm, RejectsBatchesItWasNotPlannedFor) {
   auto model = Dlrm::Create(TinyOptions(InteractionKind::kDot));
