@@ -150,24 +150,18 @@ struct Dlrm::Impl {
   absl::StatusOr<std::span<const float>> Forward(const BatchView& b, Stopwatch& watch) {
     const int64_t n = b.size, width = num_tables * dim;
     absl::Status local = CheckBatch(b);
-    auto bottom_forward = [&] {
-      if (!local.ok()) return;
+    if (local.ok()) {
       absl::StatusOr<std::span<const float>> out = bottom->Forward(n, b.dense.data());
       if (out.ok()) bottom_out = *out;
       local = out.status();
       watch.Lap(Phase::kBottomForward);
-    };
+    }
     if (options.peers != nullptr) {
       // Every process takes part, whatever its local status: the tables'
-      // owners pool for all of them, and the rows travel while the bottom
-      // MLP runs.
-      CEMB_RETURN_IF_ERROR(options.peers->StartPooledRows(local, *embeddings, Rows(emb, n, width), watch.times()));
-      watch.Skip();
-      bottom_forward();
-      CEMB_RETURN_IF_ERROR(options.peers->FinishPooledRows(local, watch.times()));
+      // owners pool for all of them.
+      CEMB_RETURN_IF_ERROR(options.peers->PooledRows(local, *embeddings, Rows(emb, n, width), watch.times()));
       watch.Skip();
     } else {
-      bottom_forward();
       CEMB_RETURN_IF_ERROR(local);
       CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, Rows(emb, n, width)));
       watch.Lap(Phase::kEmbeddingLookup);

@@ -122,10 +122,8 @@ struct BatchView {
 // (docs/distributed.md): the tables are sharded (each pooled and updated by
 // its owner), the MLPs replicated (their gradients summed). dlrm/sharded_step.h
 // implements it over MPI. Within a step Dlrm calls, in this order:
-// StartPooledRows, the bottom MLP forward, FinishPooledRows (the rows travel
-// while the bottom MLP runs), then in TrainStep StartGradients, the bottom
-// MLP backward, SumGradients (any number of times) and FinishGradients.
-// Every process makes the same calls;
+// PooledRows (forward), then in TrainStep StartGradients, SumGradients (any
+// number of times) and FinishGradients. Every process makes the same calls;
 // a call that gets a failed `local` status still takes part, and returns
 // that failure (the lowest failing rank's) on every process, so that no
 // process leaves the others waiting.
@@ -134,14 +132,10 @@ class StepPeers {
   virtual ~StepPeers() = default;
   // The samples of the global batch this process's batch is a slice of.
   virtual int64_t global_batch() const = 0;
-  // Starts emb [n x T*dim] = the pooled rows of this process's bags of
-  // every table (`layer` pools the bags of its own tables for all
-  // processes, then they are sent); emb is written until FinishPooledRows.
-  [[nodiscard]] virtual absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer,
-                                                     MatrixView emb, PhaseTimes* times) = 0;
-  // Waits for emb; `local` is this process's work since the start (the
-  // bottom MLP forward), agreed on by every process.
-  [[nodiscard]] virtual absl::Status FinishPooledRows(const absl::Status& local, PhaseTimes* times) = 0;
+  // emb [n x T*dim] = the pooled rows of this process's bags of every table
+  // (`layer` pools the bags of its own tables for all processes).
+  [[nodiscard]] virtual absl::Status PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
+                                                PhaseTimes* times) = 0;
   // Sends d_emb [n x T*dim] to the tables' owners (in flight until FinishGradients).
   [[nodiscard]] virtual absl::Status StartGradients(ConstMatrixView d_emb, PhaseTimes* times) = 0;
   // data = its sum over every process, in place.

@@ -63,8 +63,8 @@ absl::Status ShardedStep::ExchangeIndices(int slot, std::span<const Bags<int32_t
   return OrAbort(exchange.WaitIndices());
 }
 
-absl::Status ShardedStep::StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                                          PhaseTimes* times) {
+absl::Status ShardedStep::PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
+                                     PhaseTimes* times) {
   absl::Status mine = local;
   if (mine.ok() && layer.num_tables() > 0) {
     PhaseTimer timer(times, Phase::kEmbeddingLookup);
@@ -72,13 +72,8 @@ absl::Status ShardedStep::StartPooledRows(const absl::Status& local, EmbeddingLa
   }
   PhaseTimer timer(times, Phase::kAllToAll);
   CEMB_RETURN_IF_ERROR(comm_.AgreeOnStatus(mine));
-  return OrAbort(current_->StartPooled(emb));
-}
-
-absl::Status ShardedStep::FinishPooledRows(const absl::Status& local, PhaseTimes* times) {
-  PhaseTimer timer(times, Phase::kAllToAll);
-  CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitPooled()));
-  return comm_.AgreeOnStatus(local);
+  CEMB_RETURN_IF_ERROR(OrAbort(current_->StartPooled(emb)));
+  return OrAbort(current_->WaitPooled());
 }
 
 absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, PhaseTimes* times) {
