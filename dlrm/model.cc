@@ -190,8 +190,7 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   CEMB_ASSIGN_OR_RETURN(impl->precision,
-                        ResolveMlpPrecision(options.mlp_precision, DetectMatmulCpu(),
-                                            options.mlp_timings ? &*options.mlp_timings : nullptr));
+                        ResolveMlpPrecision(options.mlp_precision, DetectMatmulCpu(), options.mlp_auto));
   impl->options.mlp_precision = impl->precision.precision;
   impl->dim = options.embeddings.dim;
   impl->num_tables =

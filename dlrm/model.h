@@ -90,12 +90,14 @@ struct DlrmOptions {
   std::vector<int64_t> top_mlp;
   InteractionKind interaction = InteractionKind::kDot;
   bool self_interaction = false;
-  // kAuto: bf16 where it is measured faster than fp32 (mlp_timings), else
-  // fp32. Create resolves it (dlrm/precision.h); options() holds the result.
+  // kAuto: bf16 where it is measured faster than fp32, else fp32; a resumed
+  // run keeps its checkpoint's (mlp_auto). Create resolves it
+  // (dlrm/precision.h); options() holds the result.
   Precision mlp_precision = Precision::kFp32;
-  // kAuto's measurement (TimeMlpPrecisions, or a kept copy of one); without
-  // it kAuto goes by the ISA (bf16 with AMX).
-  std::optional<MlpTimings> mlp_timings;
+  // What kAuto goes by: the resumed checkpoint's precision, or the
+  // measurement (TimeMlpPrecisions, or a kept copy of one); with neither,
+  // the ISA (bf16 with AMX).
+  AutoPrecisionInputs mlp_auto;
   // The tables; embeddings.dim is the feature size of every table.
   EmbeddingLayerOptions embeddings;
   // Training on several processes: the model's tables, of which

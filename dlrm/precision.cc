@@ -65,7 +65,7 @@ MatmulCpu DetectMatmulCpu() {
 }
 
 absl::StatusOr<MlpPrecisionChoice> ResolveMlpPrecision(Precision requested, const MatmulCpu& cpu,
-                                                       const MlpTimings* measured) {
+                                                       const AutoPrecisionInputs& in) {
   MlpPrecisionChoice c;
   c.requested = requested;
   const bool bf16_runs = !cpu.bf16_matmul.empty();
@@ -75,7 +75,18 @@ absl::StatusOr<MlpPrecisionChoice> ResolveMlpPrecision(Precision requested, cons
       c.precision = Precision::kFp32;
       return c;
     case Precision::kAuto:
-      if (bf16_runs && measured != nullptr) {
+      if (in.resumed.has_value()) {
+        if (*in.resumed == Precision::kBf16 && !bf16_runs) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "model.mlp_precision=auto: the checkpoint this run resumes ran bf16 MLPs, and oneDNN has no bf16 "
+              "matmul on this CPU (it runs ", cpu.isa, " kernels; bf16 needs AVX-512)"));
+        }
+        c.precision = *in.resumed == Precision::kBf16 ? Precision::kBf16 : Precision::kFp32;
+        c.reason = "auto: as the checkpoint it resumes";
+        return c;
+      }
+      if (bf16_runs && in.measured.has_value()) {
+        const MlpTimings* measured = &*in.measured;
         const bool bf16 = measured->fp32_ms >= kBf16Margin * measured->bf16_ms;
         c.precision = bf16 ? Precision::kBf16 : Precision::kFp32;
         c.reason = bf16 ? absl::StrFormat("auto: bf16 %.1f vs fp32 %.1f ms per MLP step measured", measured->bf16_ms,

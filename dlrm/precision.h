@@ -16,7 +16,8 @@
 // passes the timings.
 // ResolveMlpPrecision turns a request and those facts into a precision:
 //   kFp32  fp32.
-//   kAuto  no bf16 matmul: fp32. Measured: bf16 where fp32 takes at least
+//   kAuto  resuming: the checkpoint's precision. No bf16 matmul: fp32.
+//          Measured: bf16 where fp32 takes at least
 //          kBf16Margin times as long, else fp32. Not measured: bf16 with
 //          AMX, else fp32. `reason` says which and why ("auto: bf16 23.7 vs
 //          fp32 37.2 ms per MLP step measured").
@@ -30,17 +31,19 @@
 // Thread safety: DetectMatmulCpu may be called from any thread (it asks
 // oneDNN once per process); ResolveMlpPrecision is a pure function.
 // NOTE: measurements differ between runs; the trainer measures once per
-// machine and model shape and keeps the answer in its work directory
-// (train/trainer.cc), so that a run, its resume and every rank agree.
+// machine and model shape and keeps the answer in its work directory, rank 0
+// for every rank, and a resumed run keeps its checkpoint's precision
+// (train/trainer.cc).
 //
 //   CEMB_ASSIGN_OR_RETURN(MlpTimings measured, Dlrm::TimeMlpPrecisions(model_options));
 //   CEMB_ASSIGN_OR_RETURN(MlpPrecisionChoice c,
-//                         ResolveMlpPrecision(Precision::kAuto, DetectMatmulCpu(), &measured));
+//                         ResolveMlpPrecision(Precision::kAuto, DetectMatmulCpu(), {.measured = measured}));
 //   std::printf("%s MLPs (%s)\n", PrecisionName(c.precision), c.reason.c_str());
 //   if (!c.warning.empty()) std::printf("warning: %s\n", c.warning.c_str());
 #ifndef CEMB_DLRM_PRECISION_H_
 #define CEMB_DLRM_PRECISION_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -86,11 +89,21 @@ struct MlpTimings {
 // run on the development VMs).
 inline constexpr double kBf16Margin = 1.10;
 
-// See the top of this file. `measured` (may be null) is used by kAuto only.
-// Errors: FailedPrecondition for kBf16 where oneDNN has no bf16 matmul (the
-// message names model.mlp_precision and the ISA).
+// What kAuto goes by besides the CPU. A run that resumes a checkpoint keeps
+// the precision the checkpoint ran in (a second measurement could choose the
+// other, and a checkpoint's precision never changes on resume); a fresh run
+// goes by the measurement, and without one by the ISA.
+struct AutoPrecisionInputs {
+  std::optional<Precision> resumed;    // the checkpoint's: kFp32 or kBf16
+  std::optional<MlpTimings> measured;  // Dlrm::TimeMlpPrecisions
+};
+
+// See the top of this file; `in` is used by kAuto only. Errors:
+// FailedPrecondition for bf16 (kBf16, or kAuto resuming a bf16 checkpoint)
+// where oneDNN has no bf16 matmul (the message names model.mlp_precision and
+// the ISA).
 [[nodiscard]] absl::StatusOr<MlpPrecisionChoice> ResolveMlpPrecision(Precision requested, const MatmulCpu& cpu,
-                                                                     const MlpTimings* measured = nullptr);
+                                                                     const AutoPrecisionInputs& in = {});
 
 }  // namespace cemb::dlrm
 

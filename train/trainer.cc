@@ -122,6 +122,7 @@ struct Trainer::Impl {
   }
   absl::Status PrepareData();
   absl::StatusOr<MlpTimings> MeasureMlpPrecisions(const DlrmOptions& mo);
+  std::optional<Precision> ResumedMlpPrecision() const;
   absl::Status BuildModel();
   absl::StatusOr<distributed::ShardPlan> PlanShards();
   absl::Status Resume();
@@ -215,8 +216,13 @@ absl::Status Trainer::Impl::BuildModel() {
                                                        Stepper::SlotsFor(t.prefetch_batches)));
     mo.peers = sharded.get();
   }
-  if (mo.mlp_precision == Precision::kAuto && !DetectMatmulCpu().bf16_matmul.empty()) {
-    CEMB_ASSIGN_OR_RETURN(mo.mlp_timings, MeasureMlpPrecisions(mo));
+  if (mo.mlp_precision == Precision::kAuto) {
+    // A resumed run keeps the precision its checkpoint ran in; a fresh one
+    // measures (where oneDNN has a bf16 matmul).
+    if (options.resume) mo.mlp_auto.resumed = ResumedMlpPrecision();
+    if (!mo.mlp_auto.resumed && !DetectMatmulCpu().bf16_matmul.empty()) {
+      CEMB_ASSIGN_OR_RETURN(mo.mlp_auto.measured, MeasureMlpPrecisions(mo));
+    }
   }
   CEMB_ASSIGN_OR_RETURN(model, Dlrm::Create(mo));
   // From here on the config holds the precision the model runs in (auto
@@ -235,11 +241,27 @@ absl::Status Trainer::Impl::BuildModel() {
   return absl::OkStatus();
 }
 
+// The MLPs' precision the newest checkpoint in train.checkpoint_dir ran in
+// (its manifest's model.mlp_precision; no file is read or verified here:
+// Resume does), or none where there is no such checkpoint (Resume says why).
+std::optional<Precision> Trainer::Impl::ResumedMlpPrecision() const {
+  if (config.train.checkpoint_dir.empty()) return std::nullopt;
+  absl::StatusOr<std::string> latest = LatestCheckpoint(config.train.checkpoint_dir);
+  if (!latest.ok()) return std::nullopt;
+  absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest, [](const std::string&) { return false; });
+  if (!state.ok()) return std::nullopt;
+  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+    if (absl::StrContains(state->config, absl::StrCat("model.mlp_precision=", PrecisionName(p), "\n"))) return p;
+  }
+  return std::nullopt;
+}
+
 // model.mlp_precision=auto's measurement (dlrm/precision.h), once per
 // machine and model shape: rank 0 reads it from the work directory, or
 // measures it and keeps it there ("<work_dir>/mlp-precision-<hash>.txt": the
-// two times, fp32 first); every rank takes rank 0's. So a run, its resume and
-// all its ranks choose alike, where a second measurement could differ. A
+// two times, fp32 first); every rank takes rank 0's. So the runs on one
+// machine and all the ranks of one choose alike, where a second measurement
+// could differ (a resumed run keeps its checkpoint's precision instead). A
 // temporary work directory keeps nothing (each run measures); a file that
 // does not parse is measured again and rewritten.
 absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions& mo) {

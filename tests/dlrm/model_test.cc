@@ -138,7 +138,7 @@ TEST(Dlrm, TimesItsMlpsInBothPrecisionsAndAutoGoesByTheTimes) {
   EXPECT_GT(t->bf16_ms, 0);
   for (const MlpTimings& given : {MlpTimings{.fp32_ms = 2, .bf16_ms = 1}, MlpTimings{.fp32_ms = 1, .bf16_ms = 2}}) {
     o.mlp_precision = Precision::kAuto;
-    o.mlp_timings = given;
+    o.mlp_auto.measured = given;
     auto model = Dlrm::Create(o);
     ASSERT_TRUE(model.ok()) << model.status();
     EXPECT_EQ((*model)->options().mlp_precision, given.bf16_ms < given.fp32_ms ? Precision::kBf16 : Precision::kFp32);

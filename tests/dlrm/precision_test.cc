@@ -44,35 +44,52 @@ TEST(ResolveMlpPrecision, AutoChoosesBf16OnlyWithAmx) {
 TEST(ResolveMlpPrecision, AutoMeasuredTakesBf16OnlyBeyondTheMargin) {
   const MlpTimings zen4{.fp32_ms = 37.2, .bf16_ms = 23.7};
   for (const MatmulCpu& cpu : {Amx(), Avx512Bf16()}) {
-    absl::StatusOr<MlpPrecisionChoice> c = ResolveMlpPrecision(Precision::kAuto, cpu, &zen4);
+    absl::StatusOr<MlpPrecisionChoice> c = ResolveMlpPrecision(Precision::kAuto, cpu, {.measured = zen4});
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->precision, Precision::kBf16) << cpu.isa;
     EXPECT_EQ(c->reason, "auto: bf16 23.7 vs fp32 37.2 ms per MLP step measured");
     EXPECT_EQ(c->warning, "");
   }
   const MlpTimings slower_bf16{.fp32_ms = 34.0, .bf16_ms = 50.0};
-  absl::StatusOr<MlpPrecisionChoice> amx = ResolveMlpPrecision(Precision::kAuto, Amx(), &slower_bf16);
+  absl::StatusOr<MlpPrecisionChoice> amx = ResolveMlpPrecision(Precision::kAuto, Amx(), {.measured = slower_bf16});
   ASSERT_TRUE(amx.ok());
   EXPECT_EQ(amx->precision, Precision::kFp32);  // AMX, but measured slower here
   EXPECT_EQ(amx->reason, "auto: fp32 34.0 vs bf16 50.0 ms per MLP step measured");
 
   const MlpTimings at_margin{.fp32_ms = 11.0, .bf16_ms = 10.0};
   const MlpTimings within{.fp32_ms = 10.9, .bf16_ms = 10.0};
-  EXPECT_EQ(ResolveMlpPrecision(Precision::kAuto, Avx512Bf16(), &at_margin)->precision, Precision::kBf16);
-  EXPECT_EQ(ResolveMlpPrecision(Precision::kAuto, Avx512Bf16(), &within)->precision, Precision::kFp32);
+  EXPECT_EQ(ResolveMlpPrecision(Precision::kAuto, Avx512Bf16(), {.measured = at_margin})->precision, Precision::kBf16);
+  EXPECT_EQ(ResolveMlpPrecision(Precision::kAuto, Avx512Bf16(), {.measured = within})->precision, Precision::kFp32);
 
-  absl::StatusOr<MlpPrecisionChoice> avx2 = ResolveMlpPrecision(Precision::kAuto, Avx2(), &zen4);
+  absl::StatusOr<MlpPrecisionChoice> avx2 = ResolveMlpPrecision(Precision::kAuto, Avx2(), {.measured = zen4});
   ASSERT_TRUE(avx2.ok());
   EXPECT_EQ(avx2->precision, Precision::kFp32);
   EXPECT_EQ(avx2->reason, "auto: no bf16 matmul on avx2");
 }
 
+// Resuming, auto keeps the checkpoint's precision whatever was measured; a
+// bf16 checkpoint where oneDNN has no bf16 matmul is refused, never run in fp32.
+TEST(ResolveMlpPrecision, AutoResumingKeepsTheCheckpointsPrecision) {
+  const MlpTimings bf16_faster{.fp32_ms = 20.0, .bf16_ms = 10.0};
+  absl::StatusOr<MlpPrecisionChoice> fp32 =
+      ResolveMlpPrecision(Precision::kAuto, Amx(), {.resumed = Precision::kFp32, .measured = bf16_faster});
+  ASSERT_TRUE(fp32.ok());
+  EXPECT_EQ(fp32->precision, Precision::kFp32);
+  EXPECT_EQ(fp32->reason, "auto: as the checkpoint it resumes");
+  EXPECT_EQ(ResolveMlpPrecision(Precision::kAuto, Avx512Bf16(), {.resumed = Precision::kBf16})->precision,
+            Precision::kBf16);
+  absl::StatusOr<MlpPrecisionChoice> refused = ResolveMlpPrecision(Precision::kAuto, Avx2(), {.resumed = Precision::kBf16});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("the checkpoint this run resumes ran bf16 MLPs"));
+}
+
 // An explicit precision is obeyed whatever was measured.
 TEST(ResolveMlpPrecision, ExplicitPrecisionIgnoresTheTimes) {
   const MlpTimings bf16_slower{.fp32_ms = 10.0, .bf16_ms = 20.0};
-  EXPECT_EQ(ResolveMlpPrecision(Precision::kBf16, Amx(), &bf16_slower)->precision, Precision::kBf16);
+  EXPECT_EQ(ResolveMlpPrecision(Precision::kBf16, Amx(), {.measured = bf16_slower})->precision, Precision::kBf16);
   const MlpTimings bf16_faster{.fp32_ms = 20.0, .bf16_ms = 10.0};
-  EXPECT_EQ(ResolveMlpPrecision(Precision::kFp32, Amx(), &bf16_faster)->precision, Precision::kFp32);
+  EXPECT_EQ(ResolveMlpPrecision(Precision::kFp32, Amx(), {.measured = bf16_faster})->precision, Precision::kFp32);
 }
 
 TEST(ResolveMlpPrecision, Fp32IsFp32EverywhereWithoutAWord) {

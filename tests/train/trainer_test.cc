@@ -88,10 +88,10 @@ train:
   }
 
   // Trains and returns what the trainer printed (or the error's message).
-  std::string TrainAndPrint(const TrainConfig& config) {
+  std::string TrainAndPrint(const TrainConfig& config, bool resume = false) {
     FILE* out = std::tmpfile();
     if (out == nullptr) return "tmpfile failed";
-    absl::StatusOr<TrainSummary> s = Train(config, /*resume=*/false, out);
+    absl::StatusOr<TrainSummary> s = Train(config, resume, out);
     std::string text;
     std::rewind(out);
     for (int c; (c = std::fgetc(out)) != EOF;) text.push_back(static_cast<char>(c));
@@ -399,12 +399,12 @@ absl::StatusOr<std::string> RewriteCheckpoint(const std::string& dir, const Chec
   }, /*keep=*/3);
 }
 
-// A checkpoint records the precision the model ran in, not "auto": auto
-// resumes a checkpoint of the precision it resolves to (the same: the
-// measurement is kept in the checkpoint directory's work directory), and
-// refuses one of the other precision, naming both (a bf16 checkpoint must not
-// resume as fp32).
-TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
+// A checkpoint records the precision the model ran in, not "auto". Resuming,
+// auto keeps the checkpoint's precision (a second measurement could choose
+// the other: on another number of ranks, say), so a bf16 checkpoint never
+// continues in fp32; an explicit precision that differs is refused, naming
+// both.
+TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndAutoKeepsIt) {
   const std::string ck = absl::StrCat(dir_, "/ck");
   absl::StatusOr<TrainConfig> first = Config(SmallYaml(), {"train.steps=2", "train.checkpoint_dir=" + ck});
   ASSERT_TRUE(first.ok());
@@ -416,14 +416,14 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
   const bool was_bf16 = absl::StrContains(recorded->config, "model.mlp_precision=bf16\n");
   ASSERT_TRUE(was_bf16 || absl::StrContains(recorded->config, "model.mlp_precision=fp32\n")) << recorded->config;
   const char* resolved = was_bf16 ? "bf16" : "fp32";
+  const char* other = was_bf16 ? "fp32" : "bf16";
   absl::StatusOr<TrainConfig> more = Config(SmallYaml(), {"train.steps=3", "train.checkpoint_dir=" + ck});
   ASSERT_TRUE(more.ok());
-  absl::StatusOr<TrainSummary> resumed = Train(*more, /*resume=*/true);
-  ASSERT_TRUE(resumed.ok()) << resumed.status();
-  EXPECT_EQ(resumed->first_step, 2);
+  EXPECT_THAT(TrainAndPrint(*more, /*resume=*/true),
+              HasSubstr(absl::StrCat(resolved, " MLPs (auto: as the checkpoint it resumes)")));
 
   // The same checkpoint, as if written in the other precision (step 4, the
-  // newest): the fingerprint says so.
+  // newest): auto resumes it in that precision where oneDNN runs bf16.
   absl::StatusOr<std::string> latest = LatestCheckpoint(ck);
   ASSERT_TRUE(latest.ok());
   absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest);
@@ -431,19 +431,34 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndRefusesTheOther) {
   const std::string line = absl::StrCat("model.mlp_precision=", resolved, "\n");
   const size_t at = state->config.find(line);
   ASSERT_NE(at, std::string::npos) << state->config;
-  state->config.replace(at, line.size(), absl::StrCat("model.mlp_precision=", was_bf16 ? "fp32" : "bf16", "\n"));
+  state->config.replace(at, line.size(), absl::StrCat("model.mlp_precision=", other, "\n"));
   state->step = 4;
   ASSERT_TRUE(RewriteCheckpoint(ck, *state, *latest).ok());
-  absl::StatusOr<TrainConfig> other = Config(SmallYaml(), {"train.steps=6", "train.checkpoint_dir=" + ck});
-  ASSERT_TRUE(other.ok());
-  absl::StatusOr<TrainSummary> refused = Train(*other, /*resume=*/true);
+  if (!DetectMatmulCpu().bf16_matmul.empty()) {
+    absl::StatusOr<TrainConfig> again = Config(SmallYaml(), {"train.steps=5", "train.checkpoint_dir=" + ck});
+    ASSERT_TRUE(again.ok());
+    EXPECT_THAT(TrainAndPrint(*again, /*resume=*/true),
+                HasSubstr(absl::StrCat(other, " MLPs (auto: as the checkpoint it resumes)")));
+  }
+  // An explicit precision other than the newest checkpoint's is refused.
+  absl::StatusOr<std::string> newest = LatestCheckpoint(ck);
+  ASSERT_TRUE(newest.ok());
+  absl::StatusOr<CheckpointState> last = ReadCheckpoint(*newest);
+  ASSERT_TRUE(last.ok());
+  const bool last_bf16 = absl::StrContains(last->config, "model.mlp_precision=bf16\n");
+  const char* explicit_other = last_bf16 ? "fp32" : "bf16";
+  if (!last_bf16 && DetectMatmulCpu().bf16_matmul.empty()) return;  // an explicit bf16 cannot run here at all
+  absl::StatusOr<TrainConfig> refuse = Config(
+      SmallYaml(), {"train.steps=9", "train.checkpoint_dir=" + ck, absl::StrCat("model.mlp_precision=", explicit_other)});
+  ASSERT_TRUE(refuse.ok());
+  absl::StatusOr<TrainSummary> refused = Train(*refuse, /*resume=*/true);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  const char* written = was_bf16 ? "fp32" : "bf16";
   EXPECT_THAT(std::string(refused.status().message()),
-              HasSubstr(absl::StrCat("it was written with ", written, " MLPs, this run's are ", resolved, " (auto: ")));
+              HasSubstr(absl::StrCat("it was written with ", last_bf16 ? "bf16" : "fp32", " MLPs, this run's are ",
+                                     explicit_other)));
   EXPECT_THAT(std::string(refused.status().message()),
-              HasSubstr(absl::StrCat("); set model.mlp_precision=", written, " to resume it")));
+              HasSubstr(absl::StrCat("set model.mlp_precision=", last_bf16 ? "bf16" : "fp32", " to resume it")));
 }
 
 // A refused resume names the key and both values by name
