@@ -120,6 +120,7 @@ def _bytes(text: Union[int, str, None]) -> int:
 def _enum(cls, value, what):
     if isinstance(value, cls):
         return value
+    value = getattr(value, "value", value)  # another library's enum (TorchRec's PoolingType, DataType)
     try:
         return cls(str(value).upper())
     except ValueError:
@@ -192,7 +193,14 @@ class EmbeddingBagCollection(torch.nn.Module):
                  learning_rate: float = 0.01, eps: float = 1e-8, directory: Optional[str] = None,
                  threads: int = 0, seed: int = 1):
         super().__init__()
-        self.tables = [dataclasses.replace(t) for t in tables]
+        # Ours, or a config of TorchRec's (its names; storage and directory,
+        # which it has not, default to DRAM).
+        self.tables = [EmbeddingBagConfig(num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim, name=t.name,
+                                          feature_names=list(t.feature_names),
+                                          pooling=getattr(t, "pooling", PoolingType.SUM),
+                                          data_type=getattr(t, "data_type", DataType.FP32),
+                                          storage=getattr(t, "storage", "dram"), directory=getattr(t, "directory", None))
+                       for t in tables]
         specs = []
         for t in self.tables:
             if not t.feature_names:

@@ -168,6 +168,25 @@ def test_bf16_rows():
     assert w.dtype == torch.bfloat16
 
 
+def test_a_torchrec_style_config_is_taken():
+    # TorchRec's EmbeddingBagConfig has these fields and its own enums
+    # (PoolingType.MEAN.value == "MEAN"); TorchRec is not a dependency.
+    import enum
+    import types
+
+    class Pooling(enum.Enum):
+        MEAN = "MEAN"
+
+    foreign = types.SimpleNamespace(name="t", num_embeddings=50, embedding_dim=4, feature_names=["f"],
+                                    pooling=Pooling.MEAN)
+    ebc = EmbeddingBagCollection([foreign], learning_rate=LR)
+    kjt = KeyedJaggedTensor(["f"], torch.tensor([1, 2, 3]), lengths=torch.tensor([2, 1]))
+    pooled = ebc(kjt)
+    w = ebc.state_dict()["t.weight"]
+    torch.testing.assert_close(pooled[0], (w[1] + w[2]) / 2)  # mean pooling
+    assert ebc.tables[0].storage == "dram"
+
+
 def test_eval_forward_updates_nothing():
     ebc = make()
     kjt = batches(1)[0][0]
