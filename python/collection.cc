@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -144,9 +146,15 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionO
         .hotness = static_cast<uint32_t>(options.bag_size * static_cast<int64_t>(most_features)),
         .prefetch_batches = options.prefetch_batches,
         .prefetch_name = "prefetch_batches"};
-    CEMB_RETURN_IF_ERROR(SplitDramBudget(request, nullptr, budget_tables).status());
+    TableTraffic traffic;
+    if (!options.traffic_sample.empty()) {
+      CEMB_ASSIGN_OR_RETURN(traffic, c->CountTraffic(options.traffic_sample));
+    }
+    CEMB_RETURN_IF_ERROR(
+        SplitDramBudget(request, options.traffic_sample.empty() ? nullptr : &traffic, budget_tables).status());
   }
 
+  c->options_.traffic_sample.clear();  // its arrays are the caller's, read only here
   for (size_t g = 0; g < c->groups_.size(); ++g) {
     absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(layer_options[g]);
     if (!layer.ok()) return layer.status();
@@ -241,6 +249,30 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
     b->bags[g][p] = Bags<int32_t>{offsets, indices};
   }
   return b;
+}
+
+absl::StatusOr<TableTraffic> Collection::CountTraffic(std::span<const FeatureArrays> sample) {
+  TableTraffic traffic;
+  traffic.counts.resize(options_.tables.size());
+  std::vector<absl::flat_hash_map<int32_t, uint32_t>> seen(options_.tables.size());
+  for (size_t k = 0; k < sample.size(); ++k) {
+    absl::StatusOr<std::unique_ptr<Batch>> b = Convert(sample[k]);
+    if (!b.ok()) {
+      return absl::Status(b.status().code(), absl::StrCat("traffic sample, batch ", k, ": ", b.status().message()));
+    }
+    traffic.samples += static_cast<uint64_t>((*b)->size);
+    for (size_t i = 0; i < options_.tables.size(); ++i) {
+      auto [g, p] = where_[i];
+      for (int32_t row : (*b)->indices[g][p]) ++seen[i][row];
+    }
+    spare_.push_back(*std::move(b));
+  }
+  for (size_t i = 0; i < seen.size(); ++i) {
+    std::vector<uint32_t>& counts = traffic.counts[i];
+    for (const auto& [row, count] : seen[i]) counts.push_back(count);
+    std::sort(counts.begin(), counts.end(), std::greater<>());
+  }
+  return traffic;
 }
 
 absl::Status Collection::Prefetch(const FeatureArrays& features) {

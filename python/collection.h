@@ -48,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "embedding/types.h"
+#include "tables/dram_budget.h"
 #include "tables/embedding_layer.h"
 #include "tables/step_cycle.h"
 
@@ -65,26 +66,6 @@ struct CollectionTable {
   std::string directory;
 };
 
-struct CollectionOptions {
-  std::vector<CollectionTable> tables;
-  // Bytes of DRAM for the rows of the tables not in DRAM ("dynamic",
-  // "ssd"), split as dlrm-train splits model.dram_budget (by need, then
-  // size). Required when a table is "ssd"; 0 leaves a dynamic cache at its
-  // default size.
-  int64_t dram_budget = 0;
-  // For the split: the rows a batch pins per table, at most batch_size x
-  // bag_size (the longest bag's length times the batch, or the values of a
-  // feature in a batch, whichever is smaller).
-  int64_t batch_size = 0;
-  int64_t bag_size = 1;
-  // Batches prefetched ahead of the step (P): ssd tables pin P + 1 batches.
-  int prefetch_batches = 1;
-  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
-  float adagrad_eps = 1e-8f;
-  int threads = 0;    // OpenMP threads of the kernels; 0: all
-  uint64_t seed = 1;  // table i is initialised uniform ±sqrt(1/rows) with seed + i
-};
-
 enum class IndexType { kInt32, kInt64 };
 
 // One feature's jagged values: `offsets` (B + 1, from 0) or `lengths` (B).
@@ -97,6 +78,31 @@ struct FeatureArrays {
   std::vector<IndexArray> values;  // one per feature, in Collection::features() order
   std::vector<IndexArray> splits;  // offsets or lengths, as `lengths` says
   bool lengths = false;
+};
+
+struct CollectionOptions {
+  std::vector<CollectionTable> tables;
+  // Bytes of DRAM for the rows of the tables not in DRAM ("dynamic",
+  // "ssd"), split as dlrm-train splits model.dram_budget (by need, then the
+  // traffic sample's hottest rows, then size). Required when a table is "ssd"; 0 leaves a dynamic cache at its
+  // default size.
+  int64_t dram_budget = 0;
+  // For the split: the rows a batch pins per table, at most batch_size x
+  // bag_size (the longest bag's length times the batch, or the values of a
+  // feature in a batch, whichever is smaller).
+  int64_t batch_size = 0;
+  int64_t bag_size = 1;
+  // A sample of the training batches (their features, as Forward takes
+  // them; read during Create only): the budget then goes first to the rows
+  // the sample looks up most, across tables, as dlrm-train's split by the
+  // first batches does. Empty: by need and size only.
+  std::vector<FeatureArrays> traffic_sample;
+  // Batches prefetched ahead of the step (P): ssd tables pin P + 1 batches.
+  int prefetch_batches = 1;
+  EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
+  float adagrad_eps = 1e-8f;
+  int threads = 0;    // OpenMP threads of the kernels; 0: all
+  uint64_t seed = 1;  // table i is initialised uniform ±sqrt(1/rows) with seed + i
 };
 
 class Collection {
@@ -134,6 +140,8 @@ class Collection {
   struct Batch;
   explicit Collection(const CollectionOptions& options);
   absl::StatusOr<std::unique_ptr<Batch>> Convert(const FeatureArrays& features);
+  // Lookups per row of each table in `sample` (checked as Forward checks).
+  absl::StatusOr<TableTraffic> CountTraffic(std::span<const FeatureArrays> sample);
   absl::Status Begin(Batch& batch);
   absl::Status EndOpenStep();
   absl::Status Quiesce();  // ends the open step, drops the prefetched batches, drains

@@ -58,8 +58,8 @@ IndexArray Indices(const py::handle& h, const std::string& what) {
   return out;
 }
 
-FeatureArrays Features(const Collection& c, const py::list& values, const py::list& splits, bool lengths) {
-  const std::vector<std::string>& names = c.features();
+FeatureArrays Features(const std::vector<std::string>& names, const py::list& values, const py::list& splits,
+                       bool lengths) {
   if (values.size() != names.size() || splits.size() != names.size()) {
     throw py::value_error(absl::StrCat("features: ", values.size(), " values and ", splits.size(), " ",
                                        lengths ? "lengths" : "offsets", " where the collection has ", names.size(),
@@ -114,7 +114,7 @@ StorageKind Storage(const std::string& name) {
 
 std::unique_ptr<PyCollection> Make(const py::list& tables, int64_t dram_budget, int64_t batch_size, int64_t bag_size,
                                    int prefetch_batches, const std::string& optimizer, float adagrad_eps, int threads,
-                                   uint64_t seed) {
+                                   uint64_t seed, const py::list& traffic_sample) {
   CollectionOptions o{.dram_budget = dram_budget, .batch_size = batch_size, .bag_size = bag_size,
                       .prefetch_batches = prefetch_batches, .adagrad_eps = adagrad_eps, .threads = threads,
                       .seed = seed};
@@ -130,6 +130,13 @@ std::unique_ptr<PyCollection> Make(const py::list& tables, int64_t dram_budget, 
                         .bf16 = d["bf16"].cast<bool>(),
                         .storage = Storage(d["storage"].cast<std::string>()),
                         .directory = d["directory"].cast<std::string>()});
+  }
+  // The sample's batches: (values, lengths) lists in the tables' feature order.
+  std::vector<std::string> names;
+  for (const CollectionTable& table : o.tables) names.insert(names.end(), table.features.begin(), table.features.end());
+  for (const py::handle& h : traffic_sample) {
+    const py::tuple batch = py::reinterpret_borrow<py::tuple>(h);
+    o.traffic_sample.push_back(Features(names, batch[0].cast<py::list>(), batch[1].cast<py::list>(), /*lengths=*/true));
   }
   auto p = std::make_unique<PyCollection>();
   absl::StatusOr<std::unique_ptr<Collection>> c;
@@ -180,17 +187,18 @@ PYBIND11_MODULE(_cemb, m) {
   py::class_<PyCollection>(m, "Collection")
       .def(py::init(&cp::Make), py::arg("tables"), py::arg("dram_budget") = 0, py::arg("batch_size") = 0,
            py::arg("bag_size") = 1, py::arg("prefetch_batches") = 1, py::arg("optimizer") = "sgd",
-           py::arg("adagrad_eps") = 1e-8f, py::arg("threads") = 0, py::arg("seed") = 1)
+           py::arg("adagrad_eps") = 1e-8f, py::arg("threads") = 0, py::arg("seed") = 1,
+           py::arg("traffic_sample") = py::list())
       .def_property_readonly("features", [](PyCollection& p) { return p.c->features(); })
       .def_property_readonly("output_width", [](PyCollection& p) { return p.c->output_width(); })
       .def("prefetch",
            [](PyCollection& p, const py::list& values, const py::list& splits, bool lengths) {
-             const cp::FeatureArrays f = cp::Features(*p.c, values, splits, lengths);
+             const cp::FeatureArrays f = cp::Features(p.c->features(), values, splits, lengths);
              p.Run([&](cp::Collection& c) { return c.Prefetch(f); });
            })
       .def("forward",
            [](PyCollection& p, const py::list& values, const py::list& splits, bool lengths, py::array out) {
-             const cp::FeatureArrays f = cp::Features(*p.c, values, splits, lengths);
+             const cp::FeatureArrays f = cp::Features(p.c->features(), values, splits, lengths);
              const cemb::MatrixView view = cp::Matrix(out, "forward's output");
              p.Run([&](cp::Collection& c) { return c.Forward(f, view); });
            })

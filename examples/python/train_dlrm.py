@@ -118,6 +118,9 @@ def main():
     p.add_argument("--directory", default="", help="dynamic, ssd: where the tables' files go")
     p.add_argument("--dram-budget", default="", help="dynamic, ssd: DRAM for hot rows (e.g. 1GiB)")
     p.add_argument("--prefetch", type=int, default=1, help="batches whose rows are read ahead (ssd)")
+    p.add_argument("--traffic-batches", type=int, default=64,
+                   help="dynamic, ssd: the first N batches are the traffic sample the DRAM budget is split by "
+                        "(their hottest rows first, as dlrm-train does); 0: by size")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--progress", type=int, default=50, help="a progress line every N steps (0: none)")
     p.add_argument("--seed", type=int, default=1)
@@ -146,10 +149,15 @@ def main():
                                   storage=args.storage, directory=args.directory or None)
                for t, rows in enumerate(sizes)]
     t0 = time.perf_counter()
+    sample = []
+    if args.storage != "dram":
+        sample = [features_of(index[k * args.batch:(k + 1) * args.batch], keys)
+                  for k in range(min(args.traffic_batches, train_batches))]
     ebc = EmbeddingBagCollection(configs, dram_budget=args.dram_budget or None, batch_size=args.batch,
                                  bag_size=index.shape[2], prefetch_batches=args.prefetch,
                                  optimizer=args.optimizer, learning_rate=args.lr, threads=args.threads,
-                                 seed=args.seed)
+                                 seed=args.seed, traffic_sample=sample)
+    del sample
     model = Dlrm(args.dim, tables, [dense.shape[1]] + [int(w) for w in args.bottom.split(",")],
                  [int(w) for w in args.top.split(",")])
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)

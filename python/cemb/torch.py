@@ -141,6 +141,42 @@ def _array(t: torch.Tensor, what: str):
     return t.numpy()
 
 
+def _feature_arrays(features, order):
+    """Per feature of `order`: its values and lengths as NumPy views of the
+    KeyedJaggedTensor's tensors, and B."""
+    if isinstance(features, dict):
+        raise TypeError("features: a KeyedJaggedTensor is needed (keys, values, lengths or offsets)")
+    weights = getattr(features, "weights_or_none", lambda: None)()
+    if weights is not None:
+        raise ValueError("features: per-value weights are not supported")
+    keys = list(features.keys())
+    values = _array(features.values(), "features.values()")
+    lengths = _array(features.lengths(), "features.lengths()")
+    if len(keys) == 0 or lengths.shape[0] % len(keys) != 0:
+        raise ValueError(f"features: {lengths.shape[0]} lengths for {len(keys)} keys (needs keys x batch)")
+    batch = lengths.shape[0] // len(keys)
+    negative = (lengths < 0).nonzero()[0]
+    if len(negative) > 0:  # before the per-key sums that slice the values
+        k = int(negative[0])
+        raise ValueError(f"feature '{keys[k // batch]}', bag {k % batch}: length {int(lengths[k])} < 0")
+    counts = lengths.reshape(len(keys), batch).sum(axis=1)
+    if int(counts.sum()) != values.shape[0]:
+        raise ValueError(f"features: the lengths sum to {int(counts.sum())} where there are "
+                         f"{values.shape[0]} values")
+    starts = [0]
+    for c in counts:
+        starts.append(starts[-1] + int(c))
+    where = {k: i for i, k in enumerate(keys)}
+    v, l = [], []
+    for f in order:
+        i = where.get(f)
+        if i is None:
+            raise ValueError(f"features: no key '{f}' (the input has {keys})")
+        v.append(values[starts[i]:starts[i + 1]])
+        l.append(lengths[i * batch:(i + 1) * batch])
+    return v, l, batch
+
+
 class _PooledLookup(torch.autograd.Function):
     """The collection's forward; its backward is the tables' optimizer step."""
 
@@ -175,10 +211,12 @@ class EmbeddingBagCollection(torch.nn.Module):
     the tables live: dram, dynamic and ssd train bit for bit alike.
 
     dram_budget (bytes, or "2GiB"): DRAM for the rows of the "dynamic" and
-    "ssd" tables, split among them by what each needs and by size, as
-    dlrm-train splits model.dram_budget; required with an ssd table, with
-    ``batch_size`` (and ``bag_size``, the values per bag it plans for):
-    an ssd table pins the rows of ``prefetch_batches + 1`` batches.
+    "ssd" tables, split among them as dlrm-train splits model.dram_budget:
+    what each needs, then the rows a ``traffic_sample`` (a few training
+    batches' features, e.g. the first 64) looks up most, across tables, then
+    size; required with an ssd table, with ``batch_size`` (and ``bag_size``,
+    the values per bag it plans for): an ssd table pins the rows of
+    ``prefetch_batches + 1`` batches.
 
     ``state_dict()`` holds ``<name>.weight`` per table (fp32, or bf16 for
     bf16 tables): the whole table in memory, for small tables. ``export(dir)``
@@ -191,7 +229,7 @@ class EmbeddingBagCollection(torch.nn.Module):
     def __init__(self, tables: Sequence[EmbeddingBagConfig], *, dram_budget: Union[int, str, None] = None,
                  batch_size: int = 0, bag_size: int = 1, prefetch_batches: int = 1, optimizer: str = "sgd",
                  learning_rate: float = 0.01, eps: float = 1e-8, directory: Optional[str] = None,
-                 threads: int = 0, seed: int = 1):
+                 threads: int = 0, seed: int = 1, traffic_sample: Sequence = ()):
         super().__init__()
         # Ours, or a config of TorchRec's (its names; storage and directory,
         # which it has not, default to DRAM).
@@ -210,9 +248,11 @@ class EmbeddingBagCollection(torch.nn.Module):
             specs.append(dict(name=t.name, num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim,
                               feature_names=list(t.feature_names), bf16=t.data_type == DataType.BF16,
                               storage=t.storage, directory=t.directory or directory or ""))
+        order = [f for t in self.tables for f in t.feature_names]
+        sample = [tuple(_feature_arrays(kjt, order)[:2]) for kjt in traffic_sample]
         self._core = Collection(specs, dram_budget=_bytes(dram_budget), batch_size=batch_size, bag_size=bag_size,
                                 prefetch_batches=prefetch_batches, optimizer=optimizer, adagrad_eps=eps,
-                                threads=threads, seed=seed)
+                                threads=threads, seed=seed, traffic_sample=sample)
         self.learning_rate = learning_rate
         self._features = list(self._core.features)
         self._slices = collections.OrderedDict()  # feature -> (first column, dim, mean)
@@ -230,38 +270,7 @@ class EmbeddingBagCollection(torch.nn.Module):
         return list(self._features)
 
     def _arrays(self, features):
-        """Per feature (collection order): its values and lengths as NumPy views, and B."""
-        if isinstance(features, dict):
-            raise TypeError("features: a KeyedJaggedTensor is needed (keys, values, lengths or offsets)")
-        weights = getattr(features, "weights_or_none", lambda: None)()
-        if weights is not None:
-            raise ValueError("features: per-value weights are not supported")
-        keys = list(features.keys())
-        values = _array(features.values(), "features.values()")
-        lengths = _array(features.lengths(), "features.lengths()")
-        if len(keys) == 0 or lengths.shape[0] % len(keys) != 0:
-            raise ValueError(f"features: {lengths.shape[0]} lengths for {len(keys)} keys (needs keys x batch)")
-        batch = lengths.shape[0] // len(keys)
-        negative = (lengths < 0).nonzero()[0]
-        if len(negative) > 0:  # before the per-key sums that slice the values
-            k = int(negative[0])
-            raise ValueError(f"feature '{keys[k // batch]}', bag {k % batch}: length {int(lengths[k])} < 0")
-        counts = lengths.reshape(len(keys), batch).sum(axis=1)
-        if int(counts.sum()) != values.shape[0]:
-            raise ValueError(f"features: the lengths sum to {int(counts.sum())} where there are "
-                             f"{values.shape[0]} values")
-        starts = [0]
-        for c in counts:
-            starts.append(starts[-1] + int(c))
-        where = {k: i for i, k in enumerate(keys)}
-        v, l = [], []
-        for f in self._features:
-            i = where.get(f)
-            if i is None:
-                raise ValueError(f"features: no key '{f}' (the input has {keys})")
-            v.append(values[starts[i]:starts[i + 1]])
-            l.append(lengths[i * batch:(i + 1) * batch])
-        return v, l, batch
+        return _feature_arrays(features, self._features)
 
     def forward(self, features) -> torch.Tensor:
         values, lengths, batch = self._arrays(features)

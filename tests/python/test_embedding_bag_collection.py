@@ -146,6 +146,29 @@ def test_prefetch_on_or_off_gives_bit_identical_losses(tmp_path):
     assert all(r["sync_fetches"] == 0 for r in ssd.report())
 
 
+def test_a_traffic_sample_gives_the_budget_to_the_rows_looked_up_most(tmp_path):
+    # Two ssd tables of equal size and a budget that holds ~600 rows beyond
+    # what they need. By size they get equal DRAM. The sample looks up 1,500
+    # rows of "hot" twice each and 2,944 rows of "cold" once: by traffic,
+    # hot's rows come first (dlrm-train's split, tables/dram_budget.h).
+    def kjt(hot_rows, cold_rows):
+        return KeyedJaggedTensor(["h", "c"], torch.cat([hot_rows, cold_rows]),
+                                 lengths=torch.ones(2 * BATCH, dtype=torch.int64))
+    hot, cold = torch.arange(1500).repeat(2), torch.arange(3000)
+    sample = [kjt(hot[k * BATCH:(k + 1) * BATCH], cold[k * BATCH:(k + 1) * BATCH]) for k in range(3000 // BATCH)]
+    tables = [EmbeddingBagConfig(name=n, num_embeddings=20000, embedding_dim=8, feature_names=[f], storage="ssd",
+                                 directory=str(tmp_path)) for n, f in (("hot", "h"), ("cold", "c"))]
+    def dram(**kw):
+        ebc = EmbeddingBagCollection(tables, dram_budget=540 << 10, batch_size=BATCH, learning_rate=LR, **kw)
+        return {r["name"]: r["dram_bytes"] for r in ebc.report()}
+    by_size = dram()
+    assert by_size["hot"] == pytest.approx(by_size["cold"], rel=0.01)
+    by_traffic = dram(traffic_sample=sample)
+    assert by_traffic["hot"] > 1.5 * by_traffic["cold"], by_traffic
+    with pytest.raises(IndexError, match=r"traffic sample, batch 0: table 'cold', feature 'c', bag 0, index 0: row 20000"):
+        dram(traffic_sample=[kjt(torch.zeros(BATCH, dtype=torch.int64), torch.full((BATCH,), 20000))])
+
+
 def test_forward_after_prefetch_must_get_the_prefetched_batch():
     ebc = make()
     data = batches(2)
