@@ -46,6 +46,20 @@ std::vector<int64_t> Concat(int64_t first, const std::vector<int64_t>& rest) {
   return sizes;
 }
 
+// The model's tables: all of them, held here or by peers.
+int64_t NumTables(const DlrmOptions& o) {
+  return o.num_tables > 0 ? o.num_tables : static_cast<int64_t>(o.embeddings.tables.size());
+}
+
+// The model's interaction over its tables' outputs.
+absl::StatusOr<Interaction> MakeInteraction(const DlrmOptions& o) {
+  return Interaction::Create({.kind = o.interaction,
+                              .num_sparse = NumTables(o),
+                              .dim = o.embeddings.dim,
+                              .self_interaction = o.self_interaction,
+                              .threads = o.threads});
+}
+
 // A model's bottom MLP (dense features -> dim, ReLU last) and top MLP
 // (the interaction's output -> one logit) in `precision`.
 struct Mlps {
@@ -193,8 +207,7 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
                         ResolveMlpPrecision(options.mlp_precision, DetectMatmulCpu(), options.mlp_auto));
   impl->options.mlp_precision = impl->precision.precision;
   impl->dim = options.embeddings.dim;
-  impl->num_tables =
-      options.num_tables > 0 ? options.num_tables : static_cast<int64_t>(options.embeddings.tables.size());
+  impl->num_tables = NumTables(options);
   if (options.peers == nullptr && impl->num_tables != static_cast<int64_t>(options.embeddings.tables.size())) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", impl->num_tables, " tables but the layer has ",
                                                    options.embeddings.tables.size(), " (and no peers hold the others)"));
@@ -213,11 +226,7 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
   EmbeddingLayerOptions emb = options.embeddings;
   emb.threads = options.threads;
   CEMB_ASSIGN_OR_RETURN(impl->embeddings, EmbeddingLayer::Create(emb));
-  CEMB_ASSIGN_OR_RETURN(impl->interaction, Interaction::Create({.kind = options.interaction,
-                                                                .num_sparse = impl->num_tables,
-                                                                .dim = impl->dim,
-                                                                .self_interaction = options.self_interaction,
-                                                                .threads = options.threads}));
+  CEMB_ASSIGN_OR_RETURN(impl->interaction, MakeInteraction(options));
   CEMB_ASSIGN_OR_RETURN(Mlps mlps, MakeMlps(options, impl->interaction->output_width(), impl->options.mlp_precision,
                                             impl->max_batch, batch_sizes));
   impl->bottom = std::move(mlps.bottom);
@@ -234,12 +243,7 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
 }
 
 absl::StatusOr<MlpTimings> Dlrm::TimeMlpPrecisions(const DlrmOptions& options) {
-  const int64_t num_tables =
-      options.num_tables > 0 ? options.num_tables : static_cast<int64_t>(options.embeddings.tables.size());
-  CEMB_ASSIGN_OR_RETURN(Interaction interaction, Interaction::Create({.kind = options.interaction,
-                                                                      .num_sparse = num_tables,
-                                                                      .dim = options.embeddings.dim,
-                                                                      .self_interaction = options.self_interaction}));
+  CEMB_ASSIGN_OR_RETURN(Interaction interaction, MakeInteraction(options));
   const int64_t n = options.batch_size, top_in = interaction.output_width();
   CEMB_ASSIGN_OR_RETURN(Mlps fp32, MakeMlps(options, top_in, Precision::kFp32, n, {}));
   CEMB_ASSIGN_OR_RETURN(Mlps bf16, MakeMlps(options, top_in, Precision::kBf16, n, {}));

@@ -199,36 +199,37 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
     for (size_t f = 0; f < t.features.size(); ++f, ++feature) {
       const IndexArray& values = in.values[feature];
       const IndexArray& splits = in.splits[feature];
-      const std::string where = absl::StrCat("table '", t.name, "', feature '", t.features[f], "'");
+      // For messages only: made when one is (no allocation per batch).
+      auto where = [&] { return absl::StrCat("table '", t.name, "', feature '", t.features[f], "'"); };
       const int64_t bags = in.lengths ? splits.size : splits.size - 1;
       if (bags != batch) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": ", bags, " bags where feature '", features_[0],
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": ", bags, " bags where feature '", features_[0],
                                                        "' has ", batch, " (every feature has one bag per sample)"));
       }
       if (!in.lengths && At(splits, 0) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": offsets[0] is ", At(splits, 0), ", not 0"));
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": offsets[0] is ", At(splits, 0), ", not 0"));
       }
       if (static_cast<int64_t>(indices.size()) + values.size > INT32_MAX) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": more than 2^31 - 1 values in a batch"));
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": more than 2^31 - 1 values in a batch"));
       }
       const int64_t base = static_cast<int64_t>(indices.size());
       int64_t end = 0;
       for (int64_t k = 0; k < batch; ++k) {
         const int64_t next = in.lengths ? end + At(splits, k) : At(splits, k + 1);
         if (next < end) {
-          return absl::InvalidArgumentError(in.lengths ? absl::StrCat(where, ", bag ", k, ": length ", At(splits, k), " < 0")
-                                                       : absl::StrCat(where, ", bag ", k, ": offsets decrease (", next,
+          return absl::InvalidArgumentError(in.lengths ? absl::StrCat(where(), ", bag ", k, ": length ", At(splits, k), " < 0")
+                                                       : absl::StrCat(where(), ", bag ", k, ": offsets decrease (", next,
                                                                       " after ", end, ")"));
         }
         if (next > values.size) {
-          return absl::InvalidArgumentError(absl::StrCat(where, ", bag ", k, ": ends at value ", next, ", past the ",
+          return absl::InvalidArgumentError(absl::StrCat(where(), ", bag ", k, ": ends at value ", next, ", past the ",
                                                          values.size, " values"));
         }
         end = next;
         offsets.push_back(static_cast<int32_t>(base + end));
       }
       if (end != values.size) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": the bags hold ", end, " values where there are ",
+        return absl::InvalidArgumentError(absl::StrCat(where(), ": the bags hold ", end, " values where there are ",
                                                        values.size,
                                                        in.lengths ? " (the lengths must sum to the values' count)"
                                                                   : " (offsets[B] must be the values' count)"));
@@ -239,7 +240,7 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
           // The bag holding value k: the last whose start is at or before it.
           const auto first = offsets.end() - batch - 1;
           const int64_t bag = std::upper_bound(first, offsets.end() - 1, static_cast<int32_t>(base + k)) - first - 1;
-          return absl::OutOfRangeError(absl::StrCat(where, ", bag ", bag, ", index ", base + k - first[bag], ": row ",
+          return absl::OutOfRangeError(absl::StrCat(where(), ", bag ", bag, ", index ", base + k - first[bag], ": row ",
                                                     row,
                                                     row < 0 ? " < 0" : absl::StrCat(" >= ", t.rows, " (num_embeddings)")));
         }
@@ -298,6 +299,25 @@ absl::Status Collection::Begin(Batch& batch) {
   return absl::OkStatus();
 }
 
+MatrixView Collection::Scratch(Group& group, int64_t batch) {
+  const int64_t cols = static_cast<int64_t>(group.tables.size()) * group.dim;
+  group.scratch.resize(static_cast<size_t>(group.features * batch * cols));
+  return {group.scratch.data(), group.features * batch, cols, cols};
+}
+
+template <typename Fn>
+void Collection::ForEachBlock(Group& group, int64_t batch, Fn fn) const {
+  const int64_t cols = static_cast<int64_t>(group.tables.size()) * group.dim;
+  for (int f = 0; f < group.features; ++f) {
+    for (int64_t s = 0; s < batch; ++s) {
+      float* row = group.scratch.data() + (f * batch + s) * cols;
+      for (size_t p = 0; p < group.tables.size(); ++p) {
+        fn(s, table_col_[group.tables[p]] + f * group.dim, row + static_cast<int64_t>(p) * group.dim);
+      }
+    }
+  }
+}
+
 absl::Status Collection::Forward(const FeatureArrays& features, MatrixView out) {
   CEMB_RETURN_IF_ERROR(EndOpenStep());
   CEMB_ASSIGN_OR_RETURN(std::unique_ptr<Batch> b, Convert(features));
@@ -331,17 +351,11 @@ absl::Status Collection::Forward(const FeatureArrays& features, MatrixView out) 
       CEMB_RETURN_IF_ERROR(group.layer->Lookup(open_->bags[g], out.slice(table_col_[group.tables[0]], cols)));
       continue;
     }
-    group.scratch.resize(static_cast<size_t>(group.features * batch * cols));
-    const MatrixView scratch{group.scratch.data(), group.features * batch, cols, cols};
+    const MatrixView scratch = Scratch(group, batch);
     CEMB_RETURN_IF_ERROR(group.layer->Lookup(open_->bags[g], scratch));
-    for (int f = 0; f < group.features; ++f) {
-      for (int64_t s = 0; s < batch; ++s) {
-        for (size_t p = 0; p < group.tables.size(); ++p) {
-          std::memcpy(out.row(s) + table_col_[group.tables[p]] + f * group.dim,
-                      scratch.row(f * batch + s) + static_cast<int64_t>(p) * group.dim, sizeof(float) * group.dim);
-        }
-      }
-    }
+    ForEachBlock(group, batch, [&](int64_t s, int64_t col, float* block) {
+      std::memcpy(out.row(s) + col, block, sizeof(float) * group.dim);
+    });
   }
   return absl::OkStatus();
 }
@@ -365,16 +379,10 @@ absl::Status Collection::Backward(ConstMatrixView grad, float lr) {
       CEMB_RETURN_IF_ERROR(group.layer->Update(open_->bags[g], block, lr));
       continue;
     }
-    group.scratch.resize(static_cast<size_t>(group.features * batch * cols));
-    const MatrixView scratch{group.scratch.data(), group.features * batch, cols, cols};
-    for (int f = 0; f < group.features; ++f) {
-      for (int64_t s = 0; s < batch; ++s) {
-        for (size_t p = 0; p < group.tables.size(); ++p) {
-          std::memcpy(scratch.row(f * batch + s) + static_cast<int64_t>(p) * group.dim,
-                      grad.row(s) + table_col_[group.tables[p]] + f * group.dim, sizeof(float) * group.dim);
-        }
-      }
-    }
+    const MatrixView scratch = Scratch(group, batch);
+    ForEachBlock(group, batch, [&](int64_t s, int64_t col, float* block) {
+      std::memcpy(block, grad.row(s) + col, sizeof(float) * group.dim);
+    });
     CEMB_RETURN_IF_ERROR(group.layer->Update(open_->bags[g], ConstMatrixView(scratch), lr));
   }
   return EndOpenStep();

@@ -143,6 +143,14 @@ class Collection {
   // Lookups per row of each table in `sample` (checked as Forward checks).
   absl::StatusOr<TableTraffic> CountTraffic(std::span<const FeatureArrays> sample);
   absl::Status Begin(Batch& batch);
+  // A group not in place: its scratch [F x B, tables x dim], sized for
+  // `batch`; fn(sample, output column, scratch block) for each of the
+  // dim-wide blocks it shares with the output (feature f's bag of sample s,
+  // table p: scratch row f * B + s, columns p * dim; output row s, the
+  // table's first column + f * dim).
+  MatrixView Scratch(Group& group, int64_t batch);
+  template <typename Fn>
+  void ForEachBlock(Group& group, int64_t batch, Fn fn) const;
   absl::Status EndOpenStep();
   absl::Status Quiesce();  // ends the open step, drops the prefetched batches, drains
   // Table `table` exists and `values` is rows x dim of it.

@@ -764,31 +764,46 @@ std::string TrainConfig::MayChangeOnResumeList() {
   return list;
 }
 
+namespace {
+
+// A fingerprint's lines as (key, value); a line without '=' (the version) has
+// an empty value.
+std::vector<std::pair<std::string, std::string>> FingerprintLines(std::string_view fingerprint) {
+  std::vector<std::pair<std::string, std::string>> lines;
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view(fingerprint.data(), fingerprint.size()), '\n', absl::SkipEmpty())) {
+    const size_t eq = line.find('=');
+    lines.emplace_back(std::string(line.substr(0, eq)),
+                       eq == absl::string_view::npos ? "" : std::string(line.substr(eq + 1)));
+  }
+  return lines;
+}
+
+const std::string* FindKey(const std::vector<std::pair<std::string, std::string>>& lines, const std::string& key) {
+  for (const auto& [k, v] : lines) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<std::string> TrainConfig::FingerprintValue(std::string_view fingerprint, const std::string& key) {
+  const auto lines = FingerprintLines(fingerprint);
+  const std::string* value = FindKey(lines, key);
+  return value != nullptr ? std::optional<std::string>(*value) : std::nullopt;
+}
+
 std::optional<TrainConfig::FingerprintDiff> TrainConfig::DiffFingerprint(std::string_view written) const {
   const std::string now = Fingerprint();
   if (written == now) return std::nullopt;
-  auto parse = [](absl::string_view fingerprint) {
-    std::vector<std::pair<std::string, std::string>> lines;
-    for (absl::string_view line : absl::StrSplit(fingerprint, '\n', absl::SkipEmpty())) {
-      const size_t eq = line.find('=');
-      lines.emplace_back(std::string(line.substr(0, eq)),
-                         eq == absl::string_view::npos ? "" : std::string(line.substr(eq + 1)));
-    }
-    return lines;
-  };
-  auto find = [](const auto& lines, const std::string& key) -> const std::string* {
-    for (const auto& [k, v] : lines) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  };
-  const auto was = parse(absl::string_view(written.data(), written.size())), is = parse(now);
+  const auto was = FingerprintLines(written), is = FingerprintLines(now);
   for (const auto& [k, v] : was) {
-    const std::string* n = find(is, k);
+    const std::string* n = FindKey(is, k);
     if (n == nullptr || *n != v) return FingerprintDiff{k, v, n != nullptr ? *n : "(not set)"};
   }
   for (const auto& [k, v] : is) {
-    if (find(was, k) == nullptr) return FingerprintDiff{k, "(not set)", v};
+    if (FindKey(was, k) == nullptr) return FingerprintDiff{k, "(not set)", v};
   }
   return FingerprintDiff{};  // the same lines, other bytes (line ends)
 }

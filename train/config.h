@@ -250,6 +250,8 @@ struct TrainConfig {
     std::string key, was, is;
   };
   std::optional<FingerprintDiff> DiffFingerprint(std::string_view written) const;
+  // The value of `key` in a fingerprint (a checkpoint's), or none.
+  static std::optional<std::string> FingerprintValue(std::string_view fingerprint, const std::string& key);
 };
 
 // This machine's physical memory in bytes (what a model.dram_budget fraction

@@ -250,10 +250,10 @@ std::optional<Precision> Trainer::Impl::ResumedMlpPrecision() const {
   if (!latest.ok()) return std::nullopt;
   absl::StatusOr<CheckpointState> state = ReadCheckpoint(*latest, [](const std::string&) { return false; });
   if (!state.ok()) return std::nullopt;
-  for (Precision p : {Precision::kFp32, Precision::kBf16}) {
-    if (absl::StrContains(state->config, absl::StrCat("model.mlp_precision=", PrecisionName(p), "\n"))) return p;
-  }
-  return std::nullopt;
+  const std::optional<std::string> written = TrainConfig::FingerprintValue(state->config, "model.mlp_precision");
+  if (!written) return std::nullopt;
+  absl::StatusOr<Precision> p = ParseName(kPrecisionNames, *written, "model.mlp_precision");
+  return p.ok() && *p != Precision::kAuto ? std::optional<Precision>(*p) : std::nullopt;
 }
 
 // model.mlp_precision=auto's measurement (dlrm/precision.h), once per

@@ -269,11 +269,8 @@ class EmbeddingBagCollection(torch.nn.Module):
     def feature_names(self) -> List[str]:
         return list(self._features)
 
-    def _arrays(self, features):
-        return _feature_arrays(features, self._features)
-
     def forward(self, features) -> torch.Tensor:
-        values, lengths, batch = self._arrays(features)
+        values, lengths, batch = _feature_arrays(features, self._features)
         if torch.is_grad_enabled() and self.training:
             out = _PooledLookup.apply(self._anchor, self, values, lengths, batch)
         else:
@@ -293,7 +290,7 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     def prefetch(self, features) -> None:
         """Starts reading the rows of the batch after the current one (ssd tables)."""
-        values, lengths, _ = self._arrays(features)
+        values, lengths, _ = _feature_arrays(features, self._features)
         self._core.prefetch(values, lengths, True)
 
     def to_dict(self, pooled: torch.Tensor) -> Dict[str, torch.Tensor]:
