@@ -83,6 +83,18 @@ void SsdCore::Release(uint32_t dslot) {
 
 void SsdCore::FreeSegment(int64_t seg) {
   const auto g = static_cast<size_t>(seg);
+  // Blocks of it still in fetch buffers are of copies now dead: the segment
+  // will be written again.
+  if (!block_ops_.empty()) {
+    const uint64_t begin = log.segment_offset(seg), end = begin + static_cast<uint64_t>(log.segment_bytes);
+    for (auto it = block_ops_.begin(); it != block_ops_.end();) {
+      if (it->first >= begin && it->first < end) {
+        block_ops_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
   seg_state_[g] = Segment::kFree;
   seg_buffer_[g] = -1;
   free_segs_.push_back(static_cast<uint32_t>(seg));
@@ -292,6 +304,7 @@ void SsdCore::Reset() {
   hand_ = 0;
   recent_blocks_.clear();
   recent_reads_.clear();
+  block_ops_.clear();
   InitLog();
   background_error_ = absl::OkStatus();
 }

@@ -16,12 +16,13 @@ namespace cemb {
 std::string SsdStats::ToString(int64_t row_bytes) const {
   return absl::StrFormat(
       "prefetch rows %d, hit rate %.3f, fetched %d (from write buffers %d), lazy %d, sync fetches %d, evictions %d "
-      "(dirty %d), block reads %d (of a block read for the 4 batches before: %d), rows written %d, "
+      "(dirty %d), block reads %d (of a block read for the 4 batches before: %d), rows from a block read for others %d, "
+      "rows written %d, "
       "segments written %d, collector: %d read, %d freed unread, %d rows moved; "
       "blocks read %d, bytes written %d, write amplification %.2f, live rows %d, file %d bytes, requests %d, "
       "queue depth %.1f, cpu %.1f us/request, waited %s",
       prefetch_rows, hit_rate(), fetched_rows, buffer_rows, lazy_rows, sync_fetches, evictions, dirty_evictions,
-      fetch_reads, fetch_rereads, rows_written, segments_written, gc_segments, gc_freed, gc_rows_moved,
+      fetch_reads, fetch_rereads, shared_rows, rows_written, segments_written, gc_segments, gc_freed, gc_rows_moved,
       io.blocks_read(), io.bytes_written,
       write_amplification(row_bytes), live_rows, file_bytes, requests(), io.average_queue_depth(),
       cpu_us_per_request(), absl::FormatDuration(waited));
@@ -164,12 +165,17 @@ absl::Status SsdCore::IoError(IoOp op, uint64_t offset, int64_t bytes, int64_t r
 uint32_t SsdCore::NewOp(OpKind kind, uint64_t offset, int64_t bytes) {
   // Collector reads keep their segment-sized buffers among themselves (at
   // most kMaxCollecting): reused for a block read, an op would keep its
-  // segment buffer, and over a long run every op would grow one.
-  std::vector<uint32_t>& pool = kind == OpKind::kCollect ? free_collect_ops_ : free_ops_;
+  // segment buffer, and over a long run every op would grow one. The others
+  // are reused oldest first, so a block read stays in its buffer for as long
+  // as the pool allows.
   uint32_t id;
-  if (!pool.empty()) {
-    id = pool.back();
-    pool.pop_back();
+  if (kind == OpKind::kCollect && !free_collect_ops_.empty()) {
+    id = free_collect_ops_.back();
+    free_collect_ops_.pop_back();
+  } else if (kind != OpKind::kCollect && !free_ops_.empty()) {
+    id = free_ops_.front();
+    free_ops_.pop_front();
+    ForgetBlock(id);
   } else {
     id = static_cast<uint32_t>(ops_.size());
     ops_.emplace_back();
@@ -190,8 +196,18 @@ uint32_t SsdCore::NewOp(OpKind kind, uint64_t offset, int64_t bytes) {
   return id;
 }
 
+void SsdCore::ForgetBlock(uint32_t op) {
+  const Op& o = ops_[op];
+  if (o.kind != OpKind::kFetch) return;
+  if (auto it = block_ops_.find(o.offset); it != block_ops_.end() && it->second == op) block_ops_.erase(it);
+}
+
 void SsdCore::ReleaseOp(uint32_t id) {
-  (ops_[id].kind == OpKind::kCollect ? free_collect_ops_ : free_ops_).push_back(id);
+  if (ops_[id].kind == OpKind::kCollect) {
+    free_collect_ops_.push_back(id);
+  } else {
+    free_ops_.push_back(id);
+  }
 }
 
 absl::Status SsdCore::Submit() {
@@ -267,6 +283,7 @@ void SsdCore::CompleteFetch(Op& o, const absl::Status& error) {
     // The rows stay where they were: in the log, not resident. Their slots
     // are freed when the batches pinning them are unpinned.
     last_read_error_ = error;
+    ForgetBlock(static_cast<uint32_t>(&o - ops_.data()));
     for (auto [row, s, offset] : o.rows) {
       map[row].store(kOnDisk | slot_loc_[s], std::memory_order_release);
       slot_row_[s] = -1;
@@ -304,7 +321,15 @@ bool SsdCore::StartFill(int64_t row, uint32_t w, uint32_t s) {
     ++stats_.buffer_rows;
     return false;
   }
-  reads_.emplace_back(log.block_offset(d), s);
+  const uint64_t block = log.block_offset(d);
+  if (auto it = block_ops_.find(block); it != block_ops_.end() && ops_[it->second].done) {
+    std::memcpy(Slot(s), ops_[it->second].buffer.get() + log.offset_in_block(d), row_bytes_);
+    map[row].store(s + 1, std::memory_order_release);
+    ++stats_.fetched_rows;
+    ++stats_.shared_rows;
+    return false;
+  }
+  reads_.emplace_back(block, s);
   map[row].store((s + 1) | kLoading, std::memory_order_relaxed);
   return true;
 }
@@ -313,17 +338,26 @@ void SsdCore::QueueFetchReads(uint64_t batch_seq, int64_t* pending) {
   std::sort(reads_.begin(), reads_.end());
   for (size_t i = 0; i < reads_.size();) {
     const uint64_t offset = reads_[i].first;
-    const uint32_t id = NewOp(OpKind::kFetch, offset, log.rows.block_bytes);
+    // StartFill copied the rows of blocks already read: an entry left is a read in flight.
+    const auto in_flight = block_ops_.find(offset);
+    const bool join = in_flight != block_ops_.end();
+    const uint32_t id = join ? in_flight->second : NewOp(OpKind::kFetch, offset, log.rows.block_bytes);
     Op& o = ops_[id];
+    const size_t first = i;
     for (; i < reads_.size() && reads_[i].first == offset; ++i) {
       const uint32_t s = reads_[i].second;
       o.rows.push_back({slot_row_[s], s, static_cast<uint32_t>(log.offset_in_block(slot_loc_[s]))});
       loading_op_[s] = id;
     }
-    if (pending != nullptr) {
+    if (pending != nullptr && std::find(o.batches.begin(), o.batches.end(), batch_seq) == o.batches.end()) {
       o.batches.push_back(batch_seq);
       ++*pending;
     }
+    if (join) {
+      stats_.shared_rows += static_cast<int64_t>(i - first);
+      continue;
+    }
+    block_ops_.emplace(offset, id);
     ++seg_reads_[static_cast<size_t>(o.segment)];
     ++stats_.fetch_reads;
     if (pending != nullptr) CountReread(offset, batch_seq);

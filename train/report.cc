@@ -240,6 +240,7 @@ std::string SummaryJson(const TrainSummary& summary, const RunFacts& facts) {
                       ",\"evictions\":", d.evictions, ",\"dirty_evictions\":", d.dirty_evictions,
                       ",\"sync_fetches\":", d.sync_fetches, ",\"reads\":", d.io.reads, ",\"writes\":", d.io.writes,
                       ",\"fetch_reads\":", d.fetch_reads, ",\"fetch_rereads\":", d.fetch_rereads,
+                      ",\"shared_rows\":", d.shared_rows,
                       ",\"rows_from_write_buffers\":", d.buffer_rows,
                       ",\"segments_written\":", d.segments_written,
                       ",\"write_amplification\":", JsonNumber(d.write_amplification(r.row_bytes)),

@@ -78,6 +78,9 @@ struct SsdStats {
   // before: what installing every row the next batches need from one read
   // would save at most.
   int64_t fetch_rereads = 0;
+  // Missed rows installed from a block read for other rows, in flight or
+  // done and still in its buffer: each a read saved.
+  int64_t shared_rows = 0;
   int64_t buffer_rows = 0;        // missed rows copied from a segment still in a write buffer
   int64_t segments_written = 0;   // segment writes (whole, or a flush's partial one)
   int64_t gc_segments = 0;        // segments the collector read
@@ -260,10 +263,13 @@ class SsdCore {
   std::byte* Slot(uint32_t s) const { return pool + static_cast<size_t>(s) * stride; }
   void InitRow(int64_t row, std::byte* out) const;
   // Makes slot s hold `row` whose map word is `w` (0 or kOnDisk | d): computes
-  // it, copies it from a write buffer, or adds it to a block read in
-  // `reads_` (returns true then: the caller submits the reads).
+  // it, copies it from a write buffer or from a block read before, or adds
+  // it to a block read in `reads_` (returns true then: the caller submits
+  // the reads).
   bool StartFill(int64_t row, uint32_t w, uint32_t s);
-  // Turns the block reads StartFill gathered (sorted by block) into requests.
+  // Turns the block reads StartFill gathered (sorted by block) into
+  // requests; a block whose read is in flight is not read again: its rows
+  // join that read.
   void QueueFetchReads(uint64_t batch_seq, int64_t* pending);
 
   // CLOCK: appends up to k unpinned, resident victims to victims_ (marked kChosen).
@@ -306,6 +312,7 @@ class SsdCore {
   const std::byte* Buffered(uint32_t dslot) const;
 
   uint32_t NewOp(OpKind kind, uint64_t offset, int64_t bytes);
+  void ForgetBlock(uint32_t op);  // drops block_ops_'s entry for the op, if any
   void ReleaseOp(uint32_t id);
   // Submits requests_ (reads first, then writes_) to the BlockIo.
   absl::Status Submit();
@@ -365,7 +372,9 @@ class SsdCore {
   std::vector<Batch> batches_;
   uint64_t seq_ = 0;
   std::vector<Op> ops_;
-  std::vector<uint32_t> free_ops_;            // block reads and segment writes
+  // Block reads and segment writes, oldest first: a fetch op's buffer keeps
+  // its block until the op is reused (block_ops_).
+  std::deque<uint32_t> free_ops_;
   std::vector<uint32_t> free_collect_ops_;    // collector reads (a segment-sized buffer each)
   std::vector<BlockRequest> requests_;        // reads to submit
   std::vector<BlockRequest> writes_;          // writes and collector reads to submit after them
@@ -377,6 +386,11 @@ class SsdCore {
   absl::flat_hash_map<uint64_t, uint64_t> recent_blocks_;       // block offset -> seq of its last batch read
   std::deque<std::pair<uint64_t, uint64_t>> recent_reads_;      // (seq, block offset), oldest first
   std::vector<std::pair<uint64_t, uint32_t>> reads_;    // scratch: (block offset, slot) of StartFill's reads
+  // Block offset -> the fetch op whose buffer holds that block: its read in
+  // flight (a miss in it joins the read) or done (a miss in it is copied
+  // from the buffer). An entry goes when the op is reused, its read fails or
+  // its segment is freed.
+  absl::flat_hash_map<uint64_t, uint32_t> block_ops_;
   std::unique_ptr<std::byte[]> poison_;       // NaN row returned after a failed fetch
   absl::Status status_;                       // first failure of a fetch in rowpointer()
   absl::Status broken_;                       // a LoadSnapshot failed part way: rows undefined, refuses use

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/random.h"
+#include "base/status_macros.h"
 #include "embedding/simple_table.h"
 #include "embedding/table_io.h"
 #include "gmock/gmock.h"
@@ -222,42 +223,118 @@ TEST(SsdLog, EioOnACollectorReadIsReportedNamingTheSegmentAndLosesNothing) {
   ExpectSameRows(*ref, *t);
 }
 
+// Rows 7 and 1000..2279 written, the rest lazy, nothing resident. They are
+// in the log in that order, 64 to a segment of one block: block 0 holds
+// rows 7 and 1000..1062, block j > 0 rows 999 + 64j ... 1062 + 64j.
+absl::StatusOr<std::unique_ptr<Table>> RowsInTheLog(const std::string& name, SsdOptions options) {
+  auto t = Table::Create({.name = name, .nvectors = kN}, std::move(options));
+  if (!t.ok()) return t.status();
+  auto table = std::make_unique<Table>(std::move(*t));
+  table->rowpointer(7, Access::kUpdate)[0] = 1.0f;
+  CEMB_RETURN_IF_ERROR(table->EvictUnpinned());
+  for (int64_t r = 1000; r < 1000 + 20 * 64; ++r) table->rowpointer(r, Access::kUpdate)[0] = static_cast<float>(r);
+  CEMB_RETURN_IF_ERROR(table->EvictUnpinned());
+  CEMB_RETURN_IF_ERROR(table->FlushDirty());
+  return table;
+}
+
 TEST(SsdLog, ReadingABlockAgainForOneOfTheFourBatchesAfterIsCounted) {
-  auto t = Table::Create({.name = "t_reread", .nvectors = kN}, SmallLog(kN, 1.5));
-  ASSERT_TRUE(t.ok()) << t.status();
-  // Row 7 in the log, its segment out of the write buffers (8 segments of
-  // other rows written after it); rows below 1000 but 7 lazy.
-  t->rowpointer(7, Access::kUpdate)[0] = 1.0f;
-  ASSERT_TRUE(t->EvictUnpinned().ok());
-  for (int64_t r = 1000; r < 1000 + 8 * 64; ++r) t->rowpointer(r, Access::kUpdate)[0] = 1.0f;
-  ASSERT_TRUE(t->EvictUnpinned().ok());
-  ASSERT_TRUE(t->FlushDirty().ok());
+  absl::StatusOr<std::unique_ptr<Table>> made = RowsInTheLog("t_reread", SmallLog(kN, 1.5));
+  ASSERT_TRUE(made.ok()) << made.status();
+  Table& t = **made;
   int64_t k = 0;
-  // Batch k reads row 7's block, unpins it, and the row leaves DRAM (clean:
-  // no write); then `gap` batches of lazy rows, which read nothing.
-  const auto read_row_7_then = [&](int gap) {
-    for (const std::vector<int64_t>& rows : {std::vector<int64_t>{7}, std::vector<int64_t>{100 + k}}) {
-      for (int i = 0; i < (rows[0] == 7 ? 1 : gap); ++i, ++k) {
-        ASSERT_TRUE(t->Prefetch(k, rows).ok());
-        ASSERT_TRUE(t->WaitResident(k).ok());
-        ASSERT_TRUE(t->Unpin(k).ok());
-      }
-      ASSERT_TRUE(t->EvictUnpinned().ok());
-    }
+  // Batch k reads `rows`, unpins them, and they leave DRAM (clean: no write).
+  const auto read = [&](std::vector<int64_t> rows) {
+    ASSERT_TRUE(t.Prefetch(k, rows).ok());
+    ASSERT_TRUE(t.WaitResident(k).ok());
+    ASSERT_TRUE(t.Unpin(k++).ok());
+    ASSERT_TRUE(t.EvictUnpinned().ok());
   };
-  read_row_7_then(3);
-  EXPECT_EQ(t->stats().fetch_reads, 1);
-  EXPECT_EQ(t->stats().fetch_rereads, 0);
-  read_row_7_then(4);  // read 4 batches after the first: counted
-  EXPECT_EQ(t->stats().fetch_reads, 2);
-  EXPECT_EQ(t->stats().fetch_rereads, 1);
-  read_row_7_then(0);  // read 5 batches after the second: not counted
-  EXPECT_EQ(t->stats().fetch_reads, 3);
-  EXPECT_EQ(t->stats().fetch_rereads, 1);
-  ASSERT_TRUE(t->Prefetch(k, std::vector<int64_t>{7}).ok());  // the next batch: counted
-  ASSERT_TRUE(t->WaitResident(k).ok());
-  EXPECT_EQ(t->stats().fetch_rereads, 2);
-  ASSERT_TRUE(t->Unpin(k).ok());
+  const auto blocks = [](int64_t first, int64_t last) {  // a row of each block
+    std::vector<int64_t> rows;
+    for (int64_t j = first; j <= last; ++j) rows.push_back(999 + 64 * j);
+    return rows;
+  };
+  read({7});
+  // Eight block reads take every read buffer (a block stays in its buffer
+  // until the buffer is reused), so row 7's block is read again below.
+  ASSERT_LE(t.stats().io_buffers, 8);
+  read(blocks(1, 8));
+  EXPECT_EQ(t.stats().fetch_reads, 9);
+  EXPECT_EQ(t.stats().fetch_rereads, 0);
+  read({7});  // read 2 batches before: counted
+  EXPECT_EQ(t.stats().fetch_reads, 10);
+  EXPECT_EQ(t.stats().fetch_rereads, 1);
+  for (int64_t lazy = 100; lazy < 104; ++lazy) read({lazy});
+  read(blocks(9, 16));
+  read({7});  // read 6 batches before: not counted
+  EXPECT_EQ(t.stats().fetch_reads, 19);
+  EXPECT_EQ(t.stats().fetch_rereads, 1);
+  EXPECT_EQ(t.stats().shared_rows, 0);
+  EXPECT_EQ(t.rowpointer(7, Access::kRead)[0], 1.0f);
+}
+
+TEST(SsdLog, ARowOfABlockStillInItsBufferIsCopiedNotReadAgain) {
+  absl::StatusOr<std::unique_ptr<Table>> made = RowsInTheLog("t_kept", SmallLog(kN, 1.5));
+  ASSERT_TRUE(made.ok()) << made.status();
+  Table& t = **made;
+  for (int64_t k = 0; k < 3; ++k) {  // rows 1000, 1001, 1002: one block, read once
+    ASSERT_TRUE(t.Prefetch(k, std::vector<int64_t>{1000 + k}).ok());
+    ASSERT_TRUE(t.WaitResident(k).ok());
+    EXPECT_EQ(t.rowpointer(1000 + k, Access::kRead)[0], static_cast<float>(1000 + k));
+    ASSERT_TRUE(t.Unpin(k).ok());
+  }
+  EXPECT_EQ(t.stats().fetch_reads, 1);
+  EXPECT_EQ(t.stats().shared_rows, 2);
+  EXPECT_EQ(t.stats().fetched_rows, 3);
+}
+
+// Holds back the completions a table looks for without waiting, so that a
+// read stays in flight across the next Prefetch.
+class HoldingBlockIo final : public BlockIo {
+ public:
+  explicit HoldingBlockIo(std::unique_ptr<BlockIo> io) : io_(std::move(io)) {}
+  absl::Status Submit(std::span<const BlockRequest> requests) override { return io_->Submit(requests); }
+  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
+    if (hold && min_completions == 0) return absl::OkStatus();
+    return io_->Reap(min_completions, out);
+  }
+  absl::Status AwaitCompletion() override { return io_->AwaitCompletion(); }
+  int64_t in_flight() const override { return io_->in_flight(); }
+  const IoCounters& counters() const override { return io_->counters(); }
+  const char* name() const override { return io_->name(); }
+
+  bool hold = false;
+
+ private:
+  std::unique_ptr<BlockIo> io_;
+};
+
+TEST(SsdLog, AMissInABlockWhoseReadIsInFlightJoinsThatRead) {
+  HoldingBlockIo* io = nullptr;
+  SsdOptions o = SmallLog(kN, 1.5);
+  o.file.wrap_io = [&io](std::unique_ptr<BlockIo> inner) -> std::unique_ptr<BlockIo> {
+    auto h = std::make_unique<HoldingBlockIo>(std::move(inner));
+    io = h.get();
+    return h;
+  };
+  absl::StatusOr<std::unique_ptr<Table>> made = RowsInTheLog("t_join", o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Table& t = **made;
+  io->hold = true;
+  // Batches 1 and 2 miss rows of one block; batch 2 is pinned while batch 1's read is in flight.
+  ASSERT_TRUE(t.Prefetch(1, std::vector<int64_t>{1000, 1064}).ok());
+  ASSERT_TRUE(t.Prefetch(2, std::vector<int64_t>{1001, 1128}).ok());
+  EXPECT_EQ(t.stats().fetch_reads, 3);  // 1000's block (1001 joins it), 1064's, 1128's
+  EXPECT_EQ(t.stats().shared_rows, 1);
+  io->hold = false;
+  ASSERT_TRUE(t.WaitResident(2).ok());  // waits for batch 1's read too
+  for (int64_t row : {1001, 1128}) EXPECT_EQ(t.rowpointer(row, Access::kRead)[0], static_cast<float>(row)) << row;
+  ASSERT_TRUE(t.WaitResident(1).ok());
+  for (int64_t row : {1000, 1064}) EXPECT_EQ(t.rowpointer(row, Access::kRead)[0], static_cast<float>(row)) << row;
+  ASSERT_TRUE(t.Unpin(1).ok());
+  ASSERT_TRUE(t.Unpin(2).ok());
+  EXPECT_EQ(t.stats().fetched_rows, 4);
 }
 
 }  // namespace
