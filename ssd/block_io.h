@@ -9,7 +9,9 @@
 //   NewUringBlockIo       io_uring, at most queue_depth requests in flight
 //                         (Submit waits for room, keeping the completions it
 //                         reaped meanwhile for the next Reap); with an O_DIRECT
-//                         file descriptor the reads and writes bypass the page cache.
+//                         file descriptor the reads and writes bypass the page
+//                         cache. The file is the ring's fixed file, and buffers
+//                         the user registers are its fixed buffers.
 //   NewPosixBlockIo       pread/pwrite, each request completed inside Submit:
 //                         the fallback where O_DIRECT or io_uring is unavailable.
 //   FaultInjectingBlockIo wraps another backend and fails chosen requests (the
@@ -71,6 +73,7 @@ struct IoCounters {
   int64_t bytes_read = 0, bytes_written = 0;
   int64_t submissions = 0;
   int64_t depth_sum = 0;
+  int64_t registered = 0;  // requests whose buffer is registered (RegisterBuffer)
 
   int64_t blocks_read() const { return bytes_read / kIoAlignment; }
   int64_t blocks_written() const { return bytes_written / kIoAlignment; }
@@ -96,6 +99,13 @@ class BlockIo {
   // user submits and reaps. REQUIRES: a request in flight, or it may block
   // for ever; one caller at a time.
   [[nodiscard]] virtual absl::Status AwaitCompletion() = 0;
+  // Registers [buffer, buffer + bytes) with the kernel once: a request whose
+  // buffer lies inside it then skips the pinning of its pages that each
+  // request pays otherwise (io_uring's fixed buffers). Returns false where
+  // the backend cannot (too many regions, RLIMIT_MEMLOCK, no io_uring):
+  // such requests then go as any other. REQUIRES: the region stays
+  // allocated for the backend's life; kIoAlignment-aligned.
+  virtual bool RegisterBuffer(void* /*buffer*/, size_t /*bytes*/) { return false; }
   // Submitted and not yet reaped.
   virtual int64_t in_flight() const = 0;
   virtual const IoCounters& counters() const = 0;
@@ -127,6 +137,7 @@ class FaultInjectingBlockIo final : public BlockIo {
   [[nodiscard]] absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override;
   // The inner backend's: the failed requests are ready to reap at once.
   [[nodiscard]] absl::Status AwaitCompletion() override { return inner_->AwaitCompletion(); }
+  bool RegisterBuffer(void* buffer, size_t bytes) override { return inner_->RegisterBuffer(buffer, bytes); }
   int64_t in_flight() const override { return inner_->in_flight() + static_cast<int64_t>(failed_.size()); }
   // The inner backend's: a failed request never reached the device.
   const IoCounters& counters() const override { return inner_->counters(); }

@@ -138,9 +138,7 @@ absl::Status SsdCore::OpenSegment(bool for_collector) {
   const uint32_t g = free_segs_.back();
   free_segs_.pop_back();
   SegmentBuffer& sb = buffers_[static_cast<size_t>(b)];
-  if (sb.data == nullptr) {
-    sb.data.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, static_cast<size_t>(log.segment_bytes))));
-  }
+  if (sb.data == nullptr) sb.data = NewIoBuffer(static_cast<size_t>(log.segment_bytes));
   sb.segment = g;
   sb.filled = sb.durable = sb.writing = 0;
   sb.failed = false;

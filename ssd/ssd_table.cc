@@ -122,6 +122,7 @@ absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64
     c->pin_mark_[s] = 0;
     c->free_.push_back(static_cast<uint32_t>(n - 1 - s));  // slot 0 first
   }
+  c->read_buffer_room_ = (options.file.queue_depth + kReadChunkBlocks - 1) / kReadChunkBlocks * kReadChunkBlocks;
   c->InitLog();
   c->poison_.reset(new std::byte[c->stride]);
   if (row_bytes % sizeof(float) == 0 && featuresize * static_cast<int64_t>(sizeof(float)) == static_cast<int64_t>(row_bytes)) {
@@ -190,10 +191,28 @@ uint32_t SsdCore::NewOp(OpKind kind, uint64_t offset, int64_t bytes) {
   o.rows.clear();
   o.batches.clear();
   if (kind != OpKind::kWrite && o.buffer_bytes < static_cast<size_t>(bytes)) {
-    o.buffer.reset(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, static_cast<size_t>(bytes))));
+    o.buffer = kind == OpKind::kFetch ? NewReadBuffer() : NewIoBuffer(static_cast<size_t>(bytes));
     o.buffer_bytes = static_cast<size_t>(bytes);
   }
   return id;
+}
+
+namespace {
+void KeepBuffer(void*) noexcept {}  // the deleter of a buffer carved from a chunk
+}  // namespace
+
+SsdCore::IoBuffer SsdCore::NewIoBuffer(size_t bytes) {
+  IoBuffer b(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, bytes)), &std::free);
+  (void)file_.io().RegisterBuffer(b.get(), bytes);  // refused: requests pin its pages each time
+  return b;
+}
+
+SsdCore::IoBuffer SsdCore::NewReadBuffer() {
+  const auto block = static_cast<size_t>(log.rows.block_bytes);
+  if (read_buffers_ == read_buffer_room_) return NewIoBuffer(block);
+  if (read_buffers_ % kReadChunkBlocks == 0) read_chunks_.push_back(NewIoBuffer(kReadChunkBlocks * block));
+  std::byte* b = read_chunks_.back().get() + static_cast<size_t>(read_buffers_++ % kReadChunkBlocks) * block;
+  return IoBuffer(b, &KeepBuffer);
 }
 
 void SsdCore::ForgetBlock(uint32_t op) {

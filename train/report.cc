@@ -239,6 +239,7 @@ std::string SummaryJson(const TrainSummary& summary, const RunFacts& facts) {
                       ",\"average_queue_depth\":", JsonNumber(d.io.average_queue_depth()),
                       ",\"evictions\":", d.evictions, ",\"dirty_evictions\":", d.dirty_evictions,
                       ",\"sync_fetches\":", d.sync_fetches, ",\"reads\":", d.io.reads, ",\"writes\":", d.io.writes,
+                      ",\"registered_requests\":", d.io.registered,
                       ",\"fetch_reads\":", d.fetch_reads, ",\"fetch_rereads\":", d.fetch_rereads,
                       ",\"shared_rows\":", d.shared_rows,
                       ",\"rows_from_write_buffers\":", d.buffer_rows,

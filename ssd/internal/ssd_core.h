@@ -202,6 +202,7 @@ class SsdCore {
 
  private:
   struct Batch;
+  using IoBuffer = std::unique_ptr<std::byte, decltype(&std::free)>;
   enum class OpKind : uint8_t { kFetch, kWrite, kCollect };
   // A request in flight: a block read for missed rows, a segment write, a collector read.
   struct Op {
@@ -210,7 +211,7 @@ class SsdCore {
     int64_t bytes = 0;
     int64_t segment = 0;
     int buffer_index = -1;  // kWrite: the segment buffer written
-    std::unique_ptr<std::byte, decltype(&std::free)> buffer{nullptr, &std::free};  // kFetch, kCollect
+    IoBuffer buffer{nullptr, &std::free};  // kFetch (NewReadBuffer), kCollect
     size_t buffer_bytes = 0;
     bool done = false;
     // kFetch: the rows to install, with their byte in the block (taken when
@@ -225,7 +226,7 @@ class SsdCore {
   };
   // A segment in DRAM: open (taking rows), or sealed and not yet on disk.
   struct SegmentBuffer {
-    std::unique_ptr<std::byte, decltype(&std::free)> data{nullptr, &std::free};  // segment_bytes
+    IoBuffer data{nullptr, &std::free};  // segment_bytes
     int64_t segment = -1;
     int64_t filled = 0;   // slots appended
     int64_t durable = 0;  // slots a successful write has covered
@@ -244,6 +245,7 @@ class SsdCore {
   // collector's reserve and its segments in flight.
   static constexpr int64_t kReserveSegments = kWriteBuffers + kCollectorLowWater;
   static constexpr uint64_t kRereadWindow = 4;  // batches, for SsdStats::fetch_rereads
+  static constexpr int64_t kReadChunkBlocks = 64;
   friend int64_t cemb::SsdFixedDramBytes(int64_t, int64_t, const SsdOptions&, bool);
   enum class Segment : uint8_t {
     kFree,
@@ -312,6 +314,13 @@ class SsdCore {
   const std::byte* Buffered(uint32_t dslot) const;
 
   uint32_t NewOp(OpKind kind, uint64_t offset, int64_t bytes);
+  // An I/O buffer of `bytes`, registered with the BlockIo where it allows
+  // (the kernel then does not pin its pages at each request).
+  IoBuffer NewIoBuffer(size_t bytes);
+  // A block-sized read buffer: carved from registered chunks of
+  // kReadChunkBlocks while fewer than the queue depth are carved, else one
+  // of its own.
+  IoBuffer NewReadBuffer();
   void ForgetBlock(uint32_t op);  // drops block_ops_'s entry for the op, if any
   void ReleaseOp(uint32_t id);
   // Submits requests_ (reads first, then writes_) to the BlockIo.
@@ -391,6 +400,9 @@ class SsdCore {
   // from the buffer). An entry goes when the op is reused, its read fails or
   // its segment is freed.
   absl::flat_hash_map<uint64_t, uint32_t> block_ops_;
+  std::vector<IoBuffer> read_chunks_;         // NewReadBuffer's
+  int64_t read_buffers_ = 0;                  // carved from them
+  int64_t read_buffer_room_ = 0;              // the queue depth in whole chunks
   std::unique_ptr<std::byte[]> poison_;       // NaN row returned after a failed fetch
   absl::Status status_;                       // first failure of a fetch in rowpointer()
   absl::Status broken_;                       // a LoadSnapshot failed part way: rows undefined, refuses use

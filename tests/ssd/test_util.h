@@ -43,6 +43,7 @@ class ForwardingBlockIo : public BlockIo {
     return io_->Reap(min_completions, out);
   }
   absl::Status AwaitCompletion() override { return io_->AwaitCompletion(); }
+  bool RegisterBuffer(void* buffer, size_t bytes) override { return io_->RegisterBuffer(buffer, bytes); }
   int64_t in_flight() const override { return io_->in_flight(); }
   const IoCounters& counters() const override { return io_->counters(); }
   const char* name() const override { return io_->name(); }
