@@ -511,7 +511,20 @@ int Mlp::num_layers() const { return impl_->L(); }
 int64_t Mlp::input_width() const { return impl_->options.sizes.front(); }
 int64_t Mlp::output_width() const { return impl_->options.sizes.back(); }
 
+namespace {
+absl::Status Nothing() { return absl::OkStatus(); }
+}  // namespace
+
 absl::StatusOr<std::span<const float>> Mlp::Forward(int64_t batch, const float* input) {
+  return Forward(batch, input, Nothing);
+}
+
+absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_input) {
+  return Backward(batch, diff_output, diff_input, Nothing);
+}
+
+absl::StatusOr<std::span<const float>> Mlp::Forward(int64_t batch, const float* input,
+                                                    absl::FunctionRef<absl::Status()> between_layers) {
   Impl& m = *impl_;
   const Impl::BatchPlan* plan = nullptr;
   for (const Impl::BatchPlan& p : m.plans) {
@@ -534,9 +547,9 @@ absl::StatusOr<std::span<const float>> Mlp::Forward(int64_t batch, const float* 
     st = dnnl_memory_set_data_handle_v2(plan->user_input_t.get(), const_cast<float*>(input), nullptr);
   }
   if (st == dnnl_success && !plan->input_reorder.empty()) st = plan->input_reorder.Execute(m.stream);
-  for (const Impl::LayerPlan& lp : plan->layers) {
-    if (st != dnnl_success) break;
-    st = lp.fwd.Execute(m.stream);
+  for (size_t l = 0; l < plan->layers.size() && st == dnnl_success; ++l) {
+    if (l > 0) CEMB_RETURN_IF_ERROR(between_layers());
+    st = plan->layers[l].fwd.Execute(m.stream);
   }
   CEMB_RETURN_IF_ERROR(internal::DnnlStatus(st, "MLP Forward"));
   m.last_batch = batch;
@@ -544,7 +557,8 @@ absl::StatusOr<std::span<const float>> Mlp::Forward(int64_t batch, const float* 
   return std::span<const float>(m.act.back().as<const float>(), static_cast<size_t>(batch * output_width()));
 }
 
-absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_input) {
+absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_input,
+                           absl::FunctionRef<absl::Status()> between_layers) {
   Impl& m = *impl_;
   if (batch != m.last_batch || m.last_plan == nullptr) {
     return absl::FailedPreconditionError(
@@ -568,6 +582,7 @@ absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_
     st = dnnl_memory_set_data_handle_v2(plan.user_diff_input.get(), diff_input, nullptr);
   }
   for (int l = m.L() - 1; l >= 0 && st == dnnl_success; --l) {
+    if (l < m.L() - 1) CEMB_RETURN_IF_ERROR(between_layers());
     const Impl::LayerPlan& lp = plan.layers[l];
     if (!lp.act_bwd.empty()) st = lp.act_bwd.Execute(m.stream);
     if (st != dnnl_success) break;

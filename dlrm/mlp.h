@@ -57,6 +57,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/enum_names.h"
@@ -122,6 +123,11 @@ class Mlp {
   // Forward. Errors: InvalidArgument if `batch` was not planned.
   [[nodiscard]] absl::StatusOr<std::span<const float>> Forward(int64_t batch,
                                                                const float* input);
+  // As Forward, and calls between_layers() after each layer but the last
+  // (e.g. to let an exchange posted before move on: StepPeers::Progress);
+  // its error ends the pass and is returned.
+  [[nodiscard]] absl::StatusOr<std::span<const float>> Forward(int64_t batch, const float* input,
+                                                               absl::FunctionRef<absl::Status()> between_layers);
 
   // Back-propagates `diff_output` (fp32 [batch x output_width()], the gradient
   // of the loss w.r.t. the output returned by Forward) through the last
@@ -133,6 +139,9 @@ class Mlp {
   // valid.
   [[nodiscard]] absl::Status Backward(int64_t batch, const float* diff_output,
                                       float* diff_input);
+  // As Backward, with between_layers() as in Forward.
+  [[nodiscard]] absl::Status Backward(int64_t batch, const float* diff_output, float* diff_input,
+                                      absl::FunctionRef<absl::Status()> between_layers);
 
   // SGD with the gradients of the last Backward: W -= lr * dW, b -= lr * db
   // (split-SGD in bf16 mode).

@@ -163,17 +163,25 @@ struct Dlrm::Impl {
   // The forward pass up to the logits (top MLP output).
   absl::StatusOr<std::span<const float>> Forward(const BatchView& b, Stopwatch& watch) {
     const int64_t n = b.size, width = num_tables * dim;
+    StepPeers* peers = options.peers;
     absl::Status local = CheckBatch(b);
+    if (peers != nullptr) {
+      // Every process takes part, whatever its local status: the tables'
+      // owners pool for all of them, and the rows travel while the bottom
+      // MLP runs.
+      CEMB_RETURN_IF_ERROR(peers->StartPooledRows(local, *embeddings, Rows(emb, n, width), watch.times()));
+      watch.Skip();
+    }
     if (local.ok()) {
-      absl::StatusOr<std::span<const float>> out = bottom->Forward(n, b.dense.data());
+      absl::StatusOr<std::span<const float>> out =
+          peers != nullptr ? bottom->Forward(n, b.dense.data(), [peers] { return peers->Progress(); })
+                           : bottom->Forward(n, b.dense.data());
       if (out.ok()) bottom_out = *out;
       local = out.status();
       watch.Lap(Phase::kBottomForward);
     }
-    if (options.peers != nullptr) {
-      // Every process takes part, whatever its local status: the tables'
-      // owners pool for all of them.
-      CEMB_RETURN_IF_ERROR(options.peers->PooledRows(local, *embeddings, Rows(emb, n, width), watch.times()));
+    if (peers != nullptr) {
+      CEMB_RETURN_IF_ERROR(peers->FinishPooledRows(local, watch.times()));
       watch.Skip();
     } else {
       CEMB_RETURN_IF_ERROR(local);
@@ -322,7 +330,7 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
   CEMB_RETURN_IF_ERROR(peers->StartGradients(Rows(m.d_emb, n, width), times));
   watch.Skip();
   if (local.ok()) {
-    local = m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr);
+    local = m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr, [peers] { return peers->Progress(); });
     watch.Lap(Phase::kBottomBackward);
   }
   CEMB_RETURN_IF_ERROR(peers->SumGradients(m.top->gradients(), times));

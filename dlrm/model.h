@@ -124,8 +124,10 @@ struct BatchView {
 // (docs/distributed.md): the tables are sharded (each pooled and updated by
 // its owner), the MLPs replicated (their gradients summed). dlrm/sharded_step.h
 // implements it over MPI. Within a step Dlrm calls, in this order:
-// PooledRows (forward), then in TrainStep StartGradients, SumGradients (any
-// number of times) and FinishGradients. Every process makes the same calls;
+// StartPooledRows, the bottom MLP forward (Progress between its layers),
+// FinishPooledRows, then in TrainStep StartGradients, the bottom MLP
+// backward (Progress between its layers), SumGradients (any number of
+// times) and FinishGradients. Every process makes the same calls;
 // a call that gets a failed `local` status still takes part, and returns
 // that failure (the lowest failing rank's) on every process, so that no
 // process leaves the others waiting.
@@ -134,10 +136,16 @@ class StepPeers {
   virtual ~StepPeers() = default;
   // The samples of the global batch this process's batch is a slice of.
   virtual int64_t global_batch() const = 0;
-  // emb [n x T*dim] = the pooled rows of this process's bags of every table
-  // (`layer` pools the bags of its own tables for all processes).
-  [[nodiscard]] virtual absl::Status PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                                                PhaseTimes* times) = 0;
+  // Sends the pooled rows of every process's bags of `layer`'s tables (it
+  // pools them for all processes) to the processes; they land in emb
+  // [n x T*dim], this process's bags of every table, by FinishPooledRows.
+  [[nodiscard]] virtual absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer,
+                                                     MatrixView emb, PhaseTimes* times) = 0;
+  // `local`: this process's work since StartPooledRows (the bottom MLP).
+  [[nodiscard]] virtual absl::Status FinishPooledRows(const absl::Status& local, PhaseTimes* times) = 0;
+  // Between a Start and its Finish: lets the exchange in flight move (MPI
+  // moves large messages only inside MPI calls). Not collective.
+  [[nodiscard]] virtual absl::Status Progress() = 0;
   // Sends d_emb [n x T*dim] to the tables' owners (in flight until FinishGradients).
   [[nodiscard]] virtual absl::Status StartGradients(ConstMatrixView d_emb, PhaseTimes* times) = 0;
   // data = its sum over every process, in place.

@@ -63,8 +63,8 @@ absl::Status ShardedStep::ExchangeIndices(int slot, std::span<const Bags<int32_t
   return OrAbort(exchange.WaitIndices());
 }
 
-absl::Status ShardedStep::PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                                     PhaseTimes* times) {
+absl::Status ShardedStep::StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
+                                          PhaseTimes* times) {
   absl::Status mine = local;
   if (mine.ok() && layer.num_tables() > 0) {
     PhaseTimer timer(times, Phase::kEmbeddingLookup);
@@ -72,9 +72,16 @@ absl::Status ShardedStep::PooledRows(const absl::Status& local, EmbeddingLayer& 
   }
   PhaseTimer timer(times, Phase::kAllToAll);
   CEMB_RETURN_IF_ERROR(comm_.AgreeOnStatus(mine));
-  CEMB_RETURN_IF_ERROR(OrAbort(current_->StartPooled(emb)));
-  return OrAbort(current_->WaitPooled());
+  return OrAbort(current_->StartPooled(emb));
 }
+
+absl::Status ShardedStep::FinishPooledRows(const absl::Status& local, PhaseTimes* times) {
+  PhaseTimer timer(times, Phase::kAllToAll);
+  CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitPooled()));
+  return comm_.AgreeOnStatus(local);
+}
+
+absl::Status ShardedStep::Progress() { return OrAbort(current_->Progress()); }
 
 absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, PhaseTimes* times) {
   PhaseTimer timer(times, Phase::kAllToAll);
@@ -85,7 +92,7 @@ absl::Status ShardedStep::SumGradients(std::span<float> data, PhaseTimes* times)
   PhaseTimer timer(times, Phase::kAllreduce);
   // Let the gradients' exchange move while this rank waits in the allreduce
   // (Open MPI has no progress thread).
-  CEMB_RETURN_IF_ERROR(OrAbort(current_->Progress()));
+  CEMB_RETURN_IF_ERROR(Progress());
   return OrAbort(comm_.AllreduceSum(data));
 }
 

@@ -9,7 +9,8 @@
 //                            owned_bags(slot) = this rank's tables over the
 //                            global batch (what its StepCycle pins)
 //   Use(slot)                the batch the next Dlrm step runs on
-//   Dlrm::TrainStep          PooledRows: the owner pools, the rows come back;
+//   Dlrm::TrainStep          StartPooledRows: the owner pools, the rows travel
+//                            during the bottom MLP ... FinishPooledRows;
 //                            StartGradients ... SumGradients (MLPs, allreduce)
 //                            ... FinishGradients: the owner's fused update
 //
@@ -80,8 +81,10 @@ class ShardedStep final : public StepPeers {
 
   // StepPeers.
   int64_t global_batch() const override { return current_->global_batch(); }
-  [[nodiscard]] absl::Status PooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                                        PhaseTimes* times) override;
+  [[nodiscard]] absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
+                                             PhaseTimes* times) override;
+  [[nodiscard]] absl::Status FinishPooledRows(const absl::Status& local, PhaseTimes* times) override;
+  [[nodiscard]] absl::Status Progress() override;
   [[nodiscard]] absl::Status StartGradients(ConstMatrixView d_emb, PhaseTimes* times) override;
   [[nodiscard]] absl::Status SumGradients(std::span<float> data, PhaseTimes* times) override;
   [[nodiscard]] absl::Status SumLoss(double* loss, PhaseTimes* times) override;

@@ -4,6 +4,7 @@
 #include <omp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -182,6 +183,40 @@ TEST(Mlp, DiffOutputIsNotModified) {
   ASSERT_TRUE(mlp->Forward(4, x.data()).ok());
   ASSERT_TRUE(mlp->Backward(4, r_copy.data(), dx.data()).ok());
   EXPECT_EQ(r_copy, r);
+}
+
+TEST(Mlp, BetweenLayersRunsAfterEachLayerButTheLastAndChangesNothing) {
+  absl::StatusOr<Mlp> plain = Mlp::Create(SmallOptions(Activation::kSigmoid));
+  absl::StatusOr<Mlp> hooked = Mlp::Create(SmallOptions(Activation::kSigmoid));
+  ASSERT_TRUE(plain.ok() && hooked.ok());
+  const std::vector<float> x = RandomVector(4 * 6, kSeed);
+  const std::vector<float> dy = RandomVector(4 * 3, kSeed + 1);
+  std::vector<float> dx_plain(4 * 6), dx_hooked(4 * 6);
+  int calls = 0;
+  const auto count = [&calls] {
+    ++calls;
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::span<const float>> y_plain = plain->Forward(4, x.data());
+  ASSERT_TRUE(y_plain.ok());
+  const std::vector<float> y(y_plain->begin(), y_plain->end());
+  absl::StatusOr<std::span<const float>> y_hooked = hooked->Forward(4, x.data(), count);
+  ASSERT_TRUE(y_hooked.ok());
+  EXPECT_EQ(calls, 2);  // three layers
+  EXPECT_EQ(std::vector<float>(y_hooked->begin(), y_hooked->end()), y);
+  ASSERT_TRUE(plain->Backward(4, dy.data(), dx_plain.data()).ok());
+  ASSERT_TRUE(hooked->Backward(4, dy.data(), dx_hooked.data(), count).ok());
+  EXPECT_EQ(calls, 4);
+  EXPECT_EQ(dx_hooked, dx_plain);
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_TRUE(std::ranges::equal(hooked->weight_grad(l), plain->weight_grad(l))) << l;
+    EXPECT_TRUE(std::ranges::equal(hooked->bias_grad(l), plain->bias_grad(l))) << l;
+  }
+  // Its error ends the pass.
+  const auto fail = [] { return absl::UnavailableError("peer gone"); };
+  EXPECT_EQ(hooked->Forward(4, x.data(), fail).status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(hooked->Forward(4, x.data()).ok());
+  EXPECT_EQ(hooked->Backward(4, dy.data(), dx_hooked.data(), fail).code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(Mlp, SmallerPlannedBatchMatchesFullBatchRows) {
