@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +37,9 @@ class UringBlockIo final : public BlockIo {
  public:
   UringBlockIo(int fd, int depth) : fd_(fd), depth_(depth) {}
   ~UringBlockIo() override {
-    // The kernel may still write into the caller's buffers: wait for it.
+    // The kernel may still write into the caller's buffers: wait for it
+    // (the backlog never reached it).
+    backlog_.clear();
     std::vector<BlockCompletion> rest;
     (void)Reap(in_ring_, &rest);
     io_uring_queue_exit(&ring_);
@@ -78,39 +81,28 @@ class UringBlockIo final : public BlockIo {
 
   absl::Status Submit(std::span<const BlockRequest> requests) override {
     for (const BlockRequest& r : requests) {
-      // At most depth_ in the ring, so the completion queue (2 * depth_) never overflows.
-      if (in_ring_ >= depth_) {
-        if (absl::Status s = SubmitQueued(); !s.ok()) return s;
-        if (absl::Status s = Collect(1, &early_); !s.ok()) return s;
-      }
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // never null: fewer than depth_ queued
-      if (const int region = RegionOf(r); region >= 0) {
-        if (r.op == IoOp::kRead) {
-          io_uring_prep_read_fixed(sqe, sqe_fd_, r.buffer, r.bytes, r.offset, region);
-        } else {
-          io_uring_prep_write_fixed(sqe, sqe_fd_, r.buffer, r.bytes, r.offset, region);
-        }
-        ++counters_.registered;
-      } else if (r.op == IoOp::kRead) {
-        io_uring_prep_read(sqe, sqe_fd_, r.buffer, r.bytes, r.offset);
-      } else {
-        io_uring_prep_write(sqe, sqe_fd_, r.buffer, r.bytes, r.offset);
-      }
-      io_uring_sqe_set_flags(sqe, sqe_flags_);
-      io_uring_sqe_set_data64(sqe, r.tag);
-      ++in_ring_;
-      ++unsubmitted_;
       Count(counters_, r);
+      backlog_.push_back(r);
     }
+    Refill();
     return SubmitQueued();
   }
 
   absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
-    const int64_t early = static_cast<int64_t>(early_.size());
+    int64_t wanted = min_completions - static_cast<int64_t>(early_.size());
     out->insert(out->end(), early_.begin(), early_.end());
     early_.clear();
-    if (absl::Status s = SubmitQueued(); !s.ok()) return s;
-    return Collect(min_completions - early, out);
+    // Each completion makes room for a request of the backlog: submitted
+    // before waiting for more.
+    while (true) {
+      if (absl::Status s = SubmitQueued(); !s.ok()) return s;
+      const size_t before = out->size();
+      if (absl::Status s = Collect(wanted, out); !s.ok()) return s;
+      wanted -= static_cast<int64_t>(out->size() - before);
+      Refill();
+      if (wanted <= 0 || in_ring_ == 0) break;  // the ring empty: so is the backlog
+    }
+    return SubmitQueued();
   }
 
   absl::Status AwaitCompletion() override {
@@ -121,7 +113,9 @@ class UringBlockIo final : public BlockIo {
     return absl::OkStatus();
   }
 
-  int64_t in_flight() const override { return in_ring_ + static_cast<int64_t>(early_.size()); }
+  int64_t in_flight() const override {
+    return in_ring_ + static_cast<int64_t>(early_.size()) + static_cast<int64_t>(backlog_.size());
+  }
   const IoCounters& counters() const override { return counters_; }
   const char* name() const override { return "io_uring"; }
 
@@ -140,6 +134,32 @@ class UringBlockIo final : public BlockIo {
       if (p >= regions_[i].begin && p + r.bytes <= regions_[i].end) return static_cast<int>(i);
     }
     return -1;
+  }
+
+  // Moves requests from the backlog into the ring while it has room: at most
+  // depth_ in the ring, so the completion queue (2 * depth_) never overflows.
+  void Refill() {
+    while (!backlog_.empty() && in_ring_ < depth_) {
+      const BlockRequest& r = backlog_.front();
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // never null: fewer than depth_ queued
+      if (const int region = RegionOf(r); region >= 0) {
+        if (r.op == IoOp::kRead) {
+          io_uring_prep_read_fixed(sqe, sqe_fd_, r.buffer, r.bytes, r.offset, region);
+        } else {
+          io_uring_prep_write_fixed(sqe, sqe_fd_, r.buffer, r.bytes, r.offset, region);
+        }
+        ++counters_.registered;
+      } else if (r.op == IoOp::kRead) {
+        io_uring_prep_read(sqe, sqe_fd_, r.buffer, r.bytes, r.offset);
+      } else {
+        io_uring_prep_write(sqe, sqe_fd_, r.buffer, r.bytes, r.offset);
+      }
+      io_uring_sqe_set_flags(sqe, sqe_flags_);
+      io_uring_sqe_set_data64(sqe, r.tag);
+      ++in_ring_;
+      ++unsubmitted_;
+      backlog_.pop_front();
+    }
   }
 
   absl::Status SubmitQueued() {
@@ -189,7 +209,8 @@ class UringBlockIo final : public BlockIo {
   int depth_;
   int64_t in_ring_ = 0;      // prepared or submitted, completion not yet taken
   int64_t unsubmitted_ = 0;  // prepared, not yet submitted
-  std::vector<BlockCompletion> early_;  // taken while making room in Submit
+  std::vector<BlockCompletion> early_;  // taken by SubmitQueued when the kernel wanted room
+  std::deque<BlockRequest> backlog_;    // submitted by the user, waiting for room in the ring
   IoCounters counters_;
 };
 

@@ -6,9 +6,9 @@
 // Reap themselves fail only when the ring does (a Status naming the call).
 //
 // Backends:
-//   NewUringBlockIo       io_uring, at most queue_depth requests in flight
-//                         (Submit waits for room, keeping the completions it
-//                         reaped meanwhile for the next Reap); with an O_DIRECT
+//   NewUringBlockIo       io_uring, at most queue_depth requests in the
+//                         kernel; Submit never waits: the rest wait in a
+//                         backlog, submitted as Reap makes room; with an O_DIRECT
 //                         file descriptor the reads and writes bypass the page
 //                         cache. The file is the ring's fixed file, and buffers
 //                         the user registers are its fixed buffers.
@@ -86,9 +86,10 @@ class BlockIo {
  public:
   virtual ~BlockIo() = default;
 
-  // Hands `requests` to the device. Returns once every one is submitted (not
-  // completed). REQUIRES: the alignment of kIoAlignment; distinct tags among
-  // the requests in flight.
+  // Hands `requests` to the device, in order, without waiting for any
+  // (those beyond the queue's room are submitted by later Reaps).
+  // REQUIRES: the alignment of kIoAlignment; distinct tags among the
+  // requests in flight.
   [[nodiscard]] virtual absl::Status Submit(std::span<const BlockRequest> requests) = 0;
   // Appends to *out at least min(min_completions, in_flight()) completions,
   // waiting for them, plus any others already finished.

@@ -1,7 +1,13 @@
 #include "ssd/block_io.h"
 
+#include <unistd.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -82,6 +88,43 @@ TEST(BlockIo, UringRoundTripThroughRegisteredBuffers) {
   EXPECT_EQ(RunAll(file->io(), {&straddle, 1}, 1)[0], 2 * kBlockBytes);
   EXPECT_EQ(std::memcmp(out.get(), in.get() + half - kBlockBytes, 2 * kBlockBytes), 0);
   EXPECT_EQ(file->io().counters().registered, kBlocks + kBlocks / 2);
+}
+
+TEST(BlockIo, UringSubmitNeverWaitsForTheDevice) {
+  // A pipe as the file: a read completes only when bytes are written to it.
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  absl::StatusOr<std::unique_ptr<BlockIo>> io = NewUringBlockIo(pipe_fds[0], 2);
+  ASSERT_TRUE(io.ok()) << io.status();
+  auto in = AlignedAlloc(4 * kBlockBytes);
+  std::vector<BlockRequest> reads;
+  for (uint64_t i = 0; i < 4; ++i) reads.push_back({IoOp::kRead, 0, in.get() + i * kBlockBytes, kBlockBytes, i});
+  // Four reads through a ring of two: Submit returns with the two that do
+  // not fit still waiting, not after the device made room.
+  // The submitting thread lives until the reads are reaped: io_uring
+  // cancels a thread's pending pipe reads when it exits.
+  std::promise<absl::Status> returned;
+  std::promise<void> reaped;
+  std::thread submitter([&] {
+    returned.set_value((*io)->Submit(reads));
+    reaped.get_future().wait();
+  });
+  std::future<absl::Status> submitted = returned.get_future();
+  const bool in_time = submitted.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  std::vector<char> bytes(4 * kBlockBytes, 'x');
+  ASSERT_EQ(::write(pipe_fds[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  EXPECT_TRUE(submitted.get().ok());
+  EXPECT_TRUE(in_time) << "Submit waited for the device to make room";
+  std::vector<BlockCompletion> done;
+  EXPECT_TRUE((*io)->Reap(4, &done).ok());
+  reaped.set_value();
+  submitter.join();
+  ASSERT_EQ(done.size(), 4u);
+  for (const BlockCompletion& c : done) EXPECT_EQ(c.result, kBlockBytes) << c.tag;
+  EXPECT_EQ((*io)->in_flight(), 0);
+  io->reset();
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
 }
 
 TEST(BlockIo, PosixRoundTripAtDepthOne) {
