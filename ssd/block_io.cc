@@ -116,6 +116,7 @@ class UringBlockIo final : public BlockIo {
   int64_t in_flight() const override {
     return in_ring_ + static_cast<int64_t>(early_.size()) + static_cast<int64_t>(backlog_.size());
   }
+  int64_t queued() const override { return static_cast<int64_t>(backlog_.size()); }
   const IoCounters& counters() const override { return counters_; }
   const char* name() const override { return "io_uring"; }
 

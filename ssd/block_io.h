@@ -109,6 +109,9 @@ class BlockIo {
   virtual bool RegisterBuffer(void* /*buffer*/, size_t /*bytes*/) { return false; }
   // Submitted and not yet reaped.
   virtual int64_t in_flight() const = 0;
+  // Of them, those waiting for room in the queue, not yet given to the
+  // kernel: a Reap (after a completion) hands them over.
+  virtual int64_t queued() const { return 0; }
   virtual const IoCounters& counters() const = 0;
   // "io_uring", "pread/pwrite".
   virtual const char* name() const = 0;
@@ -140,6 +143,7 @@ class FaultInjectingBlockIo final : public BlockIo {
   [[nodiscard]] absl::Status AwaitCompletion() override { return inner_->AwaitCompletion(); }
   bool RegisterBuffer(void* buffer, size_t bytes) override { return inner_->RegisterBuffer(buffer, bytes); }
   int64_t in_flight() const override { return inner_->in_flight() + static_cast<int64_t>(failed_.size()); }
+  int64_t queued() const override { return inner_->queued(); }
   // The inner backend's: a failed request never reached the device.
   const IoCounters& counters() const override { return inner_->counters(); }
   const char* name() const override { return inner_->name(); }

@@ -209,7 +209,9 @@ SsdCore::IoBuffer SsdCore::NewIoBuffer(size_t bytes) {
 
 SsdCore::IoBuffer SsdCore::NewReadBuffer() {
   const auto block = static_cast<size_t>(log.rows.block_bytes);
-  if (read_buffers_ == read_buffer_room_) return NewIoBuffer(block);
+  if (read_buffers_ == read_buffer_room_) {  // not registered: the ring's few regions are for chunks
+    return IoBuffer(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, block)), &std::free);
+  }
   if (read_buffers_ % kReadChunkBlocks == 0) read_chunks_.push_back(NewIoBuffer(kReadChunkBlocks * block));
   std::byte* b = read_chunks_.back().get() + static_cast<size_t>(read_buffers_++ % kReadChunkBlocks) * block;
   return IoBuffer(b, &KeepBuffer);
@@ -540,6 +542,13 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
   // collector reads queued behind them.
   absl::Status collected = Collect(/*until_free=*/false);
   absl::Status submitted = Submit();
+  // Requests beyond the queue's room wait in the BlockIo: this thread hands
+  // them to the kernel as completions make room, waiting with mu_ released
+  // (the step's WaitResident and Unpin go on meanwhile).
+  while (submitted.ok() && file_.io().queued() > 0) {
+    submitted = AwaitIo(lock);
+    if (submitted.ok()) submitted = ReapReady();
+  }
   return submitted.ok() ? collected : submitted;
 }
 

@@ -319,7 +319,7 @@ class SsdCore {
   IoBuffer NewIoBuffer(size_t bytes);
   // A block-sized read buffer: carved from registered chunks of
   // kReadChunkBlocks while fewer than the queue depth are carved, else one
-  // of its own.
+  // of its own, not registered.
   IoBuffer NewReadBuffer();
   void ForgetBlock(uint32_t op);  // drops block_ops_'s entry for the op, if any
   void ReleaseOp(uint32_t id);

@@ -295,37 +295,24 @@ TEST(SsdLog, ARowOfABlockStillInItsBufferIsCopiedNotReadAgain) {
   EXPECT_EQ(t.stats().fetched_rows, 3);
 }
 
-// Holds back the completions a table looks for without waiting, so that a
-// read stays in flight across the next Prefetch.
-class HoldingBlockIo final : public testing::ForwardingBlockIo {
- public:
-  using ForwardingBlockIo::ForwardingBlockIo;
-  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
-    if (hold && min_completions == 0) return absl::OkStatus();
-    return io_->Reap(min_completions, out);
-  }
-
-  bool hold = false;
-};
-
 TEST(SsdLog, AMissInABlockWhoseReadIsInFlightJoinsThatRead) {
-  HoldingBlockIo* io = nullptr;
+  testing::Gate* gate = nullptr;  // holds the reads' completions back while closed
   SsdOptions o = SmallLog(kN, 1.5);
-  o.file.wrap_io = [&io](std::unique_ptr<BlockIo> inner) -> std::unique_ptr<BlockIo> {
-    auto h = std::make_unique<HoldingBlockIo>(std::move(inner));
-    io = h.get();
-    return h;
+  o.file.wrap_io = [&gate](std::unique_ptr<BlockIo> inner) -> std::unique_ptr<BlockIo> {
+    auto g = std::make_unique<testing::Gate>(std::move(inner));
+    gate = g.get();
+    return g;
   };
   absl::StatusOr<std::unique_ptr<Table>> made = RowsInTheLog("t_join", o);
   ASSERT_TRUE(made.ok()) << made.status();
   Table& t = **made;
-  io->hold = true;
+  gate->Close();
   // Batches 1 and 2 miss rows of one block; batch 2 is pinned while batch 1's read is in flight.
   ASSERT_TRUE(t.Prefetch(1, std::vector<int64_t>{1000, 1064}).ok());
   ASSERT_TRUE(t.Prefetch(2, std::vector<int64_t>{1001, 1128}).ok());
   EXPECT_EQ(t.stats().fetch_reads, 3);  // 1000's block (1001 joins it), 1064's, 1128's
   EXPECT_EQ(t.stats().shared_rows, 1);
-  io->hold = false;
+  gate->Open();
   ASSERT_TRUE(t.WaitResident(2).ok());  // waits for batch 1's read too
   for (int64_t row : {1001, 1128}) EXPECT_EQ(t.rowpointer(row, Access::kRead)[0], static_cast<float>(row)) << row;
   ASSERT_TRUE(t.WaitResident(1).ok());

@@ -138,62 +138,15 @@ TEST(SsdTableStress, PrefetcherThreadOverlapsKernelThreadsOnPinnedRows) {
   EXPECT_GT(s.gc_rows_moved, 0) << s.ToString(64);
 }
 
-// Holds completions back while closed, as a slow drive would: Reap hands
-// none over and a wait for one (Reap of at least one, AwaitCompletion)
-// blocks until Open().
-class Gate final : public testing::ForwardingBlockIo {
- public:
-  using ForwardingBlockIo::ForwardingBlockIo;
-  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
-    if (min_completions == 0 && closed()) return absl::OkStatus();
-    Pass();
-    return io_->Reap(min_completions, out);
-  }
-  absl::Status AwaitCompletion() override {
-    Pass();
-    return io_->AwaitCompletion();
-  }
-  void Close() { Set(true); }
-  void Open() { Set(false); }
-  // Blocks until a thread waits at the closed gate.
-  void AwaitWaiter() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return waiters_ > 0; });
-  }
-
- private:
-  bool closed() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return closed_;
-  }
-  void Set(bool closed) {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = closed;
-    cv_.notify_all();
-  }
-  void Pass() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ++waiters_;
-    cv_.notify_all();
-    cv_.wait(lock, [this] { return !closed_; });
-    --waiters_;
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool closed_ = false;
-  int waiters_ = 0;
-};
-
 TEST(SsdTableStress, AStepWaitingForItsReadsLeavesTheTableToThePrefetcher) {
   // The step thread waits for batch 1's reads, which the drive holds back;
   // meanwhile the prefetcher pins batch 2. With the table's mutex held
   // across the wait, Prefetch would wait for the drive too.
   constexpr int64_t kN = 1024;
-  Gate* gate = nullptr;
+  testing::Gate* gate = nullptr;
   SsdOptions o = Options(kN);
   o.file.wrap_io = [&gate](std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
-    auto g = std::make_unique<Gate>(std::move(io));
+    auto g = std::make_unique<testing::Gate>(std::move(io));
     gate = g.get();
     return g;
   };
@@ -222,6 +175,38 @@ TEST(SsdTableStress, AStepWaitingForItsReadsLeavesTheTableToThePrefetcher) {
   }
   ASSERT_TRUE(t->Unpin(1).ok());
   ASSERT_TRUE(t->Unpin(2).ok());
+}
+
+TEST(SsdTableStress, APrefetchWaitingForRoomInTheQueueLeavesTheTableFree) {
+  // A batch missing 16 blocks through a queue of 4: 12 reads wait for room,
+  // handed to the kernel as completions come, which the drive holds back.
+  // Meanwhile the table answers other threads (it is not locked across the wait).
+  constexpr int64_t kN = 1024;
+  testing::Gate* gate = nullptr;
+  SsdOptions o = Options(kN);
+  o.file.queue_depth = 4;
+  o.file.wrap_io = [&gate](std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
+    auto g = std::make_unique<testing::Gate>(std::move(io));
+    gate = g.get();
+    return g;
+  };
+  auto t = SsdTable<float, 16>::Create({.name = "room", .nvectors = kN}, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  Fill(*t);
+  std::vector<int64_t> batch;
+  for (int64_t b = 0; b < 16; ++b) batch.push_back(b * 64);  // 64 rows to a block: 16 blocks
+  gate->Close();
+  std::future<absl::Status> prefetch = std::async(std::launch::async, [&] { return t->Prefetch(1, batch); });
+  gate->AwaitWaiter();  // waiting for a completion
+  std::future<int64_t> pinned = std::async(std::launch::async, [&] { return t->pinned_rows(); });
+  const bool in_time = pinned.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  gate->Open();
+  EXPECT_TRUE(in_time) << "the table stayed locked while Prefetch waited for room in the queue";
+  EXPECT_EQ(pinned.get(), 16);
+  ASSERT_TRUE(prefetch.get().ok());
+  ASSERT_TRUE(t->WaitResident(1).ok());
+  for (int64_t r : batch) ASSERT_EQ(t->rowpointer(r, Access::kRead)[5], Value(r, 5)) << r;
+  ASSERT_TRUE(t->Unpin(1).ok());
 }
 
 }  // namespace

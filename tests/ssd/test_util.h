@@ -3,9 +3,11 @@
 #ifndef CEMB_TESTS_SSD_TEST_UTIL_H_
 #define CEMB_TESTS_SSD_TEST_UTIL_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <utility>
 #include <string>
@@ -45,11 +47,59 @@ class ForwardingBlockIo : public BlockIo {
   absl::Status AwaitCompletion() override { return io_->AwaitCompletion(); }
   bool RegisterBuffer(void* buffer, size_t bytes) override { return io_->RegisterBuffer(buffer, bytes); }
   int64_t in_flight() const override { return io_->in_flight(); }
+  int64_t queued() const override { return io_->queued(); }
   const IoCounters& counters() const override { return io_->counters(); }
   const char* name() const override { return io_->name(); }
 
  protected:
   std::unique_ptr<BlockIo> io_;
+};
+
+// Holds completions back while closed, as a slow drive would: Reap hands
+// none over and a wait for one (Reap of at least one, AwaitCompletion)
+// blocks until Open().
+class Gate final : public ForwardingBlockIo {
+ public:
+  using ForwardingBlockIo::ForwardingBlockIo;
+  absl::Status Reap(int64_t min_completions, std::vector<BlockCompletion>* out) override {
+    if (min_completions == 0 && closed()) return absl::OkStatus();
+    Pass();
+    return io_->Reap(min_completions, out);
+  }
+  absl::Status AwaitCompletion() override {
+    Pass();
+    return io_->AwaitCompletion();
+  }
+  void Close() { Set(true); }
+  void Open() { Set(false); }
+  // Blocks until a thread waits at the closed gate.
+  void AwaitWaiter() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return waiters_ > 0; });
+  }
+
+ private:
+  bool closed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_;
+  }
+  void Set(bool closed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = closed;
+    cv_.notify_all();
+  }
+  void Pass() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiters_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !closed_; });
+    --waiters_;
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  int waiters_ = 0;
 };
 
 // Submits `requests` and reaps until each has completed; completions by tag.
