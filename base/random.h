@@ -18,6 +18,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <span>
 
 namespace cemb {
 
@@ -68,6 +69,18 @@ class Xoshiro256pp {
  private:
   uint64_t s_[4];
 };
+
+// Fills `out` with N(0, stddev^2) values (Box-Muller over Xoshiro256pp).
+inline void FillNormal(std::span<float> out, double stddev, uint64_t seed) {
+  Xoshiro256pp rng(seed);
+  for (size_t i = 0; i < out.size(); i += 2) {
+    const double u1 = 1.0 - rng.Uniform();  // (0, 1]
+    const double u2 = rng.Uniform();
+    const double r = std::sqrt(-2.0 * std::log(u1)) * stddev;
+    out[i] = static_cast<float>(r * std::cos(2.0 * M_PI * u2));
+    if (i + 1 < out.size()) out[i + 1] = static_cast<float>(r * std::sin(2.0 * M_PI * u2));
+  }
+}
 
 // Zipf(alpha) over ranks [0, n): P(rank k) is proportional to 1/(k+1)^alpha.
 // alpha > 0 (alpha = 1 is the thesis' and the setting).

@@ -1,0 +1,363 @@
+#include "dlrm/cross_network.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/parallel.h"
+#include "base/random.h"
+#include "base/status_macros.h"
+#include "dlrm/internal/aligned_buffer.h"
+#include "dlrm/internal/dnnl_call.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace cemb::dlrm {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using dims = dnnl::memory::dims;
+using internal::AlignedBuffer;
+using internal::Call;
+
+// Rows of the elementwise loops per parallel_for item.
+constexpr int64_t kRowsPerItem = 64;
+
+dnnl::memory::desc Plain(int64_t rows, int64_t cols) { return {dims{rows, cols}, dt::f32, tag::ab}; }
+// The transpose view of a row-major [cols x rows] matrix, as [rows x cols].
+dnnl::memory::desc Transposed(int64_t rows, int64_t cols) { return {dims{rows, cols}, dt::f32, tag::ba}; }
+
+}  // namespace
+
+struct CrossNetwork::Impl {
+  CrossNetworkOptions options;
+  int64_t d = 0, r = 0;  // r = 0: full rank
+  int L = 0;
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  AlignedBuffer scratchpad;
+
+  // Per layer: the kernel applied first (V_l [r x d], or the full W_l
+  // [d x d]), the second (U_l [d x r]; low rank only), the bias, and their
+  // gradients.
+  struct Layer {
+    AlignedBuffer v, u, b, dv, du, db;
+  };
+  std::vector<Layer> layers;
+  // Forward's: x[l] the input of layer l (x[0] is the caller's x0, not
+  // kept), o[l] = W_l x_l + b_l, t[l] = V_l x_l (low rank); Backward's:
+  // g, the gradient of x_l, going down; go = the gradient of o; gt of t;
+  // dx0 accumulates x0's.
+  std::vector<AlignedBuffer> x, o, t;
+  AlignedBuffer g, go, gt;
+
+  struct LayerPlan {
+    Call v_x;    // t = x V^T                 (low rank)   | o = x W^T + b (full rank)
+    Call u_t;    // o = t U^T + b             (low rank)
+    Call du;     // dU = go^T t               (low rank)   | dW = go^T x   (full rank)
+    Call gt_go;  // gt = go U                 (low rank)
+    Call dv;     // dV = gt^T x               (low rank)
+    Call gx;     // g += gt V (low rank)  | g += go W (full rank); g holds dy_l on entry
+    dnnl::memory x_in;  // rebound to the caller's x0 for layer 0
+  };
+  struct BatchPlan {
+    int64_t batch = 0;
+    std::vector<LayerPlan> layers;
+  };
+  std::vector<BatchPlan> plans;
+  const BatchPlan* last = nullptr;
+  const float* last_x0 = nullptr;
+
+  float* X(int l, const float* x0) const { return l == 0 ? const_cast<float*>(x0) : x[l].as<float>(); }
+  absl::Status Plan(int64_t n, size_t* scratch);
+  const BatchPlan* Find(int64_t n) const {
+    for (const BatchPlan& p : plans) {
+      if (p.batch == n) return &p;
+    }
+    return nullptr;
+  }
+};
+
+absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
+  BatchPlan plan;
+  plan.batch = n;
+  dnnl::primitive_attr attr = internal::ScratchpadAttr();
+  dnnl::primitive_attr sum_attr = internal::ScratchpadAttr();
+  {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    sum_attr.set_post_ops(ops);
+  }
+  const auto matmul = [&](const dnnl::memory& a, const dnnl::memory& b, const dnnl::memory* bias,
+                          const dnnl::memory& c, const dnnl::primitive_attr& at) {
+    const dnnl::matmul::desc desc = bias != nullptr
+                                        ? dnnl::matmul::desc(a.get_desc(), b.get_desc(), bias->get_desc(), c.get_desc())
+                                        : dnnl::matmul::desc(a.get_desc(), b.get_desc(), c.get_desc());
+    dnnl::matmul::primitive_desc pd(desc, at, engine);
+    *scratch = std::max(*scratch, pd.scratchpad_desc().get_size());
+    return bias != nullptr ? Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b},
+                                                     {DNNL_ARG_BIAS, *bias}, {DNNL_ARG_DST, c}})
+                           : Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  };
+  try {
+    for (int l = 0; l < L; ++l) {
+      Layer& layer = layers[l];
+      LayerPlan lp;
+      lp.x_in = dnnl::memory(Plain(n, d), engine, l == 0 ? DNNL_MEMORY_NONE : x[l].data());
+      dnnl::memory o(Plain(n, d), engine, this->o[l].data());
+      dnnl::memory go(Plain(n, d), engine, this->go.data());
+      dnnl::memory go_t(Transposed(d, n), engine, this->go.data());
+      dnnl::memory g(Plain(n, d), engine, this->g.data());
+      dnnl::memory b(Plain(1, d), engine, layer.b.data());
+      if (r > 0) {
+        dnnl::memory v_t(Transposed(d, r), engine, layer.v.data());  // V^T
+        dnnl::memory v(Plain(r, d), engine, layer.v.data());
+        dnnl::memory u_t(Transposed(r, d), engine, layer.u.data());  // U^T
+        dnnl::memory u(Plain(d, r), engine, layer.u.data());
+        dnnl::memory t(Plain(n, r), engine, this->t[l].data());
+        dnnl::memory t_t(Transposed(r, n), engine, this->t[l].data());
+        dnnl::memory gt(Plain(n, r), engine, this->gt.data());
+        dnnl::memory gt_t(Transposed(r, n), engine, this->gt.data());
+        dnnl::memory dv(Plain(r, d), engine, layer.dv.data());
+        dnnl::memory du(Plain(d, r), engine, layer.du.data());
+        lp.v_x = matmul(lp.x_in, v_t, nullptr, t, attr);
+        lp.u_t = matmul(t, u_t, &b, o, attr);
+        lp.du = matmul(go_t, t, nullptr, du, attr);
+        lp.gt_go = matmul(go, u, nullptr, gt, attr);
+        lp.dv = matmul(gt_t, lp.x_in, nullptr, dv, attr);
+        lp.gx = matmul(gt, v, nullptr, g, sum_attr);
+      } else {
+        dnnl::memory w_t(Transposed(d, d), engine, layer.v.data());
+        dnnl::memory w(Plain(d, d), engine, layer.v.data());
+        dnnl::memory dw(Plain(d, d), engine, layer.dv.data());
+        lp.v_x = matmul(lp.x_in, w_t, &b, o, attr);
+        lp.du = matmul(go_t, lp.x_in, nullptr, dw, attr);
+        lp.gx = matmul(go, w, nullptr, g, sum_attr);
+      }
+      plan.layers.push_back(std::move(lp));
+    }
+  } catch (const dnnl::error& e) {
+    return internal::FromDnnlError(e, absl::StrCat("CrossNetwork: planning batch ", n));
+  }
+  plans.push_back(std::move(plan));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& options) {
+  if (options.width <= 0 || options.layers <= 0 || options.rank < 0 || options.max_batch <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("CrossNetwork: width ", options.width, ", layers ", options.layers,
+                                                   ", rank ", options.rank, ", max_batch ", options.max_batch,
+                                                   ": each must be > 0 (rank >= 0)"));
+  }
+  for (int64_t b : options.batch_sizes) {
+    if (b <= 0 || b > options.max_batch) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CrossNetwork: batch size ", b, " not in [1, max_batch ", options.max_batch, "]"));
+    }
+  }
+  auto m = std::make_unique<Impl>();
+  m->options = options;
+  m->d = options.width;
+  m->r = options.rank;
+  m->L = options.layers;
+  const int64_t d = m->d, r = m->r, n = options.max_batch;
+  const auto floats = [](int64_t count) { return AlignedBuffer(static_cast<size_t>(count) * sizeof(float)); };
+  m->layers.resize(static_cast<size_t>(m->L));
+  for (int l = 0; l < m->L; ++l) {
+    Impl::Layer& layer = m->layers[l];
+    const int64_t first = r > 0 ? r * d : d * d;
+    layer.v = floats(first);
+    layer.dv = floats(first);
+    layer.b = floats(d);
+    layer.db = floats(d);
+    // Xavier-normal (std = sqrt(2 / (fan_in + fan_out))), zero bias, as TorchRec's LowRankCrossNet.
+    FillNormal({layer.v.as<float>(), static_cast<size_t>(first)},
+               std::sqrt(2.0 / static_cast<double>(r > 0 ? r + d : 2 * d)), SplitMix64::Mix(options.seed, 2 * l));
+    if (r > 0) {
+      layer.u = floats(d * r);
+      layer.du = floats(d * r);
+      FillNormal({layer.u.as<float>(), static_cast<size_t>(d * r)}, std::sqrt(2.0 / static_cast<double>(r + d)),
+                 SplitMix64::Mix(options.seed, 2 * l + 1));
+    }
+  }
+  m->x.resize(static_cast<size_t>(m->L + 1));
+  m->o.resize(static_cast<size_t>(m->L));
+  m->t.resize(static_cast<size_t>(m->L));
+  for (int l = 1; l <= m->L; ++l) m->x[l] = floats(n * d);
+  for (int l = 0; l < m->L; ++l) {
+    m->o[l] = floats(n * d);
+    if (r > 0) m->t[l] = floats(n * r);
+  }
+  m->g = floats(n * d);
+  m->go = floats(n * d);
+  if (r > 0) m->gt = floats(n * r);
+
+  std::vector<int64_t> sizes = options.batch_sizes;
+  sizes.push_back(n);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  size_t scratch = 0;
+  for (int64_t b : sizes) CEMB_RETURN_IF_ERROR(m->Plan(b, &scratch));
+  m->scratchpad = AlignedBuffer(std::max<size_t>(scratch, 64));
+  dnnl::memory pad({dims{static_cast<int64_t>(m->scratchpad.size())}, dt::u8, tag::a}, m->engine,
+                   m->scratchpad.data());
+  for (Impl::BatchPlan& p : m->plans) {
+    for (Impl::LayerPlan& lp : p.layers) {
+      for (Call* c : {&lp.v_x, &lp.u_t, &lp.du, &lp.gt_go, &lp.dv, &lp.gx}) {
+        if (!c->empty()) c->BindScratchpad(pad);
+      }
+    }
+  }
+  return CrossNetwork(std::move(m));
+}
+
+CrossNetwork::CrossNetwork(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CrossNetwork::CrossNetwork(CrossNetwork&&) noexcept = default;
+CrossNetwork& CrossNetwork::operator=(CrossNetwork&&) noexcept = default;
+CrossNetwork::~CrossNetwork() = default;
+
+const CrossNetworkOptions& CrossNetwork::options() const { return impl_->options; }
+
+absl::StatusOr<std::span<const float>> CrossNetwork::Forward(int64_t batch, const float* x0) {
+  Impl& m = *impl_;
+  const Impl::BatchPlan* plan = m.Find(batch);
+  if (plan == nullptr) {
+    std::vector<int64_t> planned;
+    for (const Impl::BatchPlan& p : m.plans) planned.push_back(p.batch);
+    return absl::InvalidArgumentError(absl::StrCat("CrossNetwork Forward: batch ", batch, " was not planned (planned: ",
+                                                   absl::StrJoin(planned, ", "), ")"));
+  }
+  if (x0 == nullptr) return absl::InvalidArgumentError("CrossNetwork Forward: null input");
+  m.last = nullptr;
+  const int64_t d = m.d;
+  for (int l = 0; l < m.L; ++l) {
+    const Impl::LayerPlan& lp = plan->layers[l];
+    dnnl_status_t st = dnnl_success;
+    if (l == 0) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
+    if (st == dnnl_success) st = lp.v_x.Execute(m.stream);
+    if (st == dnnl_success && !lp.u_t.empty()) st = lp.u_t.Execute(m.stream);
+    CEMB_RETURN_IF_ERROR(internal::DnnlStatus(st, "CrossNetwork Forward"));
+    // x_{l+1} = x0 * o_l + x_l
+    const float* xl = m.X(l, x0);
+    const float* o = m.o[l].as<float>();
+    float* next = m.x[l + 1].as<float>();
+    parallel_for((batch + kRowsPerItem - 1) / kRowsPerItem, 0, [&](int64_t item) {
+      const int64_t end = std::min(batch, (item + 1) * kRowsPerItem) * d;
+      for (int64_t i = item * kRowsPerItem * d; i < end; ++i) next[i] = x0[i] * o[i] + xl[i];
+    });
+  }
+  m.last = plan;
+  m.last_x0 = x0;
+  return std::span<const float>(m.x[m.L].as<const float>(), static_cast<size_t>(batch * d));
+}
+
+absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) {
+  Impl& m = *impl_;
+  if (m.last == nullptr || m.last->batch != batch) {
+    return absl::FailedPreconditionError(absl::StrCat("CrossNetwork Backward: batch ", batch,
+                                                      " does not follow a Forward of that batch"));
+  }
+  if (dy == nullptr || dx0 == nullptr) return absl::InvalidArgumentError("CrossNetwork Backward: null gradient");
+  const int64_t d = m.d, items = (batch + kRowsPerItem - 1) / kRowsPerItem;
+  const float* x0 = m.last_x0;
+  float* g = m.g.as<float>();
+  float* go = m.go.as<float>();
+  std::memcpy(g, dy, static_cast<size_t>(batch * d) * sizeof(float));
+  std::memset(dx0, 0, static_cast<size_t>(batch * d) * sizeof(float));
+  for (int l = m.L - 1; l >= 0; --l) {
+    const Impl::LayerPlan& lp = m.last->layers[l];
+    Impl::Layer& layer = m.layers[l];
+    // x_{l+1} = x0 * o + x_l: go = g * x0; dx0 += g * o; g stays as x_l's direct share.
+    const float* o = m.o[l].as<float>();
+    parallel_for(items, 0, [&](int64_t item) {
+      const int64_t end = std::min(batch, (item + 1) * kRowsPerItem) * d;
+      for (int64_t i = item * kRowsPerItem * d; i < end; ++i) {
+        go[i] = g[i] * x0[i];
+        dx0[i] += g[i] * o[i];
+      }
+    });
+    // db = the column sums of go, in double per column block.
+    float* db = layer.db.as<float>();
+    parallel_for((d + 63) / 64, 0, [&](int64_t block) {
+      const int64_t c0 = block * 64, c1 = std::min(d, c0 + 64);
+      double sum[64] = {};
+      for (int64_t i = 0; i < batch; ++i) {
+        const float* row = go + i * d;
+        for (int64_t c = c0; c < c1; ++c) sum[c - c0] += row[c];
+      }
+      for (int64_t c = c0; c < c1; ++c) db[c] = static_cast<float>(sum[c - c0]);
+    });
+    dnnl_status_t st = dnnl_success;
+    if (l == 0) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
+    for (const Call* c : {&lp.du, &lp.gt_go, &lp.dv, &lp.gx}) {
+      if (st != dnnl_success) break;
+      if (!c->empty()) st = c->Execute(m.stream);
+    }
+    CEMB_RETURN_IF_ERROR(internal::DnnlStatus(st, "CrossNetwork Backward"));
+  }
+  // g is now the gradient of x0 through the x_l path: add it.
+  parallel_for(items, 0, [&](int64_t item) {
+    const int64_t end = std::min(batch, (item + 1) * kRowsPerItem) * d;
+    for (int64_t i = item * kRowsPerItem * d; i < end; ++i) dx0[i] += g[i];
+  });
+  return absl::OkStatus();
+}
+
+std::vector<ParameterInfo> CrossNetwork::Parameters() const {
+  const Impl& m = *impl_;
+  std::vector<ParameterInfo> out;
+  for (int l = 0; l < m.L; ++l) {
+    if (m.r > 0) {
+      out.push_back({absl::StrCat("W_kernels.", l), {m.d, m.r}});
+      out.push_back({absl::StrCat("V_kernels.", l), {m.r, m.d}});
+    } else {
+      out.push_back({absl::StrCat("kernels.", l), {m.d, m.d}});
+    }
+    out.push_back({absl::StrCat("bias.", l), {m.d}});
+  }
+  return out;
+}
+
+namespace {
+// Parameter i of Parameters() and its gradient: per layer U (or the full
+// W, kept in `v`), V (low rank), bias.
+template <typename Layers>
+std::pair<internal::AlignedBuffer*, internal::AlignedBuffer*> Nth(Layers& layers, bool low_rank, int i) {
+  const int per_layer = low_rank ? 3 : 2;
+  auto& layer = layers[static_cast<size_t>(i / per_layer)];
+  const int k = i % per_layer;
+  if (k == per_layer - 1) return {&layer.b, &layer.db};
+  if (low_rank && k == 0) return {&layer.u, &layer.du};
+  return {&layer.v, &layer.dv};
+}
+}  // namespace
+
+std::span<float> CrossNetwork::parameter(int i) {
+  auto [p, dp] = Nth(impl_->layers, impl_->r > 0, i);
+  return {p->as<float>(), p->size() / sizeof(float)};
+}
+
+std::span<const float> CrossNetwork::gradient(int i) const {
+  auto [p, dp] = Nth(impl_->layers, impl_->r > 0, i);
+  return {dp->as<const float>(), dp->size() / sizeof(float)};
+}
+
+void CrossNetwork::SgdStep(float lr) {
+  constexpr int64_t kChunk = 1 << 14;
+  for (Impl::Layer& layer : impl_->layers) {
+    for (auto [p, g] : {std::pair{&layer.v, &layer.dv}, std::pair{&layer.u, &layer.du}, std::pair{&layer.b, &layer.db}}) {
+      const auto n = static_cast<int64_t>(p->size() / sizeof(float));
+      float* pd = p->as<float>();
+      const float* gd = g->as<const float>();
+      parallel_for((n + kChunk - 1) / kChunk, 0, [&](int64_t item) {
+        for (int64_t k = item * kChunk; k < std::min(n, (item + 1) * kChunk); ++k) pd[k] -= lr * gd[k];
+      });
+    }
+  }
+}
+
+}  // namespace cemb::dlrm
