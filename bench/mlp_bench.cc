@@ -2,7 +2,8 @@
 // (Forward + Backward + SgdStep) for the Kaggle model and the model of
 // dlrm_s_benchmark.sh, in fp32 and bf16, and of the dot interaction (forward,
 // backward; hand-written kernels, generic and AVX-512, against a oneDNN
-// batched matmul that computes the full X X^T).
+// batched matmul that computes the full X X^T), and of DLRM-DCNv2's cross
+// network.
 //
 //   build-dlrm/bench/mlp_bench --benchmark_min_time=1
 //
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/random.h"
+#include "dlrm/cross_network.h"
 #include "dlrm/interaction.h"
 #include "dlrm/mlp.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -125,6 +127,42 @@ BENCHMARK(BM_MlpStep)
     ->Unit(benchmark::kMillisecond)
     ->ComputeStatistics("min", Min)
     ->UseRealTime();
+
+// DLRM-DCNv2's cross network (MLPerf Training's shape: the dense arch's 128
+// beside 26 tables x 128 = 3456 wide, 3 layers of rank 512), one training
+// step (Forward + Backward + SgdStep), fp32. Args: batch. GFLOP/s counts
+// the six GEMMs of n x d x r of each layer (two forward, four backward).
+void BM_CrossNetworkStep(benchmark::State& state) {
+  const int64_t n = state.range(0), d = 3456, r = 512;
+  constexpr int kLayers = 3;
+  absl::StatusOr<CrossNetwork> dcn = CrossNetwork::Create({.width = d, .layers = kLayers, .rank = r, .max_batch = n});
+  if (!dcn.ok()) {
+    state.SkipWithError(dcn.status().ToString().c_str());
+    return;
+  }
+  const std::vector<float> x = RandomVector(n * d, 1);
+  const std::vector<float> dy = RandomVector(n * d, 2);
+  std::vector<float> dx(n * d);
+  IterationTimer timer;
+  for (auto _ : state) {
+    timer.Start();
+    absl::Status st = dcn->Forward(n, x.data()).status();
+    if (st.ok()) st = dcn->Backward(n, dy.data(), dx.data());
+    if (!st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
+    dcn->SgdStep(1e-9f);
+    timer.Stop();
+    benchmark::DoNotOptimize(dx.data());
+  }
+  timer.Report(state);
+  const double macs = 6.0 * static_cast<double>(n) * d * r * kLayers;
+  state.SetItemsProcessed(state.iterations() * n);
+  state.counters["GFLOP/s"] = benchmark::Counter(2 * macs * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+  state.SetLabel(absl::StrCat("d ", d, ", rank ", r, ", ", kLayers, " layers, fp32"));
+}
+BENCHMARK(BM_CrossNetworkStep)->ArgNames({"batch"})->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Dot interaction, hand-written kernels. Args: T, D, isa (0 generic,
 // 1 AVX2, 2 AVX-512), direction (0 forward, 1 backward).
