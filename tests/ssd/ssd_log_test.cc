@@ -298,11 +298,7 @@ TEST(SsdLog, ARowOfABlockStillInItsBufferIsCopiedNotReadAgain) {
 TEST(SsdLog, AMissInABlockWhoseReadIsInFlightJoinsThatRead) {
   testing::Gate* gate = nullptr;  // holds the reads' completions back while closed
   SsdOptions o = SmallLog(kN, 1.5);
-  o.file.wrap_io = [&gate](std::unique_ptr<BlockIo> inner) -> std::unique_ptr<BlockIo> {
-    auto g = std::make_unique<testing::Gate>(std::move(inner));
-    gate = g.get();
-    return g;
-  };
+  testing::WrapInGate(o.file, &gate);
   absl::StatusOr<std::unique_ptr<Table>> made = RowsInTheLog("t_join", o);
   ASSERT_TRUE(made.ok()) << made.status();
   Table& t = **made;

@@ -145,11 +145,7 @@ TEST(SsdTableStress, AStepWaitingForItsReadsLeavesTheTableToThePrefetcher) {
   constexpr int64_t kN = 1024;
   testing::Gate* gate = nullptr;
   SsdOptions o = Options(kN);
-  o.file.wrap_io = [&gate](std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
-    auto g = std::make_unique<testing::Gate>(std::move(io));
-    gate = g.get();
-    return g;
-  };
+  testing::WrapInGate(o.file, &gate);
   auto t = SsdTable<float, 16>::Create({.name = "gate", .nvectors = kN}, o);
   ASSERT_TRUE(t.ok()) << t.status();
   Fill(*t);
@@ -185,11 +181,7 @@ TEST(SsdTableStress, APrefetchWaitingForRoomInTheQueueLeavesTheTableFree) {
   testing::Gate* gate = nullptr;
   SsdOptions o = Options(kN);
   o.file.queue_depth = 4;
-  o.file.wrap_io = [&gate](std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
-    auto g = std::make_unique<testing::Gate>(std::move(io));
-    gate = g.get();
-    return g;
-  };
+  testing::WrapInGate(o.file, &gate);
   auto t = SsdTable<float, 16>::Create({.name = "room", .nvectors = kN}, o);
   ASSERT_TRUE(t.ok()) << t.status();
   Fill(*t);

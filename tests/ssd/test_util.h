@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ssd/block_file.h"
 #include "ssd/block_io.h"
 
 namespace cemb::testing {
@@ -101,6 +102,15 @@ class Gate final : public ForwardingBlockIo {
   bool closed_ = false;
   int waiters_ = 0;
 };
+
+// Makes the file's BlockIo a Gate, set in *gate when the table opens it.
+inline void WrapInGate(BlockFileOptions& file, Gate** gate) {
+  file.wrap_io = [gate](std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
+    auto g = std::make_unique<Gate>(std::move(io));
+    *gate = g.get();
+    return g;
+  };
+}
 
 // Submits `requests` and reaps until each has completed; completions by tag.
 inline std::vector<int64_t> RunAll(BlockIo& io, std::span<const BlockRequest> requests, uint64_t ntags) {
