@@ -778,9 +778,23 @@ std::byte* SsdCore::Fetch(int64_t row, bool for_update) {
     if (!st.ok() && status_.ok()) status_ = st;
     w = map[row].load(std::memory_order_acquire);
   }
-  // In flight (ours, or a prefetch's): wait for it.
-  while (w & kLoading) {
-    if (absl::Status st = ReapSome(); !st.ok()) {
+  // In flight (ours, or a prefetch's): wait for it with mu_ released (other
+  // threads' misses, the prefetcher and the step go on meanwhile), its slot
+  // pinned so that no eviction takes it.
+  if (w & kLoading) {
+    const uint32_t s = (w & ~kLoading) - 1;
+    if (pins_[s]++ == 0) ++pinned_slots_;
+    const auto loading = [&] { return (map[row].load(std::memory_order_acquire) & kLoading) != 0; };
+    absl::Status st;
+    while (st.ok() && loading()) {
+      st = ReapReady();
+      if (st.ok() && loading()) st = AwaitIo(lock);
+    }
+    if (--pins_[s] == 0) {
+      --pinned_slots_;
+      if (slot_row_[s] < 0) free_.push_back(s);  // its read failed
+    }
+    if (!st.ok()) {
       if (status_.ok()) status_ = st;
       return poison_.get();
     }

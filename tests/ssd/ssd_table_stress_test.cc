@@ -201,5 +201,28 @@ TEST(SsdTableStress, APrefetchWaitingForRoomInTheQueueLeavesTheTableFree) {
   ASSERT_TRUE(t->Unpin(1).ok());
 }
 
+TEST(SsdTableStress, AMissWaitingForItsReadLeavesTheTableFree) {
+  // rowpointer() of a row on the file, whose read the drive holds back:
+  // another thread's call goes on meanwhile.
+  constexpr int64_t kN = 1024;
+  testing::Gate* gate = nullptr;
+  SsdOptions o = Options(kN);
+  testing::WrapInGate(o.file, &gate);
+  auto t = SsdTable<float, 16>::Create({.name = "miss", .nvectors = kN}, o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  Fill(*t);
+  gate->Close();
+  std::future<float> miss = std::async(std::launch::async, [&] { return t->rowpointer(700, Access::kRead)[3]; });
+  gate->AwaitWaiter();  // waiting for the read
+  std::future<int64_t> pinned = std::async(std::launch::async, [&] { return t->pinned_rows(); });
+  const bool in_time = pinned.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  gate->Open();
+  EXPECT_TRUE(in_time) << "the table stayed locked while a miss waited for its read";
+  EXPECT_EQ(pinned.get(), 1);  // the waiting miss pins its slot
+  EXPECT_EQ(miss.get(), Value(700, 3));
+  EXPECT_EQ(t->pinned_rows(), 0);
+  EXPECT_TRUE(t->status().ok()) << t->status();
+}
+
 }  // namespace
 }  // namespace cemb
