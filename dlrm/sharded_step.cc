@@ -53,14 +53,27 @@ absl::Status ShardedStep::OrAbort(const absl::Status& s) const {
 }
 
 absl::Status ShardedStep::ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
+  CEMB_RETURN_IF_ERROR(StartIndices(slot, bags, times));
+  return FinishIndices(times);
+}
+
+absl::Status ShardedStep::StartIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
   PhaseTimer timer(times, Phase::kAllToAll);
-  distributed::EmbeddingExchange& exchange = *slots_[slot];
-  absl::Status s = exchange.StartIndices(bags);
+  if (pending_ >= 0) return OrAbort(absl::FailedPreconditionError("ShardedStep: StartIndices with indices in flight"));
+  absl::Status s = slots_[slot]->StartIndices(bags);
   // Malformed bags on some rank are agreed on (every rank returns them); an
   // MPI failure or a call out of order is not.
   if (absl::IsInternal(s) || absl::IsFailedPrecondition(s)) return OrAbort(s);
   CEMB_RETURN_IF_ERROR(s);
-  return OrAbort(exchange.WaitIndices());
+  pending_ = slot;
+  return absl::OkStatus();
+}
+
+absl::Status ShardedStep::FinishIndices(PhaseTimes* times) {
+  PhaseTimer timer(times, Phase::kAllToAll);
+  if (pending_ < 0) return absl::OkStatus();
+  const int slot = std::exchange(pending_, -1);
+  return OrAbort(slots_[slot]->WaitIndices());
 }
 
 absl::Status ShardedStep::StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
@@ -81,7 +94,10 @@ absl::Status ShardedStep::FinishPooledRows(const absl::Status& local, PhaseTimes
   return comm_.AgreeOnStatus(local);
 }
 
-absl::Status ShardedStep::Progress() { return OrAbort(current_->Progress()); }
+absl::Status ShardedStep::Progress() {
+  CEMB_RETURN_IF_ERROR(OrAbort(current_->Progress()));
+  return pending_ >= 0 ? OrAbort(slots_[pending_]->Progress()) : absl::OkStatus();
+}
 
 absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, PhaseTimes* times) {
   PhaseTimer timer(times, Phase::kAllToAll);

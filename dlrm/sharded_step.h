@@ -7,7 +7,10 @@
 //   ExchangeIndices(slot, bags)  this rank's bags of every table go to the
 //                            tables' owners (distributed::EmbeddingExchange);
 //                            owned_bags(slot) = this rank's tables over the
-//                            global batch (what its StepCycle pins)
+//                            global batch (what its StepCycle pins); or in
+//                            two halves, StartIndices ... FinishIndices, the
+//                            indices travelling while a step runs (Progress
+//                            moves them along)
 //   Use(slot)                the batch the next Dlrm step runs on
 //   Dlrm::TrainStep          StartPooledRows: the owner pools, the rows travel
 //                            during the bottom MLP ... FinishPooledRows;
@@ -17,7 +20,7 @@
 // Slots: a batch's indices may travel steps before its step, so that an
 // owner's ssd tables prefetch its rows while earlier steps run (StepCycle);
 // each slot is one exchange, and a batch's owned bags stay valid until its
-// slot's next ExchangeIndices. The Stepper uses prefetch_batches + 1 slots
+// slot's next ExchangeIndices. The Stepper uses prefetch_batches + 2 slots
 // in a ring for training and one more for evaluation.
 //
 // Same numbers as one process: the pooled rows and the owners' updates are
@@ -69,6 +72,13 @@ class ShardedStep final : public StepPeers {
   // REQUIRES: 0 <= slot < slots(); the slot's previous batch is done (its
   // step finished, or it never ran: a forward-only step).
   [[nodiscard]] absl::Status ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times);
+  // ExchangeIndices in two halves: StartIndices posts the bags (after the
+  // ranks agree on their sizes; bags may change once it returns),
+  // FinishIndices waits for them; Progress() moves them along meanwhile.
+  // One at a time. REQUIRES: the slot is not the current one.
+  [[nodiscard]] absl::Status StartIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times);
+  [[nodiscard]] absl::Status FinishIndices(PhaseTimes* times);
+  bool indices_in_flight() const { return pending_ >= 0; }
   // After ExchangeIndices(slot): this rank's tables (plan().tables_of(rank),
   // in that order) over the global batch.
   std::span<const Bags<int32_t>> owned_bags(int slot) const { return slots_[slot]->owned_bags(); }
@@ -100,6 +110,7 @@ class ShardedStep final : public StepPeers {
   distributed::ShardPlan plan_;
   std::vector<std::unique_ptr<distributed::EmbeddingExchange>> slots_;
   distributed::EmbeddingExchange* current_ = nullptr;  // Use()'s
+  int pending_ = -1;  // the slot whose indices are in flight (StartIndices), or -1
 };
 
 }  // namespace cemb::dlrm

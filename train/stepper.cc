@@ -22,8 +22,12 @@ Stepper::Stepper(Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distri
       prefetch_batches_(prefetch_batches),
       train_cycle_(&model->embeddings(), prefetch_batches),
       eval_cycle_(&model->embeddings(), 0),
-      peeked_(static_cast<size_t>(prefetch_batches)),
+      peeked_(static_cast<size_t>(PeekFor(prefetch_batches, comm != nullptr ? comm->size() : 1))),
       ahead_(static_cast<size_t>(prefetch_batches)) {}
+
+Stepper::~Stepper() {
+  if (sharded_ != nullptr && sharded_->indices_in_flight()) (void)sharded_->FinishIndices(nullptr);
+}
 
 void Stepper::View(const data::Batch& batch) {
   bags_.resize(batch.num_tables());
@@ -42,18 +46,20 @@ absl::StatusOr<const StepBatch*> Stepper::BeginTrain(data::Loader& loader, int64
   // prefetch. Several ranks: whether or not this rank has ssd tables, as
   // every rank must exchange the same batches.
   std::span<const data::Batch* const> peeked;
-  if ((train_cycle_.prefetches() || distributed()) && prefetch_batches_ > 0) {
+  if ((train_cycle_.prefetches() || distributed()) && !peeked_.empty()) {
     const auto left = static_cast<size_t>(std::max<int64_t>(0, total_steps - step - 1));
-    peeked = loader.Peek(std::min(static_cast<size_t>(prefetch_batches_), left));
+    peeked = loader.Peek(std::min(peeked_.size(), left));
   }
   (*times)[Phase::kData] += Since(t0);
   CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, TrainBags(step, peeked, times));
+  const size_t ahead = std::min(peeked.size(), ahead_.size());
   CEMB_RETURN_IF_ERROR(
-      Agree(train_cycle_.Begin(step, bags, std::span(ahead_.data(), peeked.size()), &(*times)[Phase::kSsdWait])));
+      Agree(train_cycle_.Begin(step, bags, std::span(ahead_.data(), ahead), &(*times)[Phase::kSsdWait])));
   return &current_;
 }
 
 absl::Status Stepper::EndTrain(int64_t step, PhaseTimes* times) {
+  if (distributed()) CEMB_RETURN_IF_ERROR(sharded_->FinishIndices(times));
   return Agree(train_cycle_.End(step, &(*times)[Phase::kCacheFlush]));
 }
 
@@ -71,7 +77,9 @@ absl::StatusOr<std::span<const Bags<int32_t>>> Stepper::TrainBags(int64_t step,
     return current_.view.bags;
   }
   // Every rank exchanges the same batches: the step's (unless it travelled
-  // ahead already), then those peeked that have not.
+  // ahead already), then those peeked that have not; the one past the
+  // prefetchers' reach (P + 1 ahead) only starts: it travels during the
+  // step, and EndTrain waits for it.
   next_exchanged_ = std::max(next_exchanged_, step);
   if (next_exchanged_ == step) {
     CEMB_RETURN_IF_ERROR(sharded_->ExchangeIndices(TrainSlot(step), current_.view.bags, times));
@@ -80,10 +88,14 @@ absl::StatusOr<std::span<const Bags<int32_t>>> Stepper::TrainBags(int64_t step,
   for (size_t i = 0; i < peeked.size(); ++i) {
     const int64_t id = step + 1 + static_cast<int64_t>(i);
     if (id == next_exchanged_) {
-      CEMB_RETURN_IF_ERROR(sharded_->ExchangeIndices(TrainSlot(id), peeked_[i], times));
+      if (i < ahead_.size()) {
+        CEMB_RETURN_IF_ERROR(sharded_->ExchangeIndices(TrainSlot(id), peeked_[i], times));
+      } else {
+        CEMB_RETURN_IF_ERROR(sharded_->StartIndices(TrainSlot(id), peeked_[i], times));
+      }
       ++next_exchanged_;
     }
-    ahead_[i] = sharded_->owned_bags(TrainSlot(id));
+    if (i < ahead_.size()) ahead_[i] = sharded_->owned_bags(TrainSlot(id));
   }
   sharded_->Use(TrainSlot(step));
   return sharded_->owned_bags(TrainSlot(step));

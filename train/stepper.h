@@ -3,15 +3,19 @@
 // process or on several.
 //
 //   BeginTrain(k)   the loader's next batch (step k's) and a peek at the P
-//                   after it, up to the run's last step; on several ranks
-//                   their indices go to the tables' owners (each batch once,
-//                   into its slot of the ring, ShardedStep::ExchangeIndices)
-//                   and the model is pointed at step k's slot; then the
-//                   tables' step begins (StepCycle::Begin: batch k's rows
-//                   resident, k + 1 .. k + P handed to the prefetchers).
-//                   Returns the batch as the model sees it.
+//                   after it (P + 1 on several ranks), up to the run's last
+//                   step; on several ranks their indices go to the tables'
+//                   owners (each batch once, into its slot of the ring,
+//                   ShardedStep::ExchangeIndices; batch k + P + 1's only
+//                   starts, ShardedStep::StartIndices, and travels during
+//                   the step) and the model is pointed at step k's slot;
+//                   then the tables' step begins (StepCycle::Begin: batch
+//                   k's rows resident, k + 1 .. k + P handed to the
+//                   prefetchers). Returns the batch as the model sees it.
 //   ... Dlrm::TrainStep(batch->view, lr, times) ...
-//   EndTrain(k)     the tables' step ends (StepCycle::End: unpin, flushes).
+//   EndTrain(k)     on several ranks, batch k + P + 1's indices arrive
+//                   (FinishIndices); the tables' step ends (StepCycle::End:
+//                   unpin, flushes).
 //
 //   BeginEval(b) / EndEval()  the same for an evaluation batch: its own
 //                   cycle (P = 0), its own ids and, on several ranks, its
@@ -20,9 +24,9 @@
 // The indices take one road: the loader's batch -> (several ranks: the
 // exchange's owned bags, this rank's tables over the global batch) -> the
 // cycle's prefetch and wait -> the model's lookup and update. Slots, on
-// several ranks: P + 1 for training in a ring (batch k in slot k mod
-// (P + 1): a batch's indices travel up to P steps before its step and stay
-// valid until then) and one for evaluation: SlotsFor(P) in all.
+// several ranks: P + 2 for training in a ring (batch k in slot k mod
+// (P + 2): a batch's indices travel during the step P + 1 before its own
+// and stay valid until then) and one for evaluation: SlotsFor(P) in all.
 //
 // Every status is agreed among the ranks (distributed::Comm::AgreeOnStatus),
 // so that all return the same error at the same call.
@@ -64,7 +68,10 @@ struct StepBatch {
 class Stepper {
  public:
   // The ShardedStep slots a run with prefetch_batches = P needs.
-  static int SlotsFor(int prefetch_batches) { return prefetch_batches + 2; }
+  static int SlotsFor(int prefetch_batches) { return prefetch_batches + 3; }
+  // The batches BeginTrain peeks at, at most: P, and one more on several
+  // ranks (its indices travel during the step). The loader's reach.
+  static int PeekFor(int prefetch_batches, int ranks) { return prefetch_batches + (ranks > 1 ? 1 : 0); }
 
   // `sharded` (with SlotsFor(prefetch_batches) slots) and `comm`: several
   // ranks; nullptr and nullptr (or a comm of one rank): one process.
@@ -72,6 +79,9 @@ class Stepper {
   Stepper(Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm, int prefetch_batches);
   Stepper(const Stepper&) = delete;
   Stepper& operator=(const Stepper&) = delete;
+  // Several ranks: waits for indices still travelling (a step that failed
+  // left them; every rank is in the same place, the failure was agreed).
+  ~Stepper();
 
   // Step `step` of a run of `total_steps` (see above). The batch stays valid
   // until the next BeginTrain. Errors (agreed): the loader ended, malformed
@@ -96,7 +106,7 @@ class Stepper {
  private:
   bool distributed() const { return comm_ != nullptr && comm_->size() > 1; }
   absl::Status Agree(const absl::Status& s) const { return distributed() ? comm_->AgreeOnStatus(s) : s; }
-  int TrainSlot(int64_t step) const { return static_cast<int>(step % (prefetch_batches_ + 1)); }
+  int TrainSlot(int64_t step) const { return static_cast<int>(step % (prefetch_batches_ + 2)); }
   int EvalSlot() const { return SlotsFor(prefetch_batches_) - 1; }
   // current_.view from `batch`: its bags, one per table.
   void View(const data::Batch& batch);
@@ -119,7 +129,7 @@ class Stepper {
 
   StepBatch current_;
   std::vector<Bags<int32_t>> bags_;                    // current_.view.bags
-  std::vector<std::vector<Bags<int32_t>>> peeked_;     // P x tables: the peeked batches' own bags
+  std::vector<std::vector<Bags<int32_t>>> peeked_;     // PeekFor x tables: the peeked batches' own bags
   std::vector<std::span<const Bags<int32_t>>> ahead_;  // what StepCycle::Begin prefetches
 };
 

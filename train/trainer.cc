@@ -153,7 +153,7 @@ absl::Status Trainer::Impl::BuildModel() {
   lo.seed = SplitMix64::Mix(t.seed, 0x10ade5);
   lo.last_batch = data::LastBatch::kPartial;
   lo.num_epochs = 0;  // endless: the trainer counts steps
-  lo.prefetch = std::max<uint32_t>(lo.prefetch, static_cast<uint32_t>(t.prefetch_batches));  // Peek's reach
+  lo.prefetch = std::max<uint32_t>(lo.prefetch, static_cast<uint32_t>(Stepper::PeekFor(t.prefetch_batches, ranks())));
   lo.rank = static_cast<uint32_t>(rank());
   lo.ranks = static_cast<uint32_t>(ranks());
   CEMB_ASSIGN_OR_RETURN(loader, data::Loader::Create(datasets.train, lo));
