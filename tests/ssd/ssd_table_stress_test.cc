@@ -7,6 +7,7 @@
 #include <future>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -138,17 +139,32 @@ TEST(SsdTableStress, PrefetcherThreadOverlapsKernelThreadsOnPinnedRows) {
   EXPECT_GT(s.gc_rows_moved, 0) << s.ToString(64);
 }
 
+// A filled table (every row on the file) whose I/O goes through a Gate.
+absl::StatusOr<SsdTable<float, 16>> GatedTable(const char* name, testing::Gate** gate, int queue_depth = 256) {
+  constexpr int64_t kN = 1024;
+  SsdOptions o = Options(kN);
+  o.file.queue_depth = queue_depth;
+  testing::WrapInGate(o.file, gate);
+  absl::StatusOr<SsdTable<float, 16>> t = SsdTable<float, 16>::Create({.name = name, .nvectors = kN}, o);
+  if (t.ok()) Fill(*t);
+  return t;
+}
+
+// What pinned_rows() answers from another thread within 10 s (the table's
+// mutex free), or nothing.
+std::optional<int64_t> PinnedRowsFromAnotherThread(const SsdTable<float, 16>& t) {
+  std::future<int64_t> pinned = std::async(std::launch::async, [&] { return t.pinned_rows(); });
+  if (pinned.wait_for(std::chrono::seconds(10)) != std::future_status::ready) return std::nullopt;
+  return pinned.get();
+}
+
 TEST(SsdTableStress, AStepWaitingForItsReadsLeavesTheTableToThePrefetcher) {
   // The step thread waits for batch 1's reads, which the drive holds back;
   // meanwhile the prefetcher pins batch 2. With the table's mutex held
   // across the wait, Prefetch would wait for the drive too.
-  constexpr int64_t kN = 1024;
   testing::Gate* gate = nullptr;
-  SsdOptions o = Options(kN);
-  testing::WrapInGate(o.file, &gate);
-  auto t = SsdTable<float, 16>::Create({.name = "gate", .nvectors = kN}, o);
+  auto t = GatedTable("gate", &gate);
   ASSERT_TRUE(t.ok()) << t.status();
-  Fill(*t);
   std::vector<int64_t> batch1(64), batch2(32);
   std::iota(batch1.begin(), batch1.end(), 0);   // on the file: reads
   std::iota(batch2.begin(), batch2.end(), 48);  // 16 of batch 1's rows in flight, 16 more reads
@@ -177,24 +193,18 @@ TEST(SsdTableStress, APrefetchWaitingForRoomInTheQueueLeavesTheTableFree) {
   // A batch missing 16 blocks through a queue of 4: 12 reads wait for room,
   // handed to the kernel as completions come, which the drive holds back.
   // Meanwhile the table answers other threads (it is not locked across the wait).
-  constexpr int64_t kN = 1024;
   testing::Gate* gate = nullptr;
-  SsdOptions o = Options(kN);
-  o.file.queue_depth = 4;
-  testing::WrapInGate(o.file, &gate);
-  auto t = SsdTable<float, 16>::Create({.name = "room", .nvectors = kN}, o);
+  auto t = GatedTable("room", &gate, /*queue_depth=*/4);
   ASSERT_TRUE(t.ok()) << t.status();
-  Fill(*t);
   std::vector<int64_t> batch;
   for (int64_t b = 0; b < 16; ++b) batch.push_back(b * 64);  // 64 rows to a block: 16 blocks
   gate->Close();
   std::future<absl::Status> prefetch = std::async(std::launch::async, [&] { return t->Prefetch(1, batch); });
   gate->AwaitWaiter();  // waiting for a completion
-  std::future<int64_t> pinned = std::async(std::launch::async, [&] { return t->pinned_rows(); });
-  const bool in_time = pinned.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const std::optional<int64_t> pinned = PinnedRowsFromAnotherThread(*t);
   gate->Open();
-  EXPECT_TRUE(in_time) << "the table stayed locked while Prefetch waited for room in the queue";
-  EXPECT_EQ(pinned.get(), 16);
+  EXPECT_TRUE(pinned.has_value()) << "the table stayed locked while Prefetch waited for room in the queue";
+  EXPECT_EQ(pinned.value_or(-1), 16);
   ASSERT_TRUE(prefetch.get().ok());
   ASSERT_TRUE(t->WaitResident(1).ok());
   for (int64_t r : batch) ASSERT_EQ(t->rowpointer(r, Access::kRead)[5], Value(r, 5)) << r;
@@ -204,21 +214,16 @@ TEST(SsdTableStress, APrefetchWaitingForRoomInTheQueueLeavesTheTableFree) {
 TEST(SsdTableStress, AMissWaitingForItsReadLeavesTheTableFree) {
   // rowpointer() of a row on the file, whose read the drive holds back:
   // another thread's call goes on meanwhile.
-  constexpr int64_t kN = 1024;
   testing::Gate* gate = nullptr;
-  SsdOptions o = Options(kN);
-  testing::WrapInGate(o.file, &gate);
-  auto t = SsdTable<float, 16>::Create({.name = "miss", .nvectors = kN}, o);
+  auto t = GatedTable("miss", &gate);
   ASSERT_TRUE(t.ok()) << t.status();
-  Fill(*t);
   gate->Close();
   std::future<float> miss = std::async(std::launch::async, [&] { return t->rowpointer(700, Access::kRead)[3]; });
   gate->AwaitWaiter();  // waiting for the read
-  std::future<int64_t> pinned = std::async(std::launch::async, [&] { return t->pinned_rows(); });
-  const bool in_time = pinned.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const std::optional<int64_t> pinned = PinnedRowsFromAnotherThread(*t);
   gate->Open();
-  EXPECT_TRUE(in_time) << "the table stayed locked while a miss waited for its read";
-  EXPECT_EQ(pinned.get(), 1);  // the waiting miss pins its slot
+  EXPECT_TRUE(pinned.has_value()) << "the table stayed locked while a miss waited for its read";
+  EXPECT_EQ(pinned.value_or(-1), 1);  // the waiting miss pins its slot
   EXPECT_EQ(miss.get(), Value(700, 3));
   EXPECT_EQ(t->pinned_rows(), 0);
   EXPECT_TRUE(t->status().ok()) << t->status();
