@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
 #include "dlrm/internal/dnnl_call.h"
+#include "dlrm/sgd.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace cemb::dlrm {
@@ -24,8 +25,13 @@ using dims = dnnl::memory::dims;
 using internal::AlignedBuffer;
 using internal::Call;
 
-// Rows of the elementwise loops per parallel_for item.
-constexpr int64_t kRowsPerItem = 64;
+// Runs fn(begin, end) over [0, n) in chunks of `chunk` elements on parallel_for.
+template <typename Fn>
+void ForChunks(int64_t n, int64_t chunk, Fn&& fn) {
+  parallel_for((n + chunk - 1) / chunk, 0, [&](int64_t c) { fn(c * chunk, std::min(n, (c + 1) * chunk)); });
+}
+// Elements of the elementwise loops and of SGD per parallel_for item.
+constexpr int64_t kChunk = 1 << 14;
 
 dnnl::memory::desc Plain(int64_t rows, int64_t cols) { return {dims{rows, cols}, dt::f32, tag::ab}; }
 // The transpose view of a row-major [cols x rows] matrix, as [rows x cols].
@@ -245,9 +251,8 @@ absl::StatusOr<std::span<const float>> CrossNetwork::Forward(int64_t batch, cons
     const float* xl = m.X(l, x0);
     const float* o = m.o[l].as<float>();
     float* next = m.x[l + 1].as<float>();
-    parallel_for((batch + kRowsPerItem - 1) / kRowsPerItem, 0, [&](int64_t item) {
-      const int64_t end = std::min(batch, (item + 1) * kRowsPerItem) * d;
-      for (int64_t i = item * kRowsPerItem * d; i < end; ++i) next[i] = x0[i] * o[i] + xl[i];
+    ForChunks(batch * d, kChunk, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) next[i] = x0[i] * o[i] + xl[i];
     });
   }
   m.last = plan;
@@ -262,20 +267,19 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
                                                       " does not follow a Forward of that batch"));
   }
   if (dy == nullptr || dx0 == nullptr) return absl::InvalidArgumentError("CrossNetwork Backward: null gradient");
-  const int64_t d = m.d, items = (batch + kRowsPerItem - 1) / kRowsPerItem;
+  const int64_t d = m.d, n = batch * d;
   const float* x0 = m.last_x0;
   float* g = m.g.as<float>();
   float* go = m.go.as<float>();
-  std::memcpy(g, dy, static_cast<size_t>(batch * d) * sizeof(float));
-  std::memset(dx0, 0, static_cast<size_t>(batch * d) * sizeof(float));
+  std::memcpy(g, dy, static_cast<size_t>(n) * sizeof(float));
+  std::memset(dx0, 0, static_cast<size_t>(n) * sizeof(float));
   for (int l = m.L - 1; l >= 0; --l) {
     const Impl::LayerPlan& lp = m.last->layers[l];
     Impl::Layer& layer = m.layers[l];
     // x_{l+1} = x0 * o + x_l: go = g * x0; dx0 += g * o; g stays as x_l's direct share.
     const float* o = m.o[l].as<float>();
-    parallel_for(items, 0, [&](int64_t item) {
-      const int64_t end = std::min(batch, (item + 1) * kRowsPerItem) * d;
-      for (int64_t i = item * kRowsPerItem * d; i < end; ++i) {
+    ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
         go[i] = g[i] * x0[i];
         dx0[i] += g[i] * o[i];
       }
@@ -300,9 +304,8 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
     CEMB_RETURN_IF_ERROR(internal::DnnlStatus(st, "CrossNetwork Backward"));
   }
   // g is now the gradient of x0 through the x_l path: add it.
-  parallel_for(items, 0, [&](int64_t item) {
-    const int64_t end = std::min(batch, (item + 1) * kRowsPerItem) * d;
-    for (int64_t i = item * kRowsPerItem * d; i < end; ++i) dx0[i] += g[i];
+  ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dx0[i] += g[i];
   });
   return absl::OkStatus();
 }
@@ -347,14 +350,13 @@ std::span<const float> CrossNetwork::gradient(int i) const {
 }
 
 void CrossNetwork::SgdStep(float lr) {
-  constexpr int64_t kChunk = 1 << 14;
   for (Impl::Layer& layer : impl_->layers) {
     for (auto [p, g] : {std::pair{&layer.v, &layer.dv}, std::pair{&layer.u, &layer.du}, std::pair{&layer.b, &layer.db}}) {
-      const auto n = static_cast<int64_t>(p->size() / sizeof(float));
-      float* pd = p->as<float>();
-      const float* gd = g->as<const float>();
-      parallel_for((n + kChunk - 1) / kChunk, 0, [&](int64_t item) {
-        for (int64_t k = item * kChunk; k < std::min(n, (item + 1) * kChunk); ++k) pd[k] -= lr * gd[k];
+      float* w = p->as<float>();
+      const float* grad = g->as<const float>();
+      ForChunks(static_cast<int64_t>(p->size() / sizeof(float)), kChunk, [&](int64_t begin, int64_t end) {
+        const auto len = static_cast<size_t>(end - begin);
+        SgdUpdate(std::span(w + begin, len), std::span(grad + begin, len), lr);
       });
     }
   }

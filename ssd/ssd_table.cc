@@ -545,10 +545,7 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
   // Requests beyond the queue's room wait in the BlockIo: this thread hands
   // them to the kernel as completions make room, waiting with mu_ released
   // (the step's WaitResident and Unpin go on meanwhile).
-  while (submitted.ok() && file_.io().queued() > 0) {
-    submitted = AwaitIo(lock);
-    if (submitted.ok()) submitted = ReapReady();
-  }
+  if (submitted.ok()) submitted = AwaitUntil(lock, [this] { return file_.io().queued() == 0; });
   return submitted.ok() ? collected : submitted;
 }
 
@@ -561,19 +558,28 @@ absl::StatusOr<absl::Duration> SsdCore::WaitResident(int64_t batch_id) {
   const absl::Time start = absl::Now();
   // The reads are waited for with mu_ released: the prefetcher installs the
   // next batches meanwhile.
-  while (FindBatch(batch_id)->pending > 0) {
-    if (absl::Status s = ReapReady(); !s.ok()) return s;
-    if (FindBatch(batch_id)->pending == 0) break;
-    if (absl::Status s = AwaitIo(lock); !s.ok()) return s;
-    if (FindBatch(batch_id) == nullptr) {  // another thread unpinned it meanwhile
-      return absl::NotFoundError(absl::StrCat(name_, ": batch ", batch_id, " was unpinned while WaitResident waited"));
-    }
+  CEMB_RETURN_IF_ERROR(AwaitUntil(lock, [&] {
+    const Batch* b = FindBatch(batch_id);
+    return b == nullptr || b->pending == 0;
+  }));
+  if (FindBatch(batch_id) == nullptr) {  // another thread unpinned it meanwhile
+    return absl::NotFoundError(absl::StrCat(name_, ": batch ", batch_id, " was unpinned while WaitResident waited"));
   }
   const absl::Duration waited = absl::Now() - start;
   stats_.waited += waited;
   const Batch& b = *FindBatch(batch_id);
   if (!b.error.ok()) return b.error;
   return waited;
+}
+
+template <typename Done>
+absl::Status SsdCore::AwaitUntil(std::unique_lock<std::mutex>& lock, Done done) {
+  while (!done()) {
+    CEMB_RETURN_IF_ERROR(ReapReady());
+    if (done()) break;
+    CEMB_RETURN_IF_ERROR(AwaitIo(lock));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SsdCore::AwaitIo(std::unique_lock<std::mutex>& lock) {
@@ -784,12 +790,8 @@ std::byte* SsdCore::Fetch(int64_t row, bool for_update) {
   if (w & kLoading) {
     const uint32_t s = (w & ~kLoading) - 1;
     if (pins_[s]++ == 0) ++pinned_slots_;
-    const auto loading = [&] { return (map[row].load(std::memory_order_acquire) & kLoading) != 0; };
-    absl::Status st;
-    while (st.ok() && loading()) {
-      st = ReapReady();
-      if (st.ok() && loading()) st = AwaitIo(lock);
-    }
+    const absl::Status st =
+        AwaitUntil(lock, [&] { return (map[row].load(std::memory_order_acquire) & kLoading) == 0; });
     if (--pins_[s] == 0) {
       --pinned_slots_;
       if (slot_row_[s] < 0) free_.push_back(s);  // its read failed

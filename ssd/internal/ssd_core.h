@@ -334,6 +334,10 @@ class SsdCore {
   // completion may have arrived; the caller reaps and looks again. One
   // thread waits on the BlockIo, the others for it on io_done_.
   absl::Status AwaitIo(std::unique_lock<std::mutex>& lock);
+  // Applies completions, and waits for more with mu_ released (AwaitIo),
+  // until done() holds: the one way a caller waits for the drive.
+  template <typename Done>
+  absl::Status AwaitUntil(std::unique_lock<std::mutex>& lock, Done done);
   void Complete(const BlockCompletion& c);
   // Counts a fetch read of the block at `offset` for batch `seq` in
   // stats_.fetch_rereads if one of the kRereadWindow batches before read it.
