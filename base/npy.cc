@@ -327,6 +327,17 @@ absl::Status NpyReader::ReadFloats(std::span<float> out) {
   return absl::OkStatus();
 }
 
+absl::Status ReadNpyFloats(const std::string& path, std::span<const int64_t> shape, std::vector<float>& out) {
+  CEMB_ASSIGN_OR_RETURN(NpyReader r, NpyReader::Open(path));
+  if (!std::equal(r.shape().begin(), r.shape().end(), shape.begin(), shape.end())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": shape ", r.shape_text(), " where ",
+                     ShapeText(shape), " is needed"));
+  }
+  out.resize(static_cast<size_t>(r.count()));
+  return r.ReadFloats(out);
+}
+
 absl::StatusOr<NpyWriter> NpyWriter::Create(const std::string& path, std::span<const int64_t> shape) {
   int64_t count = 1;
   for (int64_t d : shape) {

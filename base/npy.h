@@ -104,6 +104,16 @@ class NpyReader {
   std::vector<uint16_t> bf16_;  // staging for bfloat16 files
 };
 
+// The whole float32 or bfloat16 file `path` as fp32 in `out`, if its shape
+// is `shape`. Errors name the file: another dtype or shape (both shapes
+// said), and NpyReader's.
+[[nodiscard]] absl::Status ReadNpyFloats(const std::string& path, std::span<const int64_t> shape,
+                                         std::vector<float>& out);
+[[nodiscard]] inline absl::Status ReadNpyFloats(const std::string& path, std::initializer_list<int64_t> shape,
+                                                std::vector<float>& out) {
+  return ReadNpyFloats(path, std::span<const int64_t>(shape.begin(), shape.size()), out);
+}
+
 // A float32 .npy file of a known shape written front to back in pieces,
 // through an AtomicFile: `path` holds the whole array or is left as it was.
 // Thread safety: one user at a time.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/npy.h"
 #include "base/parallel.h"
 #include "base/random.h"
 #include "base/status_macros.h"
@@ -49,11 +50,15 @@ struct CrossNetwork::Impl {
 
   // Per layer: the kernel applied first (V_l [r x d], or the full W_l
   // [d x d]), the second (U_l [d x r]; low rank only), the bias, and their
-  // gradients.
+  // gradients (views of `grads`).
   struct Layer {
-    AlignedBuffer v, u, b, dv, du, db;
+    AlignedBuffer v, u, b;
+    std::span<float> dv, du, db;
   };
   std::vector<Layer> layers;
+  // Every gradient, one after the other at 64-byte boundaries (zero
+  // padding between them): what a data-parallel step sums across processes.
+  AlignedBuffer grads;
   // Forward's: x[l] the input of layer l (x[0] is the caller's x0, not
   // kept), o[l] = W_l x_l + b_l, t[l] = V_l x_l (low rank); Backward's:
   // g, the gradient of x_l, going down; go = the gradient of o; gt of t;
@@ -173,19 +178,30 @@ absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& opt
   const int64_t d = m->d, r = m->r, n = options.max_batch;
   const auto floats = [](int64_t count) { return AlignedBuffer(static_cast<size_t>(count) * sizeof(float)); };
   m->layers.resize(static_cast<size_t>(m->L));
+  const int64_t first = r > 0 ? r * d : d * d;  // V_l's (or W_l's) elements
+  // The gradients, in Parameters()' order: per layer U (low rank), V (or
+  // W), bias, each padded to 16 floats.
+  const auto padded = [](int64_t count) { return (count + 15) / 16 * 16; };
+  const int64_t per_layer = padded(first) + (r > 0 ? padded(d * r) : 0) + padded(d);
+  m->grads = floats(per_layer * m->L);
+  float* next_grad = m->grads.as<float>();
+  const auto take = [&](int64_t count) {
+    std::span<float> g(next_grad, static_cast<size_t>(count));
+    next_grad += padded(count);
+    return g;
+  };
   for (int l = 0; l < m->L; ++l) {
     Impl::Layer& layer = m->layers[l];
-    const int64_t first = r > 0 ? r * d : d * d;
+    if (r > 0) layer.du = take(d * r);
     layer.v = floats(first);
-    layer.dv = floats(first);
+    layer.dv = take(first);
     layer.b = floats(d);
-    layer.db = floats(d);
+    layer.db = take(d);
     // Xavier-normal (std = sqrt(2 / (fan_in + fan_out))), zero bias, as TorchRec's LowRankCrossNet.
     FillNormal({layer.v.as<float>(), static_cast<size_t>(first)},
                std::sqrt(2.0 / static_cast<double>(r > 0 ? r + d : 2 * d)), SplitMix64::Mix(options.seed, 2 * l));
     if (r > 0) {
       layer.u = floats(d * r);
-      layer.du = floats(d * r);
       FillNormal({layer.u.as<float>(), static_cast<size_t>(d * r)}, std::sqrt(2.0 / static_cast<double>(r + d)),
                  SplitMix64::Mix(options.seed, 2 * l + 1));
     }
@@ -285,7 +301,7 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
       }
     });
     // db = the column sums of go, in double per column block.
-    float* db = layer.db.as<float>();
+    float* db = layer.db.data();
     parallel_for((d + 63) / 64, 0, [&](int64_t block) {
       const int64_t c0 = block * 64, c1 = std::min(d, c0 + 64);
       double sum[64] = {};
@@ -328,38 +344,59 @@ std::vector<ParameterInfo> CrossNetwork::Parameters() const {
 namespace {
 // Parameter i of Parameters() and its gradient: per layer U (or the full
 // W, kept in `v`), V (low rank), bias.
-template <typename Layers>
-std::pair<internal::AlignedBuffer*, internal::AlignedBuffer*> Nth(Layers& layers, bool low_rank, int i) {
+template <typename Layer>
+std::pair<std::span<float>, std::span<float>> Nth(std::span<Layer> layers, bool low_rank, int i) {
   const int per_layer = low_rank ? 3 : 2;
-  auto& layer = layers[static_cast<size_t>(i / per_layer)];
+  Layer& layer = layers[static_cast<size_t>(i / per_layer)];
   const int k = i % per_layer;
-  if (k == per_layer - 1) return {&layer.b, &layer.db};
-  if (low_rank && k == 0) return {&layer.u, &layer.du};
-  return {&layer.v, &layer.dv};
+  const auto whole = [](const AlignedBuffer& p) { return std::span<float>(p.as<float>(), p.size() / sizeof(float)); };
+  if (k == per_layer - 1) return {whole(layer.b), layer.db};
+  if (low_rank && k == 0) return {whole(layer.u), layer.du};
+  return {whole(layer.v), layer.dv};
 }
 }  // namespace
 
+int CrossNetwork::num_parameters() const { return impl_->L * (impl_->r > 0 ? 3 : 2); }
+
 std::span<float> CrossNetwork::parameter(int i) {
-  auto [p, dp] = Nth(impl_->layers, impl_->r > 0, i);
-  return {p->as<float>(), p->size() / sizeof(float)};
+  return Nth(std::span(impl_->layers), impl_->r > 0, i).first;
 }
 
 std::span<const float> CrossNetwork::gradient(int i) const {
-  auto [p, dp] = Nth(impl_->layers, impl_->r > 0, i);
-  return {dp->as<const float>(), dp->size() / sizeof(float)};
+  return Nth(std::span(impl_->layers), impl_->r > 0, i).second;
 }
 
+std::span<float> CrossNetwork::gradients() { return {impl_->grads.as<float>(), impl_->grads.size() / sizeof(float)}; }
+
 void CrossNetwork::SgdStep(float lr) {
-  for (Impl::Layer& layer : impl_->layers) {
-    for (auto [p, g] : {std::pair{&layer.v, &layer.dv}, std::pair{&layer.u, &layer.du}, std::pair{&layer.b, &layer.db}}) {
-      float* w = p->as<float>();
-      const float* grad = g->as<const float>();
-      ForChunks(static_cast<int64_t>(p->size() / sizeof(float)), kChunk, [&](int64_t begin, int64_t end) {
-        const auto len = static_cast<size_t>(end - begin);
-        SgdUpdate(std::span(w + begin, len), std::span(grad + begin, len), lr);
-      });
-    }
+  for (int i = 0; i < num_parameters(); ++i) {
+    const auto [w, grad] = Nth(std::span(impl_->layers), impl_->r > 0, i);
+    ForChunks(static_cast<int64_t>(w.size()), kChunk, [&](int64_t begin, int64_t end) {
+      const auto len = static_cast<size_t>(end - begin);
+      SgdUpdate(w.subspan(begin, len), grad.subspan(begin, len), lr);
+    });
   }
+}
+
+absl::Status CrossNetwork::SaveNpy(const std::string& dir, const std::string& prefix) {
+  const std::vector<ParameterInfo> params = Parameters();
+  for (int i = 0; i < num_parameters(); ++i) {
+    CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, params[i].name, ".npy"), parameter(i),
+                                         params[i].shape));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CrossNetwork::LoadNpy(const std::string& dir, const std::string& prefix) {
+  // Every file read and checked before any parameter changes.
+  const std::vector<ParameterInfo> params = Parameters();
+  std::vector<std::vector<float>> values(params.size());
+  for (int i = 0; i < num_parameters(); ++i) {
+    CEMB_RETURN_IF_ERROR(
+        ReadNpyFloats(absl::StrCat(dir, "/", prefix, params[i].name, ".npy"), params[i].shape, values[i]));
+  }
+  for (int i = 0; i < num_parameters(); ++i) std::copy(values[i].begin(), values[i].end(), parameter(i).begin());
+  return absl::OkStatus();
 }
 
 }  // namespace cemb::dlrm

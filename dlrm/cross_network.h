@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -67,7 +68,8 @@ class CrossNetwork {
   // not planned.
   [[nodiscard]] absl::StatusOr<std::span<const float>> Forward(int64_t batch, const float* x0);
   // From the gradient of x_L, dy [batch x width]: every parameter's gradient
-  // (overwritten) and the gradient of x0, written to dx0 [batch x width].
+  // (overwritten) and the gradient of x0, written to dx0 [batch x width];
+  // dx0 may be dy (dy is read first, once).
   // REQUIRES: after a Forward of `batch`, its x0 unchanged.
   [[nodiscard]] absl::Status Backward(int64_t batch, const float* dy, float* dx0);
   // p -= lr * grad for every parameter.
@@ -75,9 +77,20 @@ class CrossNetwork {
 
   // Per layer: W_kernels.<l> and V_kernels.<l> (or kernels.<l>), bias.<l>.
   std::vector<ParameterInfo> Parameters() const;
+  int num_parameters() const;
   // Parameter i of Parameters(), row-major, and its gradient from the last Backward.
   std::span<float> parameter(int i);
   std::span<const float> gradient(int i) const;
+  // Every gradient of the last Backward in one buffer (zero padding between
+  // them), for a data-parallel step to sum across processes before SgdStep.
+  std::span<float> gradients();
+
+  // Writes / reads every parameter as "<dir>/<prefix><name>.npy" (names from
+  // Parameters(), e.g. "crossnet.W_kernels.0.npy"), as Mlp::SaveNpy /
+  // LoadNpy: float32 written, float32 or bfloat16 read, every file checked
+  // (dtype, shape; errors name it) before any parameter changes.
+  [[nodiscard]] absl::Status SaveNpy(const std::string& dir, const std::string& prefix);
+  [[nodiscard]] absl::Status LoadNpy(const std::string& dir, const std::string& prefix);
 
  private:
   struct Impl;

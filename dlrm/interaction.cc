@@ -94,7 +94,7 @@ absl::StatusOr<Interaction> Interaction::Create(const InteractionOptions& option
   impl->options = options;
   const int64_t F = options.num_sparse + 1, D = options.dim;
   impl->features = F;
-  impl->width = options.kind == InteractionKind::kConcat
+  impl->width = options.kind != InteractionKind::kDot
                     ? F * D
                     : D + (options.self_interaction ? F * (F + 1) / 2 : F * (F - 1) / 2);
   impl->threads = options.threads > 0 ? options.threads : DefaultThreads();
@@ -144,7 +144,7 @@ absl::Status Interaction::Forward(ConstMatrixView dense, ConstMatrixView sparse,
   CEMB_RETURN_IF_ERROR(CheckView("dense", dense, batch, D));
   if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("sparse", sparse, batch, T * D));
   CEMB_RETURN_IF_ERROR(CheckView("out", out, batch, m.width));
-  if (m.options.kind == InteractionKind::kConcat) {
+  if (m.options.kind != InteractionKind::kDot) {  // the concatenation
     m.ParallelRows(batch, [&](int64_t begin, int64_t end, float*) {
       for (int64_t b = begin; b < end; ++b) {
         std::memcpy(out.data + b * out.ld, dense.data + b * dense.ld, static_cast<size_t>(D) * 4);

@@ -8,6 +8,8 @@
 // or with self_interaction j in [0, i] (width D + F(F+1)/2); the pairs are in
 // PyTorch's order (i major, j minor), so a PyTorch-trained top MLP fits.
 // kConcat: out = [ X[0, :], X[1, :], ..., X[T, :] ]                (width F*D)
+// kDcn: as kConcat; its output is the input x0 of DLRM-DCNv2's cross network
+// (dlrm/cross_network.h), which Dlrm runs between it and the top MLP.
 //
 // Inputs and outputs are strided views of row-major fp32 matrices (the
 // MatrixView / ConstMatrixView of embedding/types.h, the type the embedding
@@ -49,9 +51,9 @@
 
 namespace cemb::dlrm {
 
-enum class InteractionKind { kDot, kConcat };
-inline constexpr EnumName<InteractionKind> kInteractionKindNames[] = {{InteractionKind::kDot, "dot"},
-                                                                      {InteractionKind::kConcat, "concat"}};
+enum class InteractionKind { kDot, kConcat, kDcn };
+inline constexpr EnumName<InteractionKind> kInteractionKindNames[] = {
+    {InteractionKind::kDot, "dot"}, {InteractionKind::kConcat, "concat"}, {InteractionKind::kDcn, "dcn"}};
 inline const char* InteractionKindName(InteractionKind kind) { return NameOf(kInteractionKindNames, kind); }
 
 struct InteractionOptions {
@@ -89,7 +91,7 @@ class Interaction {
   [[nodiscard]] absl::Status Forward(ConstMatrixView dense, ConstMatrixView sparse, MatrixView out);
 
   // Gradients of dense and sparse from d_out [batch x output_width()], given
-  // the inputs of the Forward (they are read again; kConcat ignores them and
+  // the inputs of the Forward (they are read again; kConcat and kDcn ignore them and
   // accepts empty views). Same errors as Forward.
   [[nodiscard]] absl::Status Backward(ConstMatrixView dense, ConstMatrixView sparse, ConstMatrixView d_out,
                                       MatrixView d_dense, MatrixView d_sparse);

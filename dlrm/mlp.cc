@@ -702,26 +702,12 @@ absl::Status Mlp::SaveNpy(const std::string& dir, const std::string& prefix) con
 
 absl::Status Mlp::LoadNpy(const std::string& dir, const std::string& prefix) {
   // Read and check everything first, so that a bad file leaves the MLP as it was.
-  auto read = [](const std::string& path, std::vector<int64_t> shape,
-                 std::vector<float>& out) -> absl::Status {
-    CEMB_ASSIGN_OR_RETURN(NpyReader r, NpyReader::Open(path));
-    if (r.dtype() != NpyDtype::kFloat32 && r.dtype() != NpyDtype::kBfloat16) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": dtype ", NpyDtypeName(r.dtype()), " where float32 or bfloat16 is needed"));
-    }
-    if (r.shape() != shape) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": shape ", r.shape_text(), " where (",
-                                                     absl::StrJoin(shape, ", "), shape.size() == 1 ? ",)" : ")",
-                                                     " is needed"));
-    }
-    out.resize(static_cast<size_t>(r.count()));
-    return r.ReadFloats(out);
-  };
   std::vector<std::vector<float>> weights(num_layers()), biases(num_layers());
   for (int l = 0; l < num_layers(); ++l) {
     const Impl::Layer& layer = impl_->layers[l];
-    CEMB_RETURN_IF_ERROR(read(absl::StrCat(dir, "/", prefix, 2 * l, ".weight.npy"), {layer.out, layer.in}, weights[l]));
-    CEMB_RETURN_IF_ERROR(read(absl::StrCat(dir, "/", prefix, 2 * l, ".bias.npy"), {layer.out}, biases[l]));
+    CEMB_RETURN_IF_ERROR(
+        ReadNpyFloats(absl::StrCat(dir, "/", prefix, 2 * l, ".weight.npy"), {layer.out, layer.in}, weights[l]));
+    CEMB_RETURN_IF_ERROR(ReadNpyFloats(absl::StrCat(dir, "/", prefix, 2 * l, ".bias.npy"), {layer.out}, biases[l]));
   }
   for (int l = 0; l < num_layers(); ++l) {
     CEMB_RETURN_IF_ERROR(SetWeight(l, weights[l]));

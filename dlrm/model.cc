@@ -17,8 +17,11 @@ namespace cemb::dlrm {
 namespace {
 
 // Table t's files: "emb_l.<t>.<ext>" (dlrm_s_pytorch's state_dict name), in
-// checkpoints and exports alike.
+// checkpoints and exports alike; the MLPs' and the cross network's.
 constexpr char kTablePrefix[] = "emb_l.";
+constexpr char kBottomPrefix[] = "bot_l.";
+constexpr char kTopPrefix[] = "top_l.";
+constexpr char kCrossPrefix[] = "crossnet.";
 
 using Clock = std::chrono::steady_clock;
 
@@ -98,6 +101,7 @@ const char* PhaseName(Phase phase) {
     case Phase::kSsdWait: return "ssd wait";
     case Phase::kEmbeddingLookup: return "embedding lookup";
     case Phase::kInteraction: return "interaction";
+    case Phase::kCrossNetwork: return "cross network";
     case Phase::kBottomForward: return "bottom MLP forward";
     case Phase::kBottomBackward: return "bottom MLP backward";
     case Phase::kTopForward: return "top MLP forward + loss";
@@ -130,9 +134,11 @@ struct Dlrm::Impl {
   std::unique_ptr<EmbeddingLayer> embeddings;
   std::optional<Mlp> bottom, top;
   std::optional<Interaction> interaction;
+  std::optional<CrossNetwork> cross;  // dcn only
   // [max_batch x T*dim] embedding outputs and their gradient; the
-  // interaction's output and its gradient; the bottom output's gradient;
-  // the loss gradient.
+  // interaction's output and its gradient (with dcn: the cross network's
+  // input x0, and the gradient of its output, then of x0, in place); the
+  // bottom output's gradient; the loss gradient.
   // 64-byte aligned: the embedding lookup's threads write 64-byte column
   // blocks of `emb` for different tables; in a 16-byte aligned std::vector
   // those straddle cache lines and the threads false-share every row (the
@@ -191,8 +197,26 @@ struct Dlrm::Impl {
     CEMB_RETURN_IF_ERROR(interaction->Forward({bottom_out.data(), n, dim, dim}, Rows(emb, n, width),
                                               Rows(top_in, n, interaction->output_width())));
     watch.Lap(Phase::kInteraction);
-    return top->Forward(n, top_in.as<float>());
+    const float* z = top_in.as<float>();
+    if (cross) {
+      CEMB_ASSIGN_OR_RETURN(std::span<const float> x_l, cross->Forward(n, z));
+      z = x_l.data();
+      watch.Lap(Phase::kCrossNetwork);
+    }
+    return top->Forward(n, z);
   }
+
+  // SGD on the dense parameters: the MLPs and the cross network.
+  void DenseStep(float lr) {
+    top->SgdStep(lr);
+    if (cross) cross->SgdStep(lr);
+    bottom->SgdStep(lr);
+  }
+
+  // The MLPs' and the cross network's parameters as .npy files (Save and
+  // ExportNpy alike); the tables are the caller's.
+  absl::Status SaveDense(const std::string& dir);
+  absl::Status LoadDense(const std::string& dir);
 
   // TrainStep's backward from the logits' gradient to the MLPs' and the
   // embeddings' gradients (d_emb), on this process's samples.
@@ -200,6 +224,10 @@ struct Dlrm::Impl {
     const int64_t width = num_tables * dim, w_top = interaction->output_width();
     CEMB_RETURN_IF_ERROR(top->Backward(n, d_logits.as<float>(), d_top_in.as<float>()));
     watch.Lap(Phase::kTopBackward);
+    if (cross) {
+      CEMB_RETURN_IF_ERROR(cross->Backward(n, d_top_in.as<float>(), d_top_in.as<float>()));
+      watch.Lap(Phase::kCrossNetwork);
+    }
     CEMB_RETURN_IF_ERROR(interaction->Backward({bottom_out.data(), n, dim, dim}, Rows(emb, n, width),
                                                Rows(d_top_in, n, w_top), Rows(d_bottom, n, dim),
                                                Rows(d_emb, n, width)));
@@ -239,6 +267,14 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
                                             impl->max_batch, batch_sizes));
   impl->bottom = std::move(mlps.bottom);
   impl->top = std::move(mlps.top);
+  if (options.interaction == InteractionKind::kDcn) {
+    CEMB_ASSIGN_OR_RETURN(impl->cross, CrossNetwork::Create({.width = impl->interaction->output_width(),
+                                                             .layers = options.dcn_layers,
+                                                             .rank = options.dcn_rank,
+                                                             .max_batch = impl->max_batch,
+                                                             .batch_sizes = batch_sizes,
+                                                             .seed = options.seed + 2}));
+  }
   const size_t m = static_cast<size_t>(impl->max_batch);
   auto floats = [](size_t count) { return internal::AlignedBuffer(count * sizeof(float)); };
   impl->emb = floats(m * impl->num_tables * impl->dim);
@@ -291,6 +327,7 @@ const MlpPrecisionChoice& Dlrm::mlp_precision_choice() const { return impl_->pre
 EmbeddingLayer& Dlrm::embeddings() { return *impl_->embeddings; }
 const Mlp& Dlrm::bottom_mlp() const { return *impl_->bottom; }
 const Mlp& Dlrm::top_mlp() const { return *impl_->top; }
+const CrossNetwork* Dlrm::cross_network() const { return impl_->cross ? &*impl_->cross : nullptr; }
 
 absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTimes* times) {
   Impl& m = *impl_;
@@ -316,8 +353,7 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
     CEMB_RETURN_IF_ERROR(local);
     CEMB_RETURN_IF_ERROR(m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr));
     watch.Lap(Phase::kBottomBackward);
-    m.top->SgdStep(lr);
-    m.bottom->SgdStep(lr);
+    m.DenseStep(lr);
     watch.Lap(Phase::kMlpUpdate);
     CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, Rows(m.d_emb, n, width), lr));
     watch.Lap(Phase::kEmbeddingUpdate);
@@ -335,11 +371,11 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
   }
   CEMB_RETURN_IF_ERROR(peers->SumGradients(m.top->gradients(), times));
   CEMB_RETURN_IF_ERROR(peers->SumGradients(m.bottom->gradients(), times));
+  if (m.cross) CEMB_RETURN_IF_ERROR(peers->SumGradients(m.cross->gradients(), times));
   CEMB_RETURN_IF_ERROR(peers->SumLoss(&loss, times));
   watch.Skip();
   if (local.ok()) {
-    m.top->SgdStep(lr);
-    m.bottom->SgdStep(lr);
+    m.DenseStep(lr);
     watch.Lap(Phase::kMlpUpdate);
   }
   CEMB_RETURN_IF_ERROR(peers->FinishGradients(local, *m.embeddings, lr, times));
@@ -358,12 +394,23 @@ absl::Status Dlrm::Predict(const BatchView& batch, std::span<float> probabilitie
   return absl::OkStatus();
 }
 
-absl::Status Dlrm::Save(const std::string& dir) {
+absl::Status Dlrm::Impl::SaveDense(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
-  CEMB_RETURN_IF_ERROR(impl_->bottom->SaveNpy(dir, "bot_l."));
-  CEMB_RETURN_IF_ERROR(impl_->top->SaveNpy(dir, "top_l."));
+  CEMB_RETURN_IF_ERROR(bottom->SaveNpy(dir, kBottomPrefix));
+  CEMB_RETURN_IF_ERROR(top->SaveNpy(dir, kTopPrefix));
+  return cross ? cross->SaveNpy(dir, kCrossPrefix) : absl::OkStatus();
+}
+
+absl::Status Dlrm::Impl::LoadDense(const std::string& dir) {
+  CEMB_RETURN_IF_ERROR(bottom->LoadNpy(dir, kBottomPrefix));
+  CEMB_RETURN_IF_ERROR(top->LoadNpy(dir, kTopPrefix));
+  return cross ? cross->LoadNpy(dir, kCrossPrefix) : absl::OkStatus();
+}
+
+absl::Status Dlrm::Save(const std::string& dir) {
+  CEMB_RETURN_IF_ERROR(impl_->SaveDense(dir));
   return impl_->embeddings->Save(dir, kTablePrefix);
 }
 
@@ -381,17 +428,12 @@ int Dlrm::TableOfFile(std::string_view name) {
 }
 
 absl::Status Dlrm::Load(const std::string& dir) {
-  CEMB_RETURN_IF_ERROR(impl_->bottom->LoadNpy(dir, "bot_l."));
-  CEMB_RETURN_IF_ERROR(impl_->top->LoadNpy(dir, "top_l."));
+  CEMB_RETURN_IF_ERROR(impl_->LoadDense(dir));
   return impl_->embeddings->Load(dir, kTablePrefix);
 }
 
 absl::Status Dlrm::ExportNpy(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
-  CEMB_RETURN_IF_ERROR(impl_->bottom->SaveNpy(dir, "bot_l."));
-  CEMB_RETURN_IF_ERROR(impl_->top->SaveNpy(dir, "top_l."));
+  CEMB_RETURN_IF_ERROR(impl_->SaveDense(dir));
   return impl_->embeddings->ExportNpy(dir, kTablePrefix);
 }
 
@@ -400,8 +442,7 @@ absl::Status Dlrm::ImportNpy(const std::string& dir) {
   if (!std::filesystem::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat(dir, ": no such directory (the .npy files of a model)"));
   }
-  CEMB_RETURN_IF_ERROR(impl_->bottom->LoadNpy(dir, "bot_l."));
-  CEMB_RETURN_IF_ERROR(impl_->top->LoadNpy(dir, "top_l."));
+  CEMB_RETURN_IF_ERROR(impl_->LoadDense(dir));
   return impl_->embeddings->ImportNpy(dir, kTablePrefix);
 }
 

@@ -4,12 +4,14 @@
 //   bottom = BottomMLP(dense)                      [n x dim]   (dlrm/mlp.h, ReLU after every layer)
 //   emb    = EmbeddingLayer.Lookup(bags)           [n x T*dim] (pooled sums, one column block per table)
 //   z      = Interaction(bottom, emb)              [n x W]     (dot: bottom ++ pairwise dots; or concat)
+//   z      = CrossNetwork(z)                       [n x W]     (dcn only: DLRM-DCNv2, dlrm/cross_network.h)
 //   logit  = TopMLP(z)                             [n x 1]     (no activation on the last layer)
 //   loss   = mean BCE(sigmoid(logit), label)                   (dlrm/loss.h, from logits)
 //
 // TrainStep runs that forward, the backward through every layer, SGD on the
-// MLPs (split-SGD in bf16) and the fused embedding update (SGD or row-wise
-// AdaGrad) with one learning rate. Predict runs the forward only.
+// MLPs (split-SGD in bf16) and the cross network, and the fused embedding
+// update (SGD or row-wise AdaGrad) with one learning rate. Predict runs the
+// forward only. The cross network runs in fp32 whatever mlp_precision is.
 //
 // Plan once: every oneDNN primitive, every kernel choice and every buffer is
 // made by Create() for the planned batch sizes (batch_size, plus
@@ -44,6 +46,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "dlrm/cross_network.h"
 #include "dlrm/interaction.h"
 #include "dlrm/mlp.h"
 #include "dlrm/precision.h"
@@ -55,7 +58,8 @@ enum class Phase {
   kData,
   kSsdWait,  // waiting for the ssd tables' reads of the step's rows (tables/step_cycle.h)
   kEmbeddingLookup,
-  kInteraction,  // forward and backward
+  kInteraction,   // forward and backward
+  kCrossNetwork,  // dcn: forward and backward
   kBottomForward,
   kBottomBackward,
   kTopForward,  // including the loss
@@ -67,7 +71,7 @@ enum class Phase {
   kAllreduce,  // several processes: summing the MLPs' gradients and the loss
   kOther,
 };
-inline constexpr int kNumPhases = 14;
+inline constexpr int kNumPhases = 15;
 const char* PhaseName(Phase phase);  // "data", "embedding lookup", ...
 
 struct PhaseTimes {
@@ -90,6 +94,9 @@ struct DlrmOptions {
   std::vector<int64_t> top_mlp;
   InteractionKind interaction = InteractionKind::kDot;
   bool self_interaction = false;
+  // kDcn: the cross network's layers and rank (CrossNetworkOptions).
+  int dcn_layers = 3;
+  int64_t dcn_rank = 512;
   // kAuto: bf16 where it is measured faster than fp32, else fp32; a resumed
   // run keeps its checkpoint's (mlp_auto). Create resolves it
   // (dlrm/precision.h); options() holds the result.
@@ -178,6 +185,8 @@ class Dlrm {
   EmbeddingLayer& embeddings();
   const Mlp& bottom_mlp() const;
   const Mlp& top_mlp() const;
+  // The cross network (dcn), or null.
+  const CrossNetwork* cross_network() const;
 
   // Forward, backward and update on `batch`; returns the batch's mean loss
   // (with peers: the global batch's, the same on every process).
@@ -186,8 +195,10 @@ class Dlrm {
   [[nodiscard]] absl::Status Predict(const BatchView& batch, std::span<float> probabilities, PhaseTimes* times);
 
   // Every MLP parameter as "<dir>/bot_l.<k>.weight.npy", "top_l.<k>.bias.npy"
-  // (dlrm_s_pytorch's state_dict names) and every table as
-  // "<dir>/emb_l.<t>.rows" (+ ".adagrad.npy" with row-wise AdaGrad).
+  // (dlrm_s_pytorch's state_dict names), the cross network's as
+  // "<dir>/crossnet.W_kernels.<l>.npy" ... (CrossNetwork::Parameters) and
+  // every table as "<dir>/emb_l.<t>.rows" (+ ".adagrad.npy" with row-wise
+  // AdaGrad).
   [[nodiscard]] absl::Status Save(const std::string& dir);
   [[nodiscard]] absl::Status Load(const std::string& dir);
   // The model-wide table id whose file Save wrote as `name` (a path whose
@@ -201,6 +212,9 @@ class Dlrm {
   //   bot_l.<2l>.weight.npy  [out, in]       bottom layer l (module 2l: the
   //   bot_l.<2l>.bias.npy    [out]           ReLUs are the odd modules)
   //   top_l.<2l>.weight.npy, top_l.<2l>.bias.npy
+  //   crossnet.W_kernels.<l>.npy [d, r], crossnet.V_kernels.<l>.npy [r, d]
+  //   (crossnet.kernels.<l>.npy [d, d] with rank 0), crossnet.bias.<l>.npy
+  //                                          [d]: the cross network (dcn)
   // Export writes float32 (the MLPs' fp32 master weights; tables of any
   // storage kind, streamed block by block: EmbeddingLayer::ExportNpy) into
   // `dir`, created if missing. Import reads float32 or bfloat16 files, checks

@@ -402,6 +402,14 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
   CEMB_RETURN_IF_ERROR(r.IntList("top_mlp", &m.top_mlp, 1, 1 << 20, "positive integers"));
   CEMB_RETURN_IF_ERROR(r.Enum("interaction", &m.interaction, kInteractionKindNames));
   CEMB_RETURN_IF_ERROR(r.Bool("self_interaction", &m.self_interaction));
+  if (m.interaction == InteractionKind::kDcn) {
+    CEMB_RETURN_IF_ERROR(r.Int("dcn_layers", &m.dcn_layers, 1, 64));
+    CEMB_RETURN_IF_ERROR(r.Int("dcn_rank", &m.dcn_rank, 0, 1 << 20));
+  } else {
+    for (const char* key : {"dcn_layers", "dcn_rank"}) {
+      if (r.Child(key).IsDefined()) return r.Error(key, "only with model.interaction: dcn");
+    }
+  }
   CEMB_RETURN_IF_ERROR(r.Enum("mlp_precision", &m.mlp_precision, kPrecisionNames));
   CEMB_RETURN_IF_ERROR(r.Enum("table_dtype", &m.bf16_tables, kTableDtypeNames));
   CEMB_RETURN_IF_ERROR(r.String("init_from", &m.init_from));
@@ -442,10 +450,10 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
     }
     return absl::OkStatus();
   }));
-  if (m.bottom_mlp.back() != m.embedding_dim && m.interaction == InteractionKind::kDot) {
+  if (m.bottom_mlp.back() != m.embedding_dim && m.interaction != InteractionKind::kConcat) {
     return r.Error("bottom_mlp", absl::StrCat("the last layer (", m.bottom_mlp.back(),
                                               ") must equal model.embedding_dim (", m.embedding_dim,
-                                              ") for the dot interaction"));
+                                              ") for the dot and dcn interactions"));
   }
   if (m.top_mlp.back() != 1) {
     return r.Error("top_mlp", absl::StrCat("the last layer must be 1 (the logit), got ", m.top_mlp.back()));
@@ -681,6 +689,8 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
   o.top_mlp = model.top_mlp;
   o.interaction = model.interaction;
   o.self_interaction = model.self_interaction;
+  o.dcn_layers = static_cast<int>(model.dcn_layers);
+  o.dcn_rank = model.dcn_rank;
   o.mlp_precision = model.mlp_precision;
   o.embeddings.dim = model.embedding_dim;
   o.embeddings.bf16_rows = model.bf16_tables;

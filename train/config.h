@@ -93,6 +93,10 @@ struct ModelConfig {
   std::vector<int64_t> top_mlp{512, 256, 1};
   InteractionKind interaction = InteractionKind::kDot;
   bool self_interaction = false;
+  // dcn: the cross network's layers and rank (0: full rank); read only
+  // with interaction: dcn (elsewhere an error).
+  int64_t dcn_layers = 3;
+  int64_t dcn_rank = 512;
   // auto: bf16 where oneDNN runs it faster than fp32 (AMX), else fp32;
   // resolved when the model is built (dlrm/precision.h).
   Precision mlp_precision = Precision::kAuto;

@@ -4,6 +4,7 @@
 // differences of the reference's loss.
 #include "dlrm/cross_network.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -162,6 +163,48 @@ TEST(CrossNetwork, SgdStepSubtractsTheGradient) {
       EXPECT_EQ(net->parameter(k)[i], static_cast<float>(before.p[k][i]) - 0.5f * net->gradient(k)[i]);
     }
   }
+}
+
+// gradients() is every gradient(i), in order, each at a 16-float boundary;
+// a Backward with dx0 == dy gives what separate buffers give.
+TEST(CrossNetwork, GradientsAreOneBufferAndDx0MayBeDy) {
+  absl::StatusOr<CrossNetwork> net = CrossNetwork::Create({.width = 5, .layers = 2, .rank = 3, .max_batch = 4});
+  ASSERT_TRUE(net.ok());
+  const std::vector<float> x0 = Random(20, 5), dy = Random(20, 6);
+  std::vector<float> dx0(20), in_place = dy;
+  ASSERT_TRUE(net->Forward(4, x0.data()).ok());
+  ASSERT_TRUE(net->Backward(4, dy.data(), dx0.data()).ok());
+  ASSERT_TRUE(net->Backward(4, in_place.data(), in_place.data()).ok());
+  EXPECT_EQ(in_place, dx0);
+  const std::span<float> all = net->gradients();
+  size_t at = 0;
+  for (int i = 0; i < net->num_parameters(); ++i) {
+    const std::span<const float> g = net->gradient(i);
+    ASSERT_EQ(g.data(), all.data() + at) << i;
+    at += (g.size() + 15) / 16 * 16;
+  }
+  EXPECT_EQ(at, all.size());
+}
+
+// SaveNpy / LoadNpy: the parameters round-trip under their names; a file of
+// the wrong shape is named and changes nothing.
+TEST(CrossNetwork, SavesAndLoadsNpyFiles) {
+  absl::StatusOr<CrossNetwork> a = CrossNetwork::Create({.width = 4, .layers = 2, .rank = 3, .max_batch = 2});
+  absl::StatusOr<CrossNetwork> b =
+      CrossNetwork::Create({.width = 4, .layers = 2, .rank = 3, .max_batch = 2, .seed = 9});
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string dir = ::testing::TempDir();
+  ASSERT_TRUE(a->SaveNpy(dir, "cn.").ok());
+  ASSERT_TRUE(b->LoadNpy(dir, "cn.").ok());
+  for (int i = 0; i < a->num_parameters(); ++i) {
+    EXPECT_TRUE(std::ranges::equal(a->parameter(i), b->parameter(i))) << a->Parameters()[i].name;
+  }
+  absl::StatusOr<CrossNetwork> wide = CrossNetwork::Create({.width = 4, .layers = 2, .rank = 2, .max_batch = 2});
+  ASSERT_TRUE(wide.ok());
+  const std::vector<float> before(wide->parameter(0).begin(), wide->parameter(0).end());
+  const absl::Status s = wide->LoadNpy(dir, "cn.");
+  EXPECT_THAT(s.message(), HasSubstr("cn.W_kernels.0.npy: shape (4, 3) where (4, 2) is needed")) << s;
+  EXPECT_TRUE(std::ranges::equal(wide->parameter(0), before));
 }
 
 TEST(CrossNetwork, BadUseIsRefused) {

@@ -4,6 +4,7 @@
 #include "dlrm/model.h"
 
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "base/random.h"
@@ -22,6 +23,8 @@ DlrmOptions TinyOptions(InteractionKind kind) {
   o.bottom_mlp = {16, kDim};
   o.top_mlp = {12, 1};
   o.interaction = kind;
+  o.dcn_layers = 2;  // kDcn: x0 is [n x 32]
+  o.dcn_rank = 5;
   o.embeddings.dim = kDim;
   for (int t = 0; t < kTables; ++t) o.embeddings.tables.push_back({.rows = kRows});
   o.batch_size = kBatch;
@@ -125,7 +128,79 @@ TEST_P(ModelGradient, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Interactions, ModelGradient,
-                         ::testing::Values(InteractionKind::kDot, InteractionKind::kConcat));
+                         ::testing::Values(InteractionKind::kDot, InteractionKind::kConcat, InteractionKind::kDcn));
+
+// DLRM-DCNv2, low rank and full rank: the cross network's parameter
+// gradients of a whole TrainStep (loss -> top MLP -> cross network) agree
+// with central differences of the model's loss.
+TEST(Dlrm, DcnParameterGradientsMatchFiniteDifferences) {
+  for (const int64_t rank : {int64_t{5}, int64_t{0}}) {
+    SCOPED_TRACE(rank == 0 ? "full rank" : "low rank");
+    DlrmOptions o = TinyOptions(InteractionKind::kDcn);
+    o.dcn_rank = rank;
+    const TestBatch batch;
+    auto trained = Dlrm::Create(o);
+    auto probe = Dlrm::Create(o);
+    ASSERT_TRUE(trained.ok()) << trained.status();
+    ASSERT_TRUE(probe.ok());
+    ASSERT_NE((*trained)->cross_network(), nullptr);
+    ASSERT_TRUE((*trained)->TrainStep(batch.view(), 0.0f, nullptr).ok());
+    auto& cross = const_cast<CrossNetwork&>(*(*probe)->cross_network());
+    const std::vector<ParameterInfo> params = cross.Parameters();
+    ASSERT_EQ(static_cast<int>(params.size()), cross.num_parameters());
+    const double eps = 1e-3;
+    for (int i = 0; i < cross.num_parameters(); ++i) {
+      const std::span<const float> grad = (*trained)->cross_network()->gradient(i);
+      std::span<float> p = cross.parameter(i);
+      ASSERT_EQ(grad.size(), p.size()) << params[i].name;
+      int checked = 0;
+      for (size_t k : {size_t{0}, p.size() / 3, p.size() - 1}) {
+        const float w = p[k];
+        p[k] = w + static_cast<float>(eps);
+        const double up = Loss(**probe, batch);
+        p[k] = w - static_cast<float>(eps);
+        const double down = Loss(**probe, batch);
+        p[k] = w;
+        const double numeric = (up - down) / (2 * eps);
+        EXPECT_NEAR(grad[k], numeric, 2e-3 * std::max(1.0, std::abs(numeric)) + 5e-4) << params[i].name << "[" << k << "]";
+        checked += std::abs(numeric) > 1e-5;
+      }
+      EXPECT_GT(checked, 0) << params[i].name << ": zero gradients prove nothing";
+    }
+  }
+}
+
+// A DCN model's parameters leave as .npy files under the PyTorch names and
+// come back: a model imported from another's export predicts the same.
+TEST(Dlrm, DcnExportsAndImportsItsCrossNetwork) {
+  const TestBatch batch;
+  auto a = Dlrm::Create(TinyOptions(InteractionKind::kDcn));
+  DlrmOptions other = TinyOptions(InteractionKind::kDcn);
+  other.seed = 99;
+  auto b = Dlrm::Create(other);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->TrainStep(batch.view(), 0.1f, nullptr).ok());  // the bias moves off zero
+  const std::string dir = ::testing::TempDir() + "/dcn_export";
+  ASSERT_TRUE((*a)->ExportNpy(dir).ok());
+  for (const char* name : {"crossnet.W_kernels.1.npy", "crossnet.V_kernels.0.npy", "crossnet.bias.1.npy"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + name)) << name;
+  }
+  std::vector<float> pa(kBatch), pb(kBatch);
+  ASSERT_TRUE((*a)->Predict(batch.view(), pa, nullptr).ok());
+  ASSERT_TRUE((*b)->Predict(batch.view(), pb, nullptr).ok());
+  EXPECT_NE(pa, pb);
+  ASSERT_TRUE((*b)->ImportNpy(dir).ok());
+  ASSERT_TRUE((*b)->Predict(batch.view(), pb, nullptr).ok());
+  EXPECT_EQ(pa, pb);
+
+  // A full-rank model finds no "kernels" files in a low-rank export, and says which.
+  DlrmOptions full = TinyOptions(InteractionKind::kDcn);
+  full.dcn_rank = 0;
+  auto c = Dlrm::Create(full);
+  ASSERT_TRUE(c.ok());
+  const absl::Status s = (*c)->ImportNpy(dir);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("crossnet.kernels.0.npy")) << s;
+}
 
 // kAuto's measurement times the model's own MLPs in both precisions (where
 // oneDNN has a bf16 matmul), and Create resolves auto by those times.

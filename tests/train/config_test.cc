@@ -50,6 +50,26 @@ TEST(TrainConfig, MlpPrecisionIsAutoFp32OrBf16) {
             "configs/x.yaml: model.mlp_precision: expected one of fp32, bf16, auto; got 'fp16' (line 2)");
 }
 
+// model.interaction: dcn reads the cross network's layers and rank (the
+// MLPerf DLRM-DCNv2's by default); elsewhere they are an error.
+TEST(TrainConfig, DcnInteractionHasLayersAndRank) {
+  absl::StatusOr<TrainConfig> c = Parse("model:\n  interaction: dcn\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.dcn_layers, 3);
+  EXPECT_EQ(c->model.dcn_rank, 512);
+  c = Parse("model:\n  interaction: dcn\n  dcn_layers: 2\n  dcn_rank: 0\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->interaction, InteractionKind::kDcn);
+  EXPECT_EQ(o->dcn_layers, 2);
+  EXPECT_EQ(o->dcn_rank, 0);
+  EXPECT_EQ(ErrorOf("model:\n  dcn_rank: 64\n"),
+            "configs/x.yaml: model.dcn_rank: only with model.interaction: dcn (line 2)");
+  EXPECT_EQ(ErrorOf("model:\n  interaction: dcn\n  dcn_layers: 0\n").substr(0, 40),
+            "configs/x.yaml: model.dcn_layers: expect");
+}
+
 TEST(TrainConfig, ParsesEverySection) {
   absl::StatusOr<TrainConfig> c = Parse(R"(
 data:
