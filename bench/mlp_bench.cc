@@ -1,5 +1,5 @@
 // The DLRM's dense layers: time per training step of the bottom and top MLPs
-// (Forward + Backward + SgdStep) for the Kaggle model and the model of
+// (Forward + Backward + Update) for the Kaggle model and the model of
 // dlrm_s_benchmark.sh, in fp32 and bf16, and of the dot interaction (forward,
 // backward; hand-written kernels, generic and AVX-512, against a oneDNN
 // batched matmul that computes the full X X^T), and of DLRM-DCNv2's cross
@@ -105,7 +105,7 @@ void BM_MlpStep(benchmark::State& state) {
       state.SkipWithError(st.ToString().c_str());
       return;
     }
-    mlp->SgdStep(1e-6f);
+    mlp->Update(1e-6f);
     timer.Stop();
     benchmark::DoNotOptimize(dx.data());
   }
@@ -130,7 +130,7 @@ BENCHMARK(BM_MlpStep)
 
 // DLRM-DCNv2's cross network (MLPerf Training's shape: the dense arch's 128
 // beside 26 tables x 128 = 3456 wide, 3 layers of rank 512), one training
-// step (Forward + Backward + SgdStep), fp32. Args: batch. GFLOP/s counts
+// step (Forward + Backward + Update), fp32. Args: batch. GFLOP/s counts
 // the six GEMMs of n x d x r of each layer (two forward, four backward).
 void BM_CrossNetworkStep(benchmark::State& state) {
   const int64_t n = state.range(0), d = 3456, r = 512;
@@ -152,7 +152,7 @@ void BM_CrossNetworkStep(benchmark::State& state) {
       state.SkipWithError(st.ToString().c_str());
       return;
     }
-    dcn->SgdStep(1e-9f);
+    dcn->Update(1e-9f);
     timer.Stop();
     benchmark::DoNotOptimize(dx.data());
   }

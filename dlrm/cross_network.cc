@@ -14,7 +14,7 @@
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
 #include "dlrm/internal/dnnl_call.h"
-#include "dlrm/sgd.h"
+#include "dlrm/dense_optimizer.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace cemb::dlrm {
@@ -38,6 +38,19 @@ dnnl::memory::desc Plain(int64_t rows, int64_t cols) { return {dims{rows, cols},
 // The transpose view of a row-major [cols x rows] matrix, as [rows x cols].
 dnnl::memory::desc Transposed(int64_t rows, int64_t cols) { return {dims{rows, cols}, dt::f32, tag::ba}; }
 
+// Parameter i of Parameters() and its gradient: per layer U (or the full
+// W, kept in `v`), V (low rank), bias.
+template <typename Layer>
+std::pair<std::span<float>, std::span<float>> Nth(std::span<Layer> layers, bool low_rank, int i) {
+  const int per_layer = low_rank ? 3 : 2;
+  Layer& layer = layers[static_cast<size_t>(i / per_layer)];
+  const int k = i % per_layer;
+  const auto whole = [](const AlignedBuffer& p) { return std::span<float>(p.as<float>(), p.size() / sizeof(float)); };
+  if (k == per_layer - 1) return {whole(layer.b), layer.db};
+  if (low_rank && k == 0) return {whole(layer.u), layer.du};
+  return {whole(layer.v), layer.dv};
+}
+
 }  // namespace
 
 struct CrossNetwork::Impl {
@@ -59,6 +72,7 @@ struct CrossNetwork::Impl {
   // Every gradient, one after the other at 64-byte boundaries (zero
   // padding between them): what a data-parallel step sums across processes.
   AlignedBuffer grads;
+  DenseOptimizer optimizer;  // over Parameters()
   // Forward's: x[l] the input of layer l (x[0] is the caller's x0, not
   // kept), o[l] = W_l x_l + b_l, t[l] = V_l x_l (low rank); Backward's:
   // g, the gradient of x_l, going down; go = the gradient of o; gt of t;
@@ -214,6 +228,11 @@ absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& opt
     m->o[l] = floats(n * d);
     if (r > 0) m->t[l] = floats(n * r);
   }
+  std::vector<int64_t> param_sizes;  // Parameters()' sizes
+  for (int i = 0; i < m->L * (r > 0 ? 3 : 2); ++i) {
+    param_sizes.push_back(static_cast<int64_t>(Nth(std::span(m->layers), r > 0, i).first.size()));
+  }
+  m->optimizer = DenseOptimizer(options.optimizer, param_sizes);
   m->g = floats(n * d);
   m->go = floats(n * d);
   if (r > 0) m->gt = floats(n * r);
@@ -341,20 +360,6 @@ std::vector<ParameterInfo> CrossNetwork::Parameters() const {
   return out;
 }
 
-namespace {
-// Parameter i of Parameters() and its gradient: per layer U (or the full
-// W, kept in `v`), V (low rank), bias.
-template <typename Layer>
-std::pair<std::span<float>, std::span<float>> Nth(std::span<Layer> layers, bool low_rank, int i) {
-  const int per_layer = low_rank ? 3 : 2;
-  Layer& layer = layers[static_cast<size_t>(i / per_layer)];
-  const int k = i % per_layer;
-  const auto whole = [](const AlignedBuffer& p) { return std::span<float>(p.as<float>(), p.size() / sizeof(float)); };
-  if (k == per_layer - 1) return {whole(layer.b), layer.db};
-  if (low_rank && k == 0) return {whole(layer.u), layer.du};
-  return {whole(layer.v), layer.dv};
-}
-}  // namespace
 
 int CrossNetwork::num_parameters() const { return impl_->L * (impl_->r > 0 ? 3 : 2); }
 
@@ -368,15 +373,14 @@ std::span<const float> CrossNetwork::gradient(int i) const {
 
 std::span<float> CrossNetwork::gradients() { return {impl_->grads.as<float>(), impl_->grads.size() / sizeof(float)}; }
 
-void CrossNetwork::SgdStep(float lr) {
+void CrossNetwork::Update(float lr) {
   for (int i = 0; i < num_parameters(); ++i) {
     const auto [w, grad] = Nth(std::span(impl_->layers), impl_->r > 0, i);
-    ForChunks(static_cast<int64_t>(w.size()), kChunk, [&](int64_t begin, int64_t end) {
-      const auto len = static_cast<size_t>(end - begin);
-      SgdUpdate(w.subspan(begin, len), grad.subspan(begin, len), lr);
-    });
+    impl_->optimizer.Update(i, w, grad, lr);
   }
 }
+
+DenseOptimizer& CrossNetwork::optimizer() { return impl_->optimizer; }
 
 absl::Status CrossNetwork::SaveNpy(const std::string& dir, const std::string& prefix) {
   const std::vector<ParameterInfo> params = Parameters();

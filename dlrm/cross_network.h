@@ -28,7 +28,7 @@
 //                                                                .max_batch = 16384}));
 //   CEMB_ASSIGN_OR_RETURN(std::span<const float> y, dcn.Forward(n, x0));
 //   CEMB_RETURN_IF_ERROR(dcn.Backward(n, dy, dx0));  // the parameters' gradients too
-//   dcn.SgdStep(lr);
+//   dcn.Update(lr);
 #ifndef CEMB_DLRM_CROSS_NETWORK_H_
 #define CEMB_DLRM_CROSS_NETWORK_H_
 
@@ -40,7 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "dlrm/mlp.h"
+#include "dlrm/dense_optimizer.h"
 
 namespace cemb::dlrm {
 
@@ -50,6 +50,7 @@ struct CrossNetworkOptions {
   int64_t rank = 0;    // r: low-rank W_l = U_l V_l; 0: full-rank W_l
   int64_t max_batch = 0;               // REQUIRES: > 0; buffers are sized for it
   std::vector<int64_t> batch_sizes;    // further batch sizes to plan, as MlpOptions'
+  DenseOptimizerOptions optimizer;     // how Update() trains the parameters
   uint64_t seed = 1;
 };
 
@@ -72,8 +73,10 @@ class CrossNetwork {
   // dx0 may be dy (dy is read first, once).
   // REQUIRES: after a Forward of `batch`, its x0 unchanged.
   [[nodiscard]] absl::Status Backward(int64_t batch, const float* dy, float* dx0);
-  // p -= lr * grad for every parameter.
-  void SgdStep(float lr);
+  // The optimizer's step on every parameter (SGD: p -= lr * grad).
+  void Update(float lr);
+  // The optimizer, whose Adagrad accumulators a checkpoint keeps.
+  DenseOptimizer& optimizer();
 
   // Per layer: W_kernels.<l> and V_kernels.<l> (or kernels.<l>), bias.<l>.
   std::vector<ParameterInfo> Parameters() const;
@@ -82,7 +85,7 @@ class CrossNetwork {
   std::span<float> parameter(int i);
   std::span<const float> gradient(int i) const;
   // Every gradient of the last Backward in one buffer (zero padding between
-  // them), for a data-parallel step to sum across processes before SgdStep.
+  // them), for a data-parallel step to sum across processes before Update.
   std::span<float> gradients();
 
   // Writes / reads every parameter as "<dir>/<prefix><name>.npy" (names from

@@ -14,7 +14,7 @@
 #include "dlrm/internal/aligned_buffer.h"
 #include "dlrm/internal/bias_grad.h"
 #include "dlrm/internal/dnnl_call.h"
-#include "dlrm/sgd.h"
+#include "dlrm/dense_optimizer.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace cemb::dlrm {
@@ -25,9 +25,6 @@ using internal::Call;
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 using dims = dnnl::memory::dims;
-
-// SGD work is split into chunks of this many elements across OpenMP threads.
-constexpr int64_t kSgdChunk = 1 << 14;
 
 size_t SizeOf(dt t) { return t == dt::bf16 ? 2 : 4; }
 
@@ -106,12 +103,13 @@ struct Mlp::Impl {
   AlignedBuffer dw_t;            // fp32 wide layers: dW^T [in x out] before its transpose
   AlignedBuffer scratchpad;
   AlignedBuffer bias_scratch;  // BiasGrad's partial sums
+  DenseOptimizer optimizer;    // over Parameters()
   internal::BiasGradBlockFn bias_block = nullptr;
   int threads = 1;
   std::vector<BatchPlan> plans;
   int64_t last_batch = -1;
   const BatchPlan* last_plan = nullptr;
-  // Whether the weight copies are stale (set by SgdStep, SetWeight, LoadNpy).
+  // Whether the weight copies are stale (set by Update, SetWeight, LoadNpy).
   bool weights_dirty = true;
 
   bool bf16() const { return options.precision == Precision::kBf16; }
@@ -477,6 +475,12 @@ absl::StatusOr<Mlp> Mlp::Create(const MlpOptions& options) {
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  std::vector<int64_t> sizes;  // Parameters()' sizes
+  for (size_t l = 0; l + 1 < options.sizes.size(); ++l) {
+    sizes.push_back(options.sizes[l] * options.sizes[l + 1]);
+    sizes.push_back(options.sizes[l + 1]);
+  }
+  impl->optimizer = DenseOptimizer(options.optimizer, sizes);
   try {
     CEMB_RETURN_IF_ERROR(impl->Build());
   } catch (const dnnl::error& e) {
@@ -586,27 +590,24 @@ absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_
   return internal::DnnlStatus(st, "MLP Backward");
 }
 
-void Mlp::SgdStep(float lr) {
+void Mlp::Update(float lr) {
   Impl& m = *impl_;
-  for (Impl::Layer& layer : m.layers) {
-    const int64_t n = layer.in * layer.out;
-    const int64_t chunks = (n + kSgdChunk - 1) / kSgdChunk;
-    const float* g = layer.dw;
-    parallel_for(chunks, /*threads=*/0, [&](int64_t c) {
-      const int64_t begin = c * kSgdChunk;
-      const size_t len = static_cast<size_t>(std::min(n, begin + kSgdChunk) - begin);
-      if (m.bf16()) {
-        SplitSgdUpdate(std::span(layer.w.as<uint16_t>() + begin, len),
-                       std::span(layer.w_lo.as<uint16_t>() + begin, len), std::span(g + begin, len), lr);
-      } else {
-        SgdUpdate(std::span(layer.w.as<float>() + begin, len), std::span(g + begin, len), lr);
-      }
-    });
-    SgdUpdate(std::span(layer.bias.as<float>(), static_cast<size_t>(layer.out)),
-              std::span<const float>(layer.db, static_cast<size_t>(layer.out)), lr);
+  for (int l = 0; l < m.L(); ++l) {
+    Impl::Layer& layer = m.layers[l];
+    const auto n = static_cast<size_t>(layer.in * layer.out);
+    const std::span<const float> dw(layer.dw, n);
+    if (m.bf16()) {
+      m.optimizer.Update(2 * l, std::span(layer.w.as<uint16_t>(), n), std::span(layer.w_lo.as<uint16_t>(), n), dw, lr);
+    } else {
+      m.optimizer.Update(2 * l, std::span(layer.w.as<float>(), n), dw, lr);
+    }
+    const auto out = static_cast<size_t>(layer.out);
+    m.optimizer.Update(2 * l + 1, std::span(layer.bias.as<float>(), out), std::span<const float>(layer.db, out), lr);
   }
   m.weights_dirty = true;
 }
+
+DenseOptimizer& Mlp::optimizer() { return impl_->optimizer; }
 
 std::vector<ParameterInfo> Mlp::Parameters() const {
   std::vector<ParameterInfo> out;

@@ -12,7 +12,7 @@
 // Precision. kFp32: everything fp32. kBf16: the matmuls' inputs (weights,
 // activations between layers, each layer's pre-activation gradient) are
 // bf16, rounded to nearest; oneDNN (AMX / AVX512-BF16) accumulates in fp32.
-// The weights train by split-SGD (dlrm/sgd.h): the bf16 weight and the low
+// The weights train by split-SGD (dlrm/dense_optimizer.h): the bf16 weight and the low
 // 16 bits of the fp32 master weight recombine into it exactly. Biases, weight
 // and bias gradients, the gradients between layers (written fp32 by the
 // backward-data matmul, rounded once for the next matmuls after the bias
@@ -25,7 +25,7 @@
 // conversions) is created by Create() for each planned batch size (the bias
 // gradient is a hand-written column sum), with all
 // buffers (activations, gradients, one shared scratchpad) sized for the largest.
-// Forward/Backward/SgdStep create nothing and allocate nothing themselves
+// Forward/Backward/Update create nothing and allocate nothing themselves
 // (oneDNN 2.6 builds a small argument map inside each primitive execution, a
 // few heap nodes per primitive, the same every step).
 //
@@ -47,7 +47,7 @@
 //   CEMB_ASSIGN_OR_RETURN(Mlp mlp, Mlp::Create(opt));
 //   CEMB_ASSIGN_OR_RETURN(std::span<const float> y, mlp.Forward(2048, x));
 //   CEMB_RETURN_IF_ERROR(mlp.Backward(2048, dy, /*diff_input=*/nullptr));
-//   mlp.SgdStep(0.1f);
+//   mlp.Update(0.1f);
 #ifndef CEMB_DLRM_MLP_H_
 #define CEMB_DLRM_MLP_H_
 
@@ -61,6 +61,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/enum_names.h"
+#include "dlrm/dense_optimizer.h"
 
 namespace cemb::dlrm {
 
@@ -86,18 +87,11 @@ struct MlpOptions {
   // Whether Backward computes the gradient of the input (the top MLP needs it
   // for the interaction; the bottom MLP, fed by dense features, does not).
   bool compute_input_grad = false;
+  // How Update() trains the weights and biases.
+  DenseOptimizerOptions optimizer;
   // Seed of the initialisation (as dlrm_s_pytorch: W ~ N(0, 2/(in+out)),
   // b ~ N(0, 1/out)).
   uint64_t seed = 1;
-};
-
-// Name and shape of one parameter tensor, as a PyTorch state_dict would have
-// it for nn.Sequential(Linear, ReLU, Linear, ...): layer l's Linear is module
-// 2*l, so its tensors are "<2l>.weight" [out, in] and "<2l>.bias" [out].
-// Prefixed with "bot_l." / "top_l." these are dlrm_s_pytorch's keys.
-struct ParameterInfo {
-  std::string name;
-  std::vector<int64_t> shape;
 };
 
 class Mlp {
@@ -143,13 +137,20 @@ class Mlp {
   [[nodiscard]] absl::Status Backward(int64_t batch, const float* diff_output, float* diff_input,
                                       absl::FunctionRef<absl::Status()> between_layers);
 
-  // SGD with the gradients of the last Backward: W -= lr * dW, b -= lr * db
-  // (split-SGD in bf16 mode).
-  void SgdStep(float lr);
+  // The optimizer's step with the gradients of the last Backward (SGD:
+  // W -= lr * dW, b -= lr * db; Adagrad: dlrm/dense_optimizer.h), on the
+  // split weights in bf16 mode.
+  void Update(float lr);
+  // The optimizer, whose Adagrad accumulators a checkpoint keeps (SaveNpy /
+  // LoadNpy with Parameters()).
+  DenseOptimizer& optimizer();
 
-  // Parameters, by layer, as fp32 in PyTorch layout (weight [out, in], bias
-  // [out]). In bf16 mode the weight is the recombined fp32 master value, so
-  // Get after Set returns exactly what was set.
+  // Parameters, by layer, as nn.Sequential(Linear, ReLU, Linear, ...) names
+  // them: layer l's Linear is module 2*l, so its tensors are "<2l>.weight"
+  // [out, in] and "<2l>.bias" [out] (prefixed with "bot_l." / "top_l.",
+  // dlrm_s_pytorch's keys); fp32 in PyTorch layout. In bf16 mode the weight
+  // is the recombined fp32 master value, so Get after Set returns exactly
+  // what was set.
   std::vector<ParameterInfo> Parameters() const;
   [[nodiscard]] absl::Status GetWeight(int layer, std::span<float> out) const;
   [[nodiscard]] absl::Status SetWeight(int layer, std::span<const float> in);
@@ -162,7 +163,7 @@ class Mlp {
   std::span<const float> bias_grad(int layer) const;
   // Every weight and bias gradient of the last Backward in one buffer (with
   // zero padding between them), for a data-parallel step to sum across
-  // processes in place before SgdStep (dlrm/sharded_step.h).
+  // processes in place before Update (dlrm/sharded_step.h).
   std::span<float> gradients();
 
   // Writes / reads every parameter as "<dir>/<prefix><name>.npy" (names from

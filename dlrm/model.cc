@@ -77,6 +77,7 @@ absl::StatusOr<Mlps> MakeMlps(const DlrmOptions& o, int64_t top_input, Precision
                                                  .max_batch = max_batch,
                                                  .batch_sizes = batch_sizes,
                                                  .compute_input_grad = false,
+                                                 .optimizer = o.dense_optimizer,
                                                  .seed = o.seed}));
   CEMB_ASSIGN_OR_RETURN(Mlp top, Mlp::Create({.sizes = Concat(top_input, o.top_mlp),
                                               .last_activation = Activation::kNone,
@@ -84,6 +85,7 @@ absl::StatusOr<Mlps> MakeMlps(const DlrmOptions& o, int64_t top_input, Precision
                                               .max_batch = max_batch,
                                               .batch_sizes = batch_sizes,
                                               .compute_input_grad = true,
+                                              .optimizer = o.dense_optimizer,
                                               .seed = o.seed + 1}));
   return Mlps{std::move(bottom), std::move(top)};
 }
@@ -206,17 +208,18 @@ struct Dlrm::Impl {
     return top->Forward(n, z);
   }
 
-  // SGD on the dense parameters: the MLPs and the cross network.
+  // The optimizer's step on the dense parameters: the MLPs and the cross network.
   void DenseStep(float lr) {
-    top->SgdStep(lr);
-    if (cross) cross->SgdStep(lr);
-    bottom->SgdStep(lr);
+    top->Update(lr);
+    if (cross) cross->Update(lr);
+    bottom->Update(lr);
   }
 
   // The MLPs' and the cross network's parameters as .npy files (Save and
-  // ExportNpy alike); the tables are the caller's.
-  absl::Status SaveDense(const std::string& dir);
-  absl::Status LoadDense(const std::string& dir);
+  // ExportNpy alike), and with `state` their optimizer's accumulators (Save);
+  // the tables are the caller's.
+  absl::Status SaveDense(const std::string& dir, bool state);
+  absl::Status LoadDense(const std::string& dir, bool state);
 
   // TrainStep's backward from the logits' gradient to the MLPs' and the
   // embeddings' gradients (d_emb), on this process's samples.
@@ -273,6 +276,7 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
                                                              .rank = options.dcn_rank,
                                                              .max_batch = impl->max_batch,
                                                              .batch_sizes = batch_sizes,
+                                                             .optimizer = options.dense_optimizer,
                                                              .seed = options.seed + 2}));
   }
   const size_t m = static_cast<size_t>(impl->max_batch);
@@ -303,8 +307,8 @@ absl::StatusOr<MlpTimings> Dlrm::TimeMlpPrecisions(const DlrmOptions& options) {
     CEMB_RETURN_IF_ERROR(m.top.Forward(n, top_input.data()).status());
     CEMB_RETURN_IF_ERROR(m.top.Backward(n, d_logit.data(), d_top_input.data()));
     CEMB_RETURN_IF_ERROR(m.bottom.Backward(n, d_bottom.data(), nullptr));
-    m.top.SgdStep(0.f);
-    m.bottom.SgdStep(0.f);
+    m.top.Update(0.f);
+    m.bottom.Update(0.f);
     return 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
   };
   constexpr int kRounds = 3;
@@ -394,23 +398,31 @@ absl::Status Dlrm::Predict(const BatchView& batch, std::span<float> probabilitie
   return absl::OkStatus();
 }
 
-absl::Status Dlrm::Impl::SaveDense(const std::string& dir) {
+absl::Status Dlrm::Impl::SaveDense(const std::string& dir, bool state) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create '", dir, "': ", ec.message()));
-  CEMB_RETURN_IF_ERROR(bottom->SaveNpy(dir, kBottomPrefix));
-  CEMB_RETURN_IF_ERROR(top->SaveNpy(dir, kTopPrefix));
-  return cross ? cross->SaveNpy(dir, kCrossPrefix) : absl::OkStatus();
+  for (auto [mlp, prefix] : {std::pair{&*bottom, kBottomPrefix}, std::pair{&*top, kTopPrefix}}) {
+    CEMB_RETURN_IF_ERROR(mlp->SaveNpy(dir, prefix));
+    if (state) CEMB_RETURN_IF_ERROR(mlp->optimizer().SaveNpy(dir, prefix, mlp->Parameters()));
+  }
+  if (!cross) return absl::OkStatus();
+  CEMB_RETURN_IF_ERROR(cross->SaveNpy(dir, kCrossPrefix));
+  return state ? cross->optimizer().SaveNpy(dir, kCrossPrefix, cross->Parameters()) : absl::OkStatus();
 }
 
-absl::Status Dlrm::Impl::LoadDense(const std::string& dir) {
-  CEMB_RETURN_IF_ERROR(bottom->LoadNpy(dir, kBottomPrefix));
-  CEMB_RETURN_IF_ERROR(top->LoadNpy(dir, kTopPrefix));
-  return cross ? cross->LoadNpy(dir, kCrossPrefix) : absl::OkStatus();
+absl::Status Dlrm::Impl::LoadDense(const std::string& dir, bool state) {
+  for (auto [mlp, prefix] : {std::pair{&*bottom, kBottomPrefix}, std::pair{&*top, kTopPrefix}}) {
+    CEMB_RETURN_IF_ERROR(mlp->LoadNpy(dir, prefix));
+    if (state) CEMB_RETURN_IF_ERROR(mlp->optimizer().LoadNpy(dir, prefix, mlp->Parameters()));
+  }
+  if (!cross) return absl::OkStatus();
+  CEMB_RETURN_IF_ERROR(cross->LoadNpy(dir, kCrossPrefix));
+  return state ? cross->optimizer().LoadNpy(dir, kCrossPrefix, cross->Parameters()) : absl::OkStatus();
 }
 
 absl::Status Dlrm::Save(const std::string& dir) {
-  CEMB_RETURN_IF_ERROR(impl_->SaveDense(dir));
+  CEMB_RETURN_IF_ERROR(impl_->SaveDense(dir, /*state=*/true));
   return impl_->embeddings->Save(dir, kTablePrefix);
 }
 
@@ -428,12 +440,12 @@ int Dlrm::TableOfFile(std::string_view name) {
 }
 
 absl::Status Dlrm::Load(const std::string& dir) {
-  CEMB_RETURN_IF_ERROR(impl_->LoadDense(dir));
+  CEMB_RETURN_IF_ERROR(impl_->LoadDense(dir, /*state=*/true));
   return impl_->embeddings->Load(dir, kTablePrefix);
 }
 
 absl::Status Dlrm::ExportNpy(const std::string& dir) {
-  CEMB_RETURN_IF_ERROR(impl_->SaveDense(dir));
+  CEMB_RETURN_IF_ERROR(impl_->SaveDense(dir, /*state=*/false));
   return impl_->embeddings->ExportNpy(dir, kTablePrefix);
 }
 
@@ -442,7 +454,7 @@ absl::Status Dlrm::ImportNpy(const std::string& dir) {
   if (!std::filesystem::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat(dir, ": no such directory (the .npy files of a model)"));
   }
-  CEMB_RETURN_IF_ERROR(impl_->LoadDense(dir));
+  CEMB_RETURN_IF_ERROR(impl_->LoadDense(dir, /*state=*/false));
   return impl_->embeddings->ImportNpy(dir, kTablePrefix);
 }
 

@@ -8,9 +8,10 @@
 //   logit  = TopMLP(z)                             [n x 1]     (no activation on the last layer)
 //   loss   = mean BCE(sigmoid(logit), label)                   (dlrm/loss.h, from logits)
 //
-// TrainStep runs that forward, the backward through every layer, SGD on the
-// MLPs (split-SGD in bf16) and the cross network, and the fused embedding
-// update (SGD or row-wise AdaGrad) with one learning rate. Predict runs the
+// TrainStep runs that forward, the backward through every layer, the dense
+// optimizer (SGD or Adagrad, dlrm/dense_optimizer.h; on split weights in
+// bf16) on the MLPs and the cross network, and the fused embedding update
+// (SGD or row-wise AdaGrad) with one learning rate. Predict runs the
 // forward only. The cross network runs in fp32 whatever mlp_precision is.
 //
 // Plan once: every oneDNN primitive, every kernel choice and every buffer is
@@ -94,6 +95,8 @@ struct DlrmOptions {
   std::vector<int64_t> top_mlp;
   InteractionKind interaction = InteractionKind::kDot;
   bool self_interaction = false;
+  // The MLPs' and the cross network's optimizer (the tables': embeddings.optimizer).
+  DenseOptimizerOptions dense_optimizer;
   // kDcn: the cross network's layers and rank (CrossNetworkOptions).
   int dcn_layers = 3;
   int64_t dcn_rank = 512;
@@ -196,9 +199,10 @@ class Dlrm {
 
   // Every MLP parameter as "<dir>/bot_l.<k>.weight.npy", "top_l.<k>.bias.npy"
   // (dlrm_s_pytorch's state_dict names), the cross network's as
-  // "<dir>/crossnet.W_kernels.<l>.npy" ... (CrossNetwork::Parameters) and
-  // every table as "<dir>/emb_l.<t>.rows" (+ ".adagrad.npy" with row-wise
-  // AdaGrad).
+  // "<dir>/crossnet.W_kernels.<l>.npy" ... (CrossNetwork::Parameters), with
+  // dense Adagrad each one's accumulators as "<name>.adagrad.npy"
+  // ("bot_l.0.weight.adagrad.npy"), and every table as "<dir>/emb_l.<t>.rows"
+  // (+ ".adagrad.npy" with row-wise AdaGrad).
   [[nodiscard]] absl::Status Save(const std::string& dir);
   [[nodiscard]] absl::Status Load(const std::string& dir);
   // The model-wide table id whose file Save wrote as `name` (a path whose

@@ -463,6 +463,7 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
 
 absl::Status ParseOptimizer(MapReader& r, OptimizerConfig& o) {
   CEMB_RETURN_IF_ERROR(r.Enum("embedding", &o.embedding, kEmbeddingOptimizerNames));
+  CEMB_RETURN_IF_ERROR(r.Enum("dense", &o.dense, kDenseOptimizerNames));
   CEMB_RETURN_IF_ERROR(r.Double("learning_rate", &o.learning_rate, 0.0, 1e6, /*min_open=*/true));
   CEMB_RETURN_IF_ERROR(r.Double("adagrad_eps", &o.adagrad_eps, 0.0, 1.0, /*min_open=*/true));
   CEMB_RETURN_IF_ERROR(r.Int("warmup_steps", &o.warmup_steps, 0));
@@ -696,6 +697,7 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
   o.embeddings.bf16_rows = model.bf16_tables;
   o.embeddings.optimizer = optimizer.embedding;
   o.embeddings.adagrad_eps = static_cast<float>(optimizer.adagrad_eps);
+  o.dense_optimizer = {.kind = optimizer.dense, .adagrad_eps = static_cast<float>(optimizer.adagrad_eps)};
   o.embeddings.threads = train.threads;
   o.embeddings.seed = train.seed;
   std::vector<int> tables = only != nullptr ? *only : std::vector<int>{};
@@ -812,9 +814,16 @@ std::optional<TrainConfig::FingerprintDiff> TrainConfig::DiffFingerprint(std::st
     const std::string* n = FindKey(is, k);
     if (n == nullptr || *n != v) return FingerprintDiff{k, v, n != nullptr ? *n : "(not set)"};
   }
+  // Keys added since kFingerprintVersion, with the value every run written
+  // before them had: a checkpoint that lacks one resumes under that value.
+  static constexpr std::pair<std::string_view, std::string_view> kAddedKeys[] = {{"optimizer.dense", "sgd"}};
   for (const auto& [k, v] : is) {
-    if (FindKey(was, k) == nullptr) return FingerprintDiff{k, "(not set)", v};
+    const std::pair<std::string_view, std::string_view> line(k, v);
+    if (FindKey(was, k) == nullptr && std::ranges::find(kAddedKeys, line) == std::end(kAddedKeys)) {
+      return FingerprintDiff{k, "(not set)", v};
+    }
   }
+  if (was.size() != is.size()) return std::nullopt;  // only added keys, at their old value
   return FingerprintDiff{};  // the same lines, other bytes (line ends)
 }
 

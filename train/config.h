@@ -129,8 +129,10 @@ struct ModelConfig {
 
 struct OptimizerConfig {
   EmbeddingOptimizer embedding = EmbeddingOptimizer::kSgd;
+  // The MLPs' and the cross network's: sgd or adagrad (dlrm/dense_optimizer.h).
+  DenseOptimizerKind dense = DenseOptimizerKind::kSgd;
   double learning_rate = 0.1;
-  double adagrad_eps = 1e-8;
+  double adagrad_eps = 1e-8;  // row-wise and dense Adagrad alike
   // The MLPerf DLRM schedule: lr * (step + 1) / warmup_steps during the
   // warm-up, then lr, then from decay_start for decay_steps steps
   // lr * ((decay_end - step) / decay_steps)^2, and 0 after decay_end.

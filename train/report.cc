@@ -115,10 +115,10 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
   absl::StrAppend(&text, budget_lines);
   if (!precision.warning.empty()) absl::StrAppend(&text, "warning: ", precision.warning, "\n");
   absl::StrAppendFormat(
-      &text, "train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings), %s threads\n", total_steps,
+      &text, "train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings, %s dense), %s threads\n", total_steps,
       t.batch_size, static_cast<double>(total_steps) * static_cast<double>(t.batch_size) / static_cast<double>(train_n),
       config.optimizer.learning_rate,
-      EmbeddingOptimizerName(config.optimizer.embedding),
+      EmbeddingOptimizerName(config.optimizer.embedding), DenseOptimizerName(config.optimizer.dense),
       t.threads > 0 ? absl::StrCat(t.threads) : std::string("all"));
   return text;
 }

@@ -19,7 +19,7 @@ inline float Value(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_
 inline bool Positive(float v) { return v > 0.f; }
 inline bool Positive(uint16_t b) { return static_cast<int16_t>(b) > 0; }
 // A value stored as T: fp32 as is, bf16 rounded to nearest even (a NaN stays
-// a NaN), as dlrm/sgd.h's FloatToBf16.
+// a NaN), as dlrm/dense_optimizer.h's FloatToBf16.
 template <typename T>
 inline T Store(float v) {
   if constexpr (std::is_same_v<T, float>) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "base/random.h"
-#include "dlrm/sgd.h"
+#include "dlrm/dense_optimizer.h"
 #include "gtest/gtest.h"
 
 namespace cemb::dlrm::internal {

@@ -157,7 +157,7 @@ TEST(CrossNetwork, SgdStepSubtractsTheGradient) {
   ASSERT_TRUE(net->Forward(3, x0.data()).ok());
   ASSERT_TRUE(net->Backward(3, dy.data(), dx0.data()).ok());
   const Params before = Copy(*net);
-  net->SgdStep(0.5f);
+  net->Update(0.5f);
   for (int k = 0; k < 3; ++k) {
     for (size_t i = 0; i < before.p[k].size(); ++i) {
       EXPECT_EQ(net->parameter(k)[i], static_cast<float>(before.p[k][i]) - 0.5f * net->gradient(k)[i]);

@@ -17,7 +17,7 @@
 #include "base/random.h"
 #include "dlrm/loss.h"
 #include "dlrm/precision.h"
-#include "dlrm/sgd.h"
+#include "dlrm/dense_optimizer.h"
 
 // Counts the C++ allocations of this test binary, to check that a training
 // step makes none (oneDNN's own buffers are planned: a user scratchpad).
@@ -383,7 +383,7 @@ TEST(MlpBf16, SplitSgdStepEqualsFp32UpdateBitForBit) {
       for (size_t i = 0; i < w.size(); ++i) w[i] = w[i] - lr * mlp->weight_grad(l)[i];
       want.push_back(std::move(w));
     }
-    mlp->SgdStep(lr);
+    mlp->Update(lr);
     for (int l = 0; l < mlp->num_layers(); ++l) {
       std::vector<float> got(want[l].size());
       ASSERT_TRUE(mlp->GetWeight(l, got).ok());
@@ -494,7 +494,7 @@ TEST(Mlp, SaveNpyThenLoadNpyRestoresParameters) {
 
 // Our side of a step allocates nothing. oneDNN 2.6 itself builds a small
 // std::unordered_map of the arguments inside every dnnl_primitive_execute
-// (its exec_ctx_t), which we cannot avoid: so the check is that SgdStep
+// (its exec_ctx_t), which we cannot avoid: so the check is that Update
 // allocates nothing and that Forward + Backward allocate the same, small
 // amount every step after the first (no plan is created, nothing grows).
 TEST(Mlp, StepsAllocateOnlyOneDnnsPerExecuteBookkeeping) {
@@ -512,8 +512,8 @@ TEST(Mlp, StepsAllocateOnlyOneDnnsPerExecuteBookkeeping) {
       const int64_t before = g_allocations.load();
       const bool ok = mlp->Forward(32, x.data()).ok() && mlp->Backward(32, dy.data(), dx.data()).ok();
       const int64_t after = g_allocations.load();
-      mlp->SgdStep(0.1f);
-      EXPECT_EQ(g_allocations.load(), after) << "SgdStep allocated";
+      mlp->Update(0.1f);
+      EXPECT_EQ(g_allocations.load(), after) << "Update allocated";
       ASSERT_TRUE(ok);
       counts.push_back(after - before);
     }
@@ -566,7 +566,7 @@ double TrainSeparable(Precision p) {
     if (step < 10) first += *loss / 10;
     if (step >= 290) last += *loss / 10;
     EXPECT_TRUE(mlp->Backward(batch, grad.data(), nullptr).ok());
-    mlp->SgdStep(0.5f);
+    mlp->Update(0.5f);
   }
   EXPECT_LT(last, 0.5 * first) << "first " << first << " last " << last << " seed " << kSeed;
   return last;

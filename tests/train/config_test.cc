@@ -204,7 +204,7 @@ TEST(TrainConfig, BadValueIsNamed) {
   EXPECT_THAT(ErrorOf("train:\n  batch_size: 0\n"),
               HasSubstr("configs/x.yaml: train.batch_size: expected an integer in [1, 16777216], got 0"));
   EXPECT_THAT(ErrorOf("model:\n  interaction: cross\n"),
-              HasSubstr("model.interaction: expected one of dot, concat; got 'cross'"));
+              HasSubstr("model.interaction: expected one of dot, concat, dcn; got 'cross'"));
   EXPECT_THAT(ErrorOf("data:\n  source: parquet\n"),
               HasSubstr("data.source: expected one of synthetic, tsv, binary; got 'parquet'"));
   EXPECT_THAT(ErrorOf("model:\n  storage: {kind: dynamic, cache_lower: -3}\n"),
@@ -382,6 +382,19 @@ TEST(TrainConfig, DiffFingerprintNamesTheFirstKeyThatDiffers) {
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->key, "data.seed");
   EXPECT_EQ(d->was, "(not set)");
+  // A key added since (optimizer.dense) that a checkpoint lacks is what
+  // every run before it had (sgd): such a checkpoint resumes, unless the
+  // run asks for another value.
+  const size_t dense = f.find("\noptimizer.dense=sgd\n");
+  ASSERT_NE(dense, std::string::npos);
+  const std::string before_dense = f.substr(0, dense + 1) + f.substr(dense + std::string("\noptimizer.dense=sgd\n").size());
+  EXPECT_FALSE(a->DiffFingerprint(before_dense).has_value());
+  absl::StatusOr<TrainConfig> adagrad = Parse("", {"model.interaction=concat", "optimizer.dense=adagrad"});
+  ASSERT_TRUE(adagrad.ok());
+  d = adagrad->DiffFingerprint(before_dense);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "optimizer.dense");
+  EXPECT_EQ(d->is, "adagrad");
   EXPECT_THAT(TrainConfig::MayChangeOnResumeList(), HasSubstr("train.steps, "));
   EXPECT_THAT(TrainConfig::MayChangeOnResumeList(), HasSubstr("model.storage.*"));
 }
