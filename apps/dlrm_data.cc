@@ -152,6 +152,9 @@ int RunGenerate(GenerateArgs a) {
   if (a.max_table_size != 0) {
     for (uint64_t& size : a.options.table_sizes) size = std::min(size, a.max_table_size);
   }
+  if (absl::Status s = ExpandHotness(a.options.hotness, a.options.table_sizes.size(), "--hotness").status(); !s.ok()) {
+    return Fail(s);
+  }
   const auto start = Clock::now();
   const absl::Status s = a.tsv ? GenerateCriteoTsv(a.options, a.output) : GenerateDataset(a.options, a.output);
   if (!s.ok()) return Fail(s);
@@ -168,11 +171,12 @@ int RunInspect(const std::string& path, bool header_only) {
   const Dataset& ds = **d;
   double positives = 0;
   for (uint64_t i = 0; i < ds.num_samples(); ++i) positives += ds.label(i);
-  std::printf("%s: format v%u, part %s\n", path.c_str(), kDatasetVersion, PartName(ds.part()));
+  std::printf("%s: format v%u, part %s\n", path.c_str(), ds.version(), PartName(ds.part()));
   std::printf("samples %llu, positive rate %.4f\n", static_cast<unsigned long long>(ds.num_samples()),
               ds.num_samples() ? positives / double(ds.num_samples()) : 0.0);
-  std::printf("dense %u, tables %u, hotness %u, record %u bytes, header %u bytes\n", ds.num_dense(),
-              ds.num_tables(), ds.hotness(), ds.spec().record_bytes(), ds.spec().header_bytes());
+  std::printf("dense %u, tables %u, hotness %s, record %u bytes, header %llu bytes\n", ds.num_dense(),
+              ds.num_tables(), HotnessText(ds.hotness()).c_str(), ds.spec().record_bytes(),
+              static_cast<unsigned long long>(ds.header_bytes()));
   std::printf("table sizes:");
   for (uint64_t size : ds.table_sizes()) std::printf(" %llu", static_cast<unsigned long long>(size));
   std::printf("\npayload checksum %016llx (%s)\n", static_cast<unsigned long long>(ds.payload_checksum()),
@@ -222,8 +226,11 @@ int Main(int argc, char** argv) {
   g->add_option("--table-sizes", gen.options.table_sizes, "comma-separated table sizes (default: Kaggle's 26)")
       ->delimiter(',');
   g->add_option("--max-table-size", gen.max_table_size, "cap every table size (0 = none)");
-  g->add_option("--hotness", gen.options.hotness, "indices per table per sample (multi-hot)")
-      ->check(CLI::PositiveNumber)
+  g->add_option("--hotness", gen.options.hotness,
+                "indices per table per sample (multi-hot): one number for every table, or comma-separated, "
+                "one per table (MLPerf DLRM-DCNv2: 3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1)")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, kMaxHotness))
       ->capture_default_str();
   g->add_option("--distribution", gen.distribution, "uniform or zipf (LFSR-scrambled per table)")
       ->check(CLI::IsMember(Names(kIndexDistributionNames)))

@@ -93,7 +93,7 @@ class Scratch {
       const std::string path = dir_ + "/synthetic_" + std::to_string(hotness) + ".bin";
       GeneratorOptions o;
       o.num_samples = hotness == 1 ? 1'000'000 : 200'000;
-      o.hotness = hotness;
+      o.hotness = {hotness};
       if (!GenerateDataset(o, path).ok()) std::exit(1);
       auto opened = Dataset::Open(path);
       if (!opened.ok()) std::exit(1);

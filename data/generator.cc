@@ -42,7 +42,9 @@ absl::Status ForEachChunkBatch(const SyntheticGenerator& gen, bool want_raw, Sin
 
 }  // namespace
 
-SyntheticGenerator::SyntheticGenerator(const GeneratorOptions& options) : options_(options) {
+SyntheticGenerator::SyntheticGenerator(const GeneratorOptions& options, std::vector<uint32_t> hotness)
+    : options_(options), hotness_(std::move(hotness)) {
+  index_offsets_ = spec().IndexOffsets();
   const uint64_t seed = options_.seed;
   for (size_t t = 0; t < options_.table_sizes.size(); ++t) {
     zipf_.emplace_back(options_.table_sizes[t], options_.zipf_alpha);
@@ -68,15 +70,16 @@ absl::StatusOr<SyntheticGenerator> SyntheticGenerator::Create(const GeneratorOpt
           absl::StrCat("generator: table ", t, " size ", o.table_sizes[t], " not in [1, 2^31]"));
     }
   }
-  if (o.hotness == 0) return absl::InvalidArgumentError("generator: hotness must be >= 1");
+  CEMB_ASSIGN_OR_RETURN(std::vector<uint32_t> hotness,
+                        ExpandHotness(o.hotness, o.table_sizes.size(), "generator: hotness"));
   if (!(o.zipf_alpha > 0)) return absl::InvalidArgumentError("generator: zipf alpha must be > 0");
   if (o.threads < 0) return absl::InvalidArgumentError("generator: threads < 0");
-  return SyntheticGenerator(o);
+  return SyntheticGenerator(o, std::move(hotness));
 }
 
 DatasetSpec SyntheticGenerator::spec() const {
   return DatasetSpec{.num_dense = kNumDense, .table_sizes = options_.table_sizes,
-                     .hotness = options_.hotness, .part = Part::kAll};
+                     .hotness = hotness_, .part = Part::kAll};
 }
 
 double SyntheticGenerator::RowWeight(uint32_t table, uint64_t row) const {
@@ -92,13 +95,14 @@ double SyntheticGenerator::DenseLogit(const float* record) const {
 
 double SyntheticGenerator::Logit(const float* record) const {
   const uint32_t tables = static_cast<uint32_t>(options_.table_sizes.size());
-  const uint32_t k = options_.hotness;
   const auto* idx = reinterpret_cast<const int32_t*>(record + 1 + kNumDense);
   double e = 0;
   for (uint32_t t = 0; t < tables; ++t) {
     double sum = 0;
-    for (uint32_t h = 0; h < k; ++h) sum += RowWeight(t, static_cast<uint64_t>(idx[t * k + h]));
-    e += sum / k;
+    for (uint32_t j = index_offsets_[t]; j < index_offsets_[t + 1]; ++j) {
+      sum += RowWeight(t, static_cast<uint64_t>(idx[j]));
+    }
+    e += sum / hotness_[t];
   }
   e *= options_.embedding_signal / std::sqrt(static_cast<double>(tables));
   return options_.bias + DenseLogit(record) + e;
@@ -109,8 +113,7 @@ void SyntheticGenerator::GenerateChunk(uint64_t c, std::vector<float>& records,
   const uint64_t first = c * kGeneratorChunk;
   const uint64_t n = std::min(kGeneratorChunk, options_.num_samples - first);
   const uint32_t tables = static_cast<uint32_t>(options_.table_sizes.size());
-  const uint32_t k = options_.hotness;
-  const size_t width = 1 + kNumDense + size_t{tables} * k;
+  const size_t width = 1 + kNumDense + size_t{index_offsets_.back()};
   records.resize(n * width);
   if (raw_dense != nullptr) raw_dense->resize(n * kNumDense);
   Xoshiro256pp rng(SplitMix64::Mix(options_.seed, c));
@@ -126,9 +129,9 @@ void SyntheticGenerator::GenerateChunk(uint64_t c, std::vector<float>& records,
     auto* idx = reinterpret_cast<int32_t*>(r + 1 + kNumDense);
     for (uint32_t t = 0; t < tables; ++t) {
       const uint64_t size = options_.table_sizes[t];
-      for (uint32_t h = 0; h < k; ++h) {
+      for (uint32_t j = index_offsets_[t]; j < index_offsets_[t + 1]; ++j) {
         const uint64_t row = zipf ? lfsr_[t](zipf_[t](rng)) : rng.Below(size);
-        idx[t * k + h] = static_cast<int32_t>(row);
+        idx[j] = static_cast<int32_t>(row);
       }
     }
     const double p = 1.0 / (1.0 + std::exp(-Logit(r)));
@@ -179,14 +182,14 @@ absl::Status GenerateSplitDataset(const GeneratorOptions& options, uint64_t vali
 }
 
 absl::Status GenerateCriteoTsv(const GeneratorOptions& options, const std::string& path) {
-  if (options.hotness != 1) {
-    return absl::InvalidArgumentError("generator: Criteo TSV holds one id per table (hotness 1)");
-  }
   if (options.table_sizes.size() != kNumCategorical) {
     return absl::InvalidArgumentError(absl::StrCat("generator: Criteo TSV has ", kNumCategorical,
                                                    " tables, not ", options.table_sizes.size()));
   }
   CEMB_ASSIGN_OR_RETURN(SyntheticGenerator gen, SyntheticGenerator::Create(options));
+  if (gen.spec().indices_per_sample() != kNumCategorical) {
+    return absl::InvalidArgumentError("generator: Criteo TSV holds one id per table (hotness 1)");
+  }
   CEMB_ASSIGN_OR_RETURN(base::AtomicFile file, base::AtomicFile::Create(path));  // .tmp removed on failure
   const uint64_t width = gen.spec().record_floats();
   std::string text;

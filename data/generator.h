@@ -1,13 +1,14 @@
 // A synthetic Criteo-shaped dataset with a planted label model.
 //
-// Sample i has 13 dense features, `hotness` indices into each table and a
-// label drawn from a hidden logistic model:
+// Sample i has 13 dense features, a bag of K_t indices into each table t
+// (its hotness) and a label drawn from a hidden logistic model:
 //
 //   raw_j   = floor(exp(mu_j + g_j)) - 1,  g_j ~ N(0, 1), mu_j = 1 + 0.5 (j % 4)
 //   x_j     = log(1 + max(raw_j, 0))                    (the stored dense value)
-//   row     ~ Uniform[0, n_t)  or  lfsr_t(Zipf(alpha) rank over [0, n_t))
+//   row_tk  ~ Uniform[0, n_t)  or  lfsr_t(Zipf(alpha) rank over [0, n_t)),
+//             k < K_t, drawn independently (a bag may repeat a row)
 //   D       = dense_signal * sum_j v_j (x_j - mu_j)     (|v| = 1, v from the seed)
-//   E       = embedding_signal / sqrt(T) * sum_t mean_k w_t(row_tk)
+//   E       = embedding_signal / sqrt(T) * sum_t mean_{k < K_t} w_t(row_tk)
 //             (w_t(r) uniform with variance 1, a hash of (seed, t, r): no memory)
 //   label   ~ Bernoulli(sigmoid(bias + D + E))
 //
@@ -56,7 +57,9 @@ inline constexpr uint64_t kGeneratorChunk = 8192;
 struct GeneratorOptions {
   uint64_t num_samples = 1 << 16;
   std::vector<uint64_t> table_sizes{kKaggleCardinalities.begin(), kKaggleCardinalities.end()};
-  uint32_t hotness = 1;  // indices per table per sample
+  // Indices per table per sample: one entry per table, or one for every
+  // table (ExpandHotness).
+  std::vector<uint32_t> hotness = {1};
   IndexDistribution distribution = IndexDistribution::kUniform;
   double zipf_alpha = 1.0;  // REQUIRES: > 0
   uint64_t seed = 1;
@@ -87,8 +90,10 @@ class SyntheticGenerator {
   double RowWeight(uint32_t table, uint64_t row) const;
 
  private:
-  explicit SyntheticGenerator(const GeneratorOptions& options);
+  SyntheticGenerator(const GeneratorOptions& options, std::vector<uint32_t> hotness);
   GeneratorOptions options_;
+  std::vector<uint32_t> hotness_;        // per table
+  std::vector<uint32_t> index_offsets_;  // DatasetSpec::IndexOffsets
   std::vector<ZipfSampler> zipf_;
   std::vector<LfsrScrambler> lfsr_;
   std::vector<uint64_t> weight_seed_;
@@ -110,7 +115,7 @@ class SyntheticGenerator {
 // Writes the same samples as Criteo TSV: label, the 13 raw integers, and each
 // row index as 8 hex digits, so that preprocessing the TSV with IndexMode::kModulo,
 // the same table sizes and SplitMode::kNone gives the bytes GenerateDataset()
-// writes. REQUIRES: hotness == 1 (TSV has one id per table); 26 tables.
+// writes. REQUIRES: hotness 1 for every table (TSV has one id per table); 26 tables.
 [[nodiscard]] absl::Status GenerateCriteoTsv(const GeneratorOptions& options, const std::string& path);
 
 }  // namespace cemb::data

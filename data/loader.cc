@@ -103,8 +103,9 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dat
   if (options.block_samples == 0 || options.block_samples > (uint64_t{1} << 32)) {
     return absl::InvalidArgumentError("Loader: block_samples must be in [1, 2^32]");
   }
-  const uint64_t k = dataset->hotness();
-  if (uint64_t{options.batch_size} * k > uint64_t{INT32_MAX}) {
+  const std::span<const uint32_t> hotness = dataset->hotness();
+  const uint64_t most = *std::max_element(hotness.begin(), hotness.end());
+  if (uint64_t{options.batch_size} * most > uint64_t{INT32_MAX}) {
     return absl::InvalidArgumentError("Loader: batch_size * hotness does not fit int32 offsets");
   }
   std::unique_ptr<Loader> l(new Loader(std::move(dataset), options));
@@ -140,7 +141,8 @@ absl::StatusOr<std::unique_ptr<Loader>> Loader::Create(std::shared_ptr<const Dat
     b.dense_.resize(bs * d);
     b.labels_.resize(bs);
     b.offsets_.assign(tables, std::vector<int32_t>(bs + 1, 0));
-    b.indices_.assign(tables, std::vector<int32_t>(bs * k, 0));
+    b.indices_.resize(tables);
+    for (uint32_t t = 0; t < tables; ++t) b.indices_[t].assign(bs * hotness[t], 0);
   }
   l->peeked_.resize(options.prefetch);
   l->Start(0);
@@ -200,7 +202,8 @@ void Loader::Fill(uint64_t global_batch, Batch& batch) {
   const BatchSlice slice = SliceOf(global_size, options_.rank, options_.ranks);
   const uint32_t size = slice.size;
   const Dataset& ds = *dataset_;
-  const uint32_t d = ds.num_dense(), tables = ds.num_tables(), k = ds.hotness();
+  const uint32_t d = ds.num_dense(), tables = ds.num_tables();
+  const std::span<const uint32_t> hotness = ds.hotness(), first_index = ds.index_offsets();
   batch.size_ = size;
   batch.global_size_ = global_size;
   batch.epoch_ = epoch;
@@ -211,15 +214,17 @@ void Loader::Fill(uint64_t global_batch, Batch& batch) {
     batch.labels_[i] = r[0];
     std::memcpy(batch.dense_.data() + size_t{i} * d, r + 1, size_t{d} * sizeof(float));
     const auto* idx = reinterpret_cast<const int32_t*>(r + 1 + d);
-    if (k == 1) {
-      for (uint32_t t = 0; t < tables; ++t) batch.indices_[t][i] = idx[t];
-    } else {
-      for (uint32_t t = 0; t < tables; ++t) {
-        std::memcpy(batch.indices_[t].data() + size_t{i} * k, idx + size_t{t} * k, k * sizeof(int32_t));
+    for (uint32_t t = 0; t < tables; ++t) {
+      const uint32_t k = hotness[t];
+      if (k == 1) {
+        batch.indices_[t][i] = idx[first_index[t]];
+      } else {
+        std::memcpy(batch.indices_[t].data() + size_t{i} * k, idx + first_index[t], k * sizeof(int32_t));
       }
     }
   }
   for (uint32_t t = 0; t < tables; ++t) {
+    const uint32_t k = hotness[t];
     int32_t* off = batch.offsets_[t].data();
     for (uint32_t i = 0; i <= size; ++i) off[i] = static_cast<int32_t>(i * k);
   }

@@ -4,7 +4,8 @@
 // [size x num_dense] float matrix, the labels as floats, and for each table
 // its bags in CSR form (int32 `offsets` of size + 1 entries and int32
 // `indices`; bag i of table t is indices(t)[offsets(t)[i] .. offsets(t)[i+1]),
-// hotness indices per bag). These are the spans the embedding kernels take.
+// the table's hotness K_t indices per bag). These are the spans the
+// embedding kernels take.
 //
 // Order: an epoch visits every sample once. With Shuffle::kWithinBlocks the
 // dataset is cut into blocks of `block_samples` consecutive samples; the

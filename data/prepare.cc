@@ -175,11 +175,13 @@ class Preparer {
     if (d_.source == DataSource::kBinary && !o_.table_sizes.empty()) {
       CEMB_RETURN_IF_ERROR(train.CheckTableSizes(TableSizes(o_)));
     }
+    if (!d_.hotness.empty()) CEMB_RETURN_IF_ERROR(train.CheckHotness(d_.hotness, HotnessKey()));
     if (const Dataset* val = out_->validation.get()) {
-      if (val->num_dense() != train.num_dense() || val->hotness() != train.hotness()) {
+      if (val->num_dense() != train.num_dense() || !std::ranges::equal(val->hotness(), train.hotness())) {
         return absl::InvalidArgumentError(absl::StrCat(val->path(), ": the validation set's shape (", val->num_dense(),
-                                                       " dense, hotness ", val->hotness(),
-                                                       ") differs from the training set's"));
+                                                       " dense, hotness ", absl::StrJoin(val->hotness(), ","),
+                                                       ") differs from the training set's (", train.num_dense(),
+                                                       " dense, hotness ", absl::StrJoin(train.hotness(), ","), ")"));
       }
       CEMB_RETURN_IF_ERROR(val->CheckTableSizes(train.table_sizes()));
     }
@@ -199,6 +201,8 @@ class Preparer {
   void Log(const absl::FormatSpec<Args...>& format, const Args&... args) {
     if (o_.log) o_.log(absl::StrFormat(format, args...));
   }
+
+  std::string HotnessKey() const { return absl::StrCat(o_.config_name, ".hotness"); }
 
   absl::Status NoSuchFile(const char* key, const std::string& path) const {
     return absl::NotFoundError(absl::StrCat(o_.config_name, ".", key, ": ", path, ": no such file"));
@@ -265,7 +269,9 @@ class Preparer {
     GeneratorOptions g;
     g.num_samples = d_.samples;
     g.table_sizes = TableSizes(o_);
-    g.hotness = d_.hotness;
+    if (!d_.hotness.empty()) {
+      CEMB_ASSIGN_OR_RETURN(g.hotness, ExpandHotness(d_.hotness, g.table_sizes.size(), HotnessKey()));
+    }
     g.distribution = d_.distribution;
     g.zipf_alpha = d_.alpha;
     g.seed = d_.seed;
@@ -282,7 +288,7 @@ class Preparer {
     recipe.settings = {{"source", DataSourceName(d_.source)},
                        {"samples", absl::StrCat(d_.samples)},
                        {"table_sizes", absl::StrJoin(g.table_sizes, ",")},
-                       {"hotness", absl::StrCat(d_.hotness)},
+                       {"hotness", absl::StrJoin(g.hotness, ",")},
                        {"distribution", IndexDistributionName(d_.distribution)},
                        {"alpha", absl::StrFormat("%a", d_.alpha)},
                        {"seed", absl::StrCat(d_.seed)},

@@ -88,8 +88,12 @@ struct DataConfig {
   uint64_t samples = 1 << 18;
   IndexDistribution distribution = IndexDistribution::kUniform;
   double alpha = 1.0;
-  uint32_t hotness = 1;
   uint64_t seed = 1;
+  // synthetic and binary: the indices per table per sample (data.hotness):
+  // one entry per table, or one for every table (ExpandHotness); a binary
+  // dataset must have it (Dataset::CheckHotness). Empty = not given: 1 for
+  // synthetic data, whatever a binary dataset holds.
+  std::vector<uint32_t> hotness;
 
   // tsv
   CriteoFormat format = CriteoFormat::kKaggle;

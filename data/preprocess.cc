@@ -192,7 +192,7 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
   }
   std::unique_ptr<DatasetWriter> writers[4];
   for (Part part : splitter.Parts()) {
-    DatasetSpec spec{.num_dense = kNumDense, .table_sizes = sizes, .hotness = 1, .part = part};
+    DatasetSpec spec{.num_dense = kNumDense, .table_sizes = sizes, .hotness = UniformHotness(sizes.size(), 1), .part = part};
     const std::string path = o.output_dir + "/" + OutputName(part);
     CEMB_ASSIGN_OR_RETURN(writers[static_cast<int>(part)], DatasetWriter::Create(path, spec));
   }

@@ -38,15 +38,16 @@ namespace cemb::distributed {
 
 struct TableCost {
   int64_t bytes = 0;             // rows * dim * element size (plus optimizer state)
-  double lookups_per_step = 0;   // indices of one global batch (batch * mean hotness)
+  double lookups_per_step = 0;   // indices of one global batch (batch * the table's hotness)
 };
 
 // The costs of a model's tables of `rows` rows each: the rows' bytes
 // (`element_bytes` a value: 4 for float, 2 for bfloat16), row-wise
-// AdaGrad's 4 bytes a row when `adagrad_state`, and `lookups_per_step`
-// each (every table is looked up once per sample and hotness).
+// AdaGrad's 4 bytes a row when `adagrad_state`, and batch_size x hotness[t]
+// lookups per step (a sample's bag of table t holds hotness[t] indices).
+// REQUIRES: hotness.size() == rows.size().
 std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t dim, int64_t element_bytes,
-                                  bool adagrad_state, double lookups_per_step);
+                                  bool adagrad_state, int64_t batch_size, std::span<const uint32_t> hotness);
 
 // The batch sizes a rank's model runs when every global batch of
 // `global_sizes` (the full batch, the last partial ones) is sliced over

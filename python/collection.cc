@@ -131,11 +131,13 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionO
       return absl::InvalidArgumentError(
           "batch_size (and bag_size): needed to split dram_budget (the rows a batch pins per table)");
     }
-    size_t most_features = 1;
+    // A sample looks up bag_size rows per feature of a table.
+    std::vector<uint32_t> hotness;
     std::vector<BudgetTable> budget_tables;
     for (size_t i = 0; i < options.tables.size(); ++i) {
       const CollectionTable& t = options.tables[i];
-      most_features = std::max(most_features, t.features.size());
+      hotness.push_back(
+          static_cast<uint32_t>(options.bag_size * static_cast<int64_t>(std::max<size_t>(1, t.features.size()))));
       auto [g, p] = c->where_[i];
       budget_tables.push_back({.spec = &layer_options[g].tables[p], .row_bytes = t.dim * (t.bf16 ? 2 : 4)});
     }
@@ -143,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionO
         .budget = options.dram_budget,
         .where = "dram_budget: ",
         .batch_size = options.batch_size,
-        .hotness = static_cast<uint32_t>(options.bag_size * static_cast<int64_t>(most_features)),
+        .hotness = std::move(hotness),
         .prefetch_batches = options.prefetch_batches,
         .prefetch_name = "prefetch_batches"};
     TableTraffic traffic;

@@ -24,6 +24,7 @@ struct Part {
   int64_t unit = 0;        // DRAM bytes of one row held (ssd: the slot)
   int64_t cost = 0;        // unit + per-slot metadata
   int64_t fixed = 0;       // metadata bytes whatever the size
+  int64_t per_batch = 0;   // distinct rows a batch may look up: batch_size x hotness
   int64_t held = 0;        // rows it holds (the result)
   int64_t by_traffic = 0;  // of which by traffic
   const std::vector<uint32_t>* counts = nullptr;  // sampled, hottest first
@@ -33,7 +34,10 @@ struct Part {
 
 absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, const TableTraffic* traffic,
                                           std::span<const BudgetTable> tables) {
-  const int64_t per_batch = request.batch_size * static_cast<int64_t>(std::max<uint32_t>(1, request.hotness));
+  if (!request.hotness.empty() && request.hotness.size() != tables.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(request.where, "a hotness for ", request.hotness.size(),
+                                                   " tables, but ", tables.size(), " tables"));
+  }
   std::vector<Part> parts;
   int64_t given_caches = 0;  // cached tables whose size the config gives
   for (size_t t = 0; t < tables.size(); ++t) {
@@ -48,17 +52,19 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
       continue;
     }
     if (kind != StorageKind::kSsd && !cached) continue;
-    Part p{.table = static_cast<int>(t), .ssd = kind == StorageKind::kSsd, .rows = spec.rows};
+    const uint32_t hotness = request.hotness.empty() ? 1 : std::max<uint32_t>(1, request.hotness[t]);
+    Part p{.table = static_cast<int>(t), .ssd = kind == StorageKind::kSsd, .rows = spec.rows,
+           .per_batch = request.batch_size * static_cast<int64_t>(hotness)};
     if (p.ssd) {
       p.unit = (row_bytes + 7) / 8 * 8;
       p.cost = p.unit + kSsdSlotMetadataBytes;
-      p.held = std::min(spec.rows, (request.prefetch_batches + 1) * per_batch);
+      p.held = std::min(spec.rows, (request.prefetch_batches + 1) * p.per_batch);
       p.fixed = SsdFixedDramBytes(spec.rows, row_bytes, spec.storage.ssd, /*evicts=*/p.held < spec.rows);
     } else {
       p.unit = row_bytes;
       p.cost = row_bytes + kCacheSlotMetadataBytes;
       p.fixed = 8 * spec.rows;
-      p.held = std::min(spec.rows, per_batch + 1);
+      p.held = std::min(spec.rows, p.per_batch + 1);
     }
     if (traffic != nullptr && t < traffic->counts.size()) p.counts = &traffic->counts[t];
     parts.push_back(p);
@@ -71,16 +77,24 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
   for (const Part& p : parts) need += p.fixed + p.held * p.cost;
   if (request.budget < need) {
     int nssd = 0;
-    for (const Part& p : parts) nssd += p.ssd ? 1 : 0;
+    int64_t ssd_batch = 0, cached_batch = 0;  // the most rows a batch looks up in one table
+    for (const Part& p : parts) {
+      if (p.ssd) {
+        ++nssd;
+        ssd_batch = std::max(ssd_batch, p.per_batch);
+      } else {
+        cached_batch = std::max(cached_batch, p.per_batch);
+      }
+    }
     const size_t ncached = parts.size() - static_cast<size_t>(nssd);
     std::vector<std::string> what;
     if (nssd > 0) {
       what.push_back(absl::StrCat("the rows that ", nssd, " ssd table(s) pin at once: ", request.prefetch_name, " + 1 = ",
-                                  request.prefetch_batches + 1, " batches of up to ", per_batch,
+                                  request.prefetch_batches + 1, " batches of up to ", ssd_batch,
                                   " distinct rows (batch_size x hotness) per table, plus their maps and log buffers"));
     }
     if (ncached > 0) {
-      what.push_back(absl::StrCat(ncached, " cached table(s) without a cache size: ", per_batch + 1,
+      what.push_back(absl::StrCat(ncached, " cached table(s) without a cache size: ", cached_batch + 1,
                                   " rows each (a batch of admissions and one more), plus their pointer words"));
     }
     if (given_caches > 0) what.push_back(absl::StrCat("the caches the config sizes (", Human(given_caches), ")"));
@@ -150,7 +164,7 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
     } else {
       // The slack holds one batch's admissions; the rest (at least a row)
       // is the lower mark.
-      const int64_t slack = std::min(p.held - 1, per_batch);
+      const int64_t slack = std::min(p.held - 1, p.per_batch);
       s.cache.lower = CacheSize::Bytes((p.held - slack) * p.unit);
       s.cache.slack = CacheSize::Bytes(slack * p.unit);
     }

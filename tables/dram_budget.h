@@ -15,9 +15,9 @@
 //      4 bytes per row of map, the log's write and collector buffers of
 //      about 1 MiB each, 6 per table; cached: the
 //      8-byte pointer word per row) and the rows it must hold at once (ssd:
-//      the rows pinned by prefetch_batches + 1 batches, batch_size x hotness
-//      each; cached: one batch's rows, the cache slack a step may admit,
-//      plus one row of lower mark).
+//      the rows pinned by prefetch_batches + 1 batches, batch_size x the
+//      table's hotness each; cached: one batch's rows, the cache slack a
+//      step may admit, plus one row of lower mark).
 //   2. By observed traffic, when a sample of the training data is given
 //      (TableTraffic: the lookups of the first batches, counted per row):
 //      rows are taken hottest first across all tables, by sampled lookups
@@ -59,7 +59,10 @@ struct DramBudgetRequest {
   std::string where;                 // "configs/x.yaml: model.dram_budget: ", for messages
   std::string budget_text;           // how the user wrote it, for messages ("25% of 23.4 GiB")
   int64_t batch_size = 0;
-  uint32_t hotness = 1;
+  // Per table (tables[t]): the indices of one sample's bag, so that a batch
+  // looks up at most batch_size x hotness[t] distinct rows of table t.
+  // Empty: 1 for every table. REQUIRES: empty or one entry per table.
+  std::vector<uint32_t> hotness;
   int64_t prefetch_batches = 0;
   std::string prefetch_name = "train.prefetch_batches";  // how the user sets it, for messages
   std::vector<bool> cache_size_given;  // per table: a cached table's cache_lower/slack came from the config

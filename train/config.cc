@@ -107,6 +107,9 @@ struct Context {
   std::vector<std::pair<std::string, std::string>>* read = nullptr;
 };
 
+// data.hotness as messages name it: "<file>: data.hotness".
+std::string HotnessKey(const std::string& file) { return absl::StrCat(file, ": data.hotness"); }
+
 // A double as the shortest text that reads back as the same value.
 std::string ShortestDouble(double v) {
   for (int digits = 6; digits < 17; ++digits) {
@@ -346,7 +349,12 @@ absl::Status ParseData(MapReader& r, DataConfig& d) {
   CEMB_RETURN_IF_ERROR(r.Integer("samples", &d.samples, 1));
   CEMB_RETURN_IF_ERROR(r.Enum("distribution", &d.distribution, data::kIndexDistributionNames));
   CEMB_RETURN_IF_ERROR(r.Double("alpha", &d.alpha, 0.0, INFINITY, /*min_open=*/true));
-  CEMB_RETURN_IF_ERROR(r.Integer("hotness", &d.hotness, 1, 100000));
+  if (r.Get("hotness").IsDefined()) {
+    CEMB_RETURN_IF_ERROR(r.IntList("hotness", &d.hotness, 1, data::kMaxHotness,
+                                   absl::StrCat("integers in [1, ", data::kMaxHotness, "] (one, or one per table)")));
+  } else {
+    r.Note("hotness", std::string("1")).IgnoreError();  // synthetic: 1; binary: the dataset's
+  }
   CEMB_RETURN_IF_ERROR(r.Integer("seed", &d.seed, 0));
   CEMB_RETURN_IF_ERROR(r.Enum("format", &d.format, data::kCriteoFormatNames));
   CEMB_RETURN_IF_ERROR(r.Enum("index_mode", &d.index_mode, data::kIndexModeNames));
@@ -368,7 +376,7 @@ absl::Status ParseData(MapReader& r, DataConfig& d) {
   if (d.source == DataSource::kTsv && d.format == data::CriteoFormat::kKaggle && d.paths.size() != 1) {
     return r.Error("paths", "the Kaggle format takes one file (train.txt)");
   }
-  if (d.source == DataSource::kTsv && d.hotness != 1) {
+  if (d.source == DataSource::kTsv && std::ranges::any_of(d.hotness, [](uint32_t k) { return k != 1; })) {
     return r.Error("hotness", "Criteo TSV data has one index per table (hotness 1)");
   }
   if (d.split == DataSplit::kNone && !d.validation_path.empty()) {
@@ -610,6 +618,11 @@ absl::StatusOr<TrainConfig> TrainConfig::Parse(std::string_view yaml, std::strin
     MapReader r(ctx, root, "");
     CEMB_RETURN_IF_ERROR(r.Section("data", [&](MapReader& s) { return ParseData(s, c.data); }));
     CEMB_RETURN_IF_ERROR(r.Section("model", [&](MapReader& s) { return ParseModel(s, c.model); }));
+    if (const size_t tables = c.model.table_sizes.empty() ? static_cast<size_t>(c.model.table_count)
+                                                           : c.model.table_sizes.size();
+        tables > 0 && !c.data.hotness.empty()) {
+      CEMB_RETURN_IF_ERROR(data::ExpandHotness(c.data.hotness, tables, HotnessKey(ctx.file)).status());
+    }
     CEMB_RETURN_IF_ERROR(r.Section("optimizer", [&](MapReader& s) { return ParseOptimizer(s, c.optimizer); }));
     CEMB_RETURN_IF_ERROR(r.Section("train", [&](MapReader& s) { return ParseTrain(s, c.train); }));
     CEMB_RETURN_IF_ERROR(r.Finish());
@@ -624,8 +637,8 @@ int64_t PhysicalMemoryBytes() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
-absl::Status TrainConfig::ApplyDramBudget(uint32_t hotness, const TableTraffic* traffic, EmbeddingLayerOptions& emb,
-                                          DramSplit* split) const {
+absl::Status TrainConfig::ApplyDramBudget(std::span<const uint32_t> hotness, const TableTraffic* traffic,
+                                          EmbeddingLayerOptions& emb, DramSplit* split) const {
   bool any_ssd = false, any_share = false;
   std::vector<bool> given(emb.tables.size());
   for (size_t t = 0; t < emb.tables.size(); ++t) {
@@ -650,7 +663,7 @@ absl::Status TrainConfig::ApplyDramBudget(uint32_t hotness, const TableTraffic* 
                                            static_cast<double>(memory) / (1 << 30))
                          : "",
       .batch_size = train.batch_size,
-      .hotness = hotness,
+      .hotness = std::vector<uint32_t>(hotness.begin(), hotness.end()),
       .prefetch_batches = train.prefetch_batches,
       .cache_size_given = given};
   CEMB_ASSIGN_OR_RETURN(DramSplit s, SplitDramBudget(request, traffic, emb));
@@ -672,11 +685,20 @@ data::PrepareOptions TrainConfig::ToPrepareOptions() const {
   return o;
 }
 
-absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes, uint32_t hotness,
+absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes,
+                                                       std::span<const uint32_t> hotness,
                                                        const TableTraffic* traffic, DramSplit* split,
                                                        const std::vector<int>* only) const {
   const std::string where = source_name;
   if (table_sizes.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": model.tables: no tables"));
+  std::vector<uint32_t> per_table(hotness.begin(), hotness.end());
+  if (per_table.empty()) {
+    CEMB_ASSIGN_OR_RETURN(per_table, data::ExpandHotness(data.hotness.empty() ? std::vector<uint32_t>{1} : data.hotness,
+                                                         table_sizes.size(), HotnessKey(source_name)));
+  } else if (per_table.size() != table_sizes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": a hotness for ", per_table.size(), " tables, but ",
+                                                   table_sizes.size(), " tables"));
+  }
   for (const auto& [t, s] : model.table_storage) {
     if (t >= static_cast<int>(table_sizes.size())) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": model.table_storage.", t, ": there are only ",
@@ -706,6 +728,7 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
   }
   TableTraffic held;  // the traffic of `tables`, by position
   if (traffic != nullptr) held.samples = traffic->samples;
+  std::vector<uint32_t> held_hotness;  // the hotness of `tables`, by position
   for (int t : tables) {
     if (t < 0 || t >= static_cast<int>(table_sizes.size())) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": table ", t, " of ", table_sizes.size()));
@@ -715,6 +738,7 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
     spec.storage = model.StorageOf(t).ToStorageConfig();
     spec.id = t;
     o.embeddings.tables.push_back(spec);
+    held_hotness.push_back(per_table[static_cast<size_t>(t)]);
     if (traffic != nullptr && static_cast<size_t>(t) < traffic->counts.size()) {
       held.counts.push_back(traffic->counts[t]);
     } else {
@@ -722,8 +746,7 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
     }
   }
   o.num_tables = static_cast<int64_t>(table_sizes.size());
-  CEMB_RETURN_IF_ERROR(ApplyDramBudget(hotness == 0 ? data.hotness : hotness, traffic != nullptr ? &held : nullptr,
-                                       o.embeddings, split));
+  CEMB_RETURN_IF_ERROR(ApplyDramBudget(held_hotness, traffic != nullptr ? &held : nullptr, o.embeddings, split));
   if (split != nullptr) {
     for (DramShare& share : split->shares) share.table = tables[static_cast<size_t>(share.table)];
   }

@@ -197,7 +197,9 @@ struct TrainConfig {
   // without a given cache size (train/dram_budget.h: first what each needs,
   // then by `traffic`, a sample of the training data, when given, then by
   // size); a budget too small is InvalidArgument naming model.dram_budget
-  // and the bytes it needs. `hotness` = indices per bag (0: data.hotness).
+  // and the bytes it needs. `hotness` = the indices per bag of each table
+  // (model-wide, one per table of `table_sizes`; the dataset's, as the
+  // trainer passes it); empty: data.hotness (1 when not given).
   // `split`, when not null, gets what each table was given.
   // `only`, when not null, are the tables (model-wide numbers, ascending;
   // perhaps none) this process holds when the model trains on several
@@ -205,11 +207,13 @@ struct TrainConfig {
   // model.dram_budget (a budget per process); DlrmOptions::num_tables counts
   // them all.
   [[nodiscard]] absl::StatusOr<DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes,
-                                                          uint32_t hotness = 0, const TableTraffic* traffic = nullptr,
+                                                          std::span<const uint32_t> hotness = {},
+                                                          const TableTraffic* traffic = nullptr,
                                                           DramSplit* split = nullptr,
                                                           const std::vector<int>* only = nullptr) const;
-  // The model.dram_budget part of ToDlrmOptions.
-  [[nodiscard]] absl::Status ApplyDramBudget(uint32_t hotness, const TableTraffic* traffic,
+  // The model.dram_budget part of ToDlrmOptions; `hotness` has one entry
+  // per table of `emb`.
+  [[nodiscard]] absl::Status ApplyDramBudget(std::span<const uint32_t> hotness, const TableTraffic* traffic,
                                              EmbeddingLayerOptions& emb, DramSplit* split) const;
   // What data::PrepareData needs: the data section, data.work_dir defaulted
   // to <train.checkpoint_dir>/data, the model's table sizes when given

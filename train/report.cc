@@ -96,9 +96,10 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
                             "; prefetch ", t.prefetch_batches, " batches)");
   }
   const uint64_t train_n = train.num_samples();
-  std::string text = absl::StrFormat("data: %s, %d train / %d validation samples, %d tables, hotness %d\n",
+  std::string text = absl::StrFormat("data: %s, %d train / %d validation samples, %d tables, hotness %s\n",
                                      DataSourceName(config.data.source), train_n,
-                                     validation ? validation->num_samples() : 0, train.num_tables(), train.hotness());
+                                     validation ? validation->num_samples() : 0, train.num_tables(),
+                                     data::HotnessText(train.hotness()));
   absl::StrAppendFormat(
       &text,
       "model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables: %s in DRAM, %s on the slow "

@@ -185,7 +185,7 @@ def main():
     import torch.nn as nn
     sys.path.insert(0, HERE)
     from dlrm_reference import Dlrm, blas_threads
-    from cemb.dataset import read_header  # PYTHONPATH=<build>/python
+    from cemb.dataset import open_bags, read_header  # PYTHONPATH=<build>/python
 
     torch.set_num_threads(args.threads)
     h = read_header(args.data)
@@ -228,19 +228,17 @@ def main():
 
     loss_fn = nn.BCELoss(reduction="mean")
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
-    T, K, B = len(rows), hot, args.batch
-    record = np.dtype([("label", "<f4"), ("dense", "<f4", (h["dense"],)), ("index", "<i4", (T, K))])
-    data = np.memmap(args.data, dtype=record, mode="r", offset=h["header_bytes"], shape=(h["samples"],))
-    offsets = [torch.arange(0, B * K, K) for _ in rows]
+    T, B = len(rows), args.batch
+    labels_all, dense_all, bags, _ = open_bags(args.data)  # bags[t]: [N, K_t]
+    offsets = [torch.arange(0, B * k, k) for k in hot]
 
     losses, ends = [], []
     start = time.perf_counter()
     for step in range(steps):
-        rec = data[step * B:(step + 1) * B]
-        dense = torch.from_numpy(np.ascontiguousarray(rec["dense"]))
-        target = torch.from_numpy(np.ascontiguousarray(rec["label"])).view(B, 1)
-        index = np.ascontiguousarray(rec["index"].transpose(1, 0, 2)).astype(np.int64)  # [T][B][K]
-        indices = [torch.from_numpy(index[t].reshape(-1)) for t in range(T)]
+        s = slice(step * B, (step + 1) * B)
+        dense = torch.from_numpy(np.ascontiguousarray(dense_all[s]))
+        target = torch.from_numpy(np.ascontiguousarray(labels_all[s])).view(B, 1)
+        indices = [torch.from_numpy(bags[t][s].astype(np.int64).reshape(-1)) for t in range(T)]
         loss = loss_fn(model(dense, offsets, indices), target)
         opt.zero_grad(set_to_none=True)
         loss.backward()

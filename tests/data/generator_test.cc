@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <cmath>
 #include <map>
-#include <set>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include "data/preprocess.h"
@@ -120,18 +121,81 @@ TEST(SyntheticGenerator, MultiHotWritesHotnessIndicesPerTable) {
   TempDir dir;
   GeneratorOptions o = SmallOptions();
   o.num_samples = 1000;
-  o.hotness = 4;
+  o.hotness = {4};
   o.table_sizes = {100, 7, 1};
   ASSERT_TRUE(GenerateDataset(o, dir.File("m.bin")).ok());
   auto d = Dataset::Open(dir.File("m.bin"));
   ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ((*d)->hotness(), 4u);
+  EXPECT_THAT((*d)->hotness(), ::testing::ElementsAre(4, 4, 4));
   std::set<int32_t> seen;
   for (uint64_t i = 0; i < 1000; ++i) {
     for (int32_t r : (*d)->indices(i, 0)) seen.insert(r);
     EXPECT_THAT((*d)->indices(i, 2), ::testing::Each(0));
   }
   EXPECT_EQ(seen.size(), 100u);  // 4000 uniform draws over 100 rows reach all of them
+}
+
+// MLPerf DLRM-DCNv2's hotness per table, on small tables: every bag has its
+// table's size, Zipf and uniform draws stay in range, the output does not
+// depend on the threads, and one number equals the same number per table.
+TEST(SyntheticGenerator, PerTableHotnessAsMlperfMakesIt) {
+  const std::vector<uint32_t> mlperf = {3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1};
+  TempDir dir;
+  GeneratorOptions o = SmallOptions();
+  o.num_samples = 9000;  // two chunks
+  o.table_sizes.assign(26, 500);
+  o.hotness = mlperf;
+  for (IndexDistribution dist : {IndexDistribution::kZipf, IndexDistribution::kUniform}) {
+    o.distribution = dist;
+    o.threads = 1;
+    ASSERT_TRUE(GenerateDataset(o, dir.File("a.bin")).ok());
+    o.threads = 2;
+    ASSERT_TRUE(GenerateDataset(o, dir.File("b.bin")).ok());
+    EXPECT_EQ(ReadFile(dir.File("a.bin")), ReadFile(dir.File("b.bin")));
+    auto d = Dataset::Open(dir.File("a.bin"));  // Verify::kFull: every index in range
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_THAT((*d)->hotness(), ::testing::ElementsAreArray(mlperf));
+    EXPECT_EQ((*d)->spec().record_floats(), 1u + 13 + 214);  // 214 indices a sample
+    for (uint32_t t = 0; t < 26; ++t) EXPECT_EQ((*d)->indices(8999, t).size(), mlperf[t]);
+    // The 100-row bags are draws, not one row repeated.
+    std::set<int32_t> bag((*d)->indices(0, 20).begin(), (*d)->indices(0, 20).end());
+    EXPECT_GT(bag.size(), 10u) << IndexDistributionName(dist);
+  }
+  o.hotness = {2};
+  ASSERT_TRUE(GenerateDataset(o, dir.File("one.bin")).ok());
+  o.hotness.assign(26, 2);
+  ASSERT_TRUE(GenerateDataset(o, dir.File("list.bin")).ok());
+  EXPECT_EQ(ReadFile(dir.File("one.bin")), ReadFile(dir.File("list.bin")));
+}
+
+// The planted model's E takes the mean over each table's bag, whatever its
+// size: Logit() against the formula written out here.
+TEST(SyntheticGenerator, LogitAveragesEachBag) {
+  GeneratorOptions o = SmallOptions();
+  o.num_samples = 50;
+  o.table_sizes = {50, 7, 1000};
+  o.hotness = {3, 1, 10};
+  auto gen = SyntheticGenerator::Create(o);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  std::vector<float> records;
+  gen->GenerateChunk(0, records);
+  const size_t width = gen->spec().record_floats();
+  ASSERT_EQ(width, 1u + 13 + 14);
+  for (size_t i = 0; i < records.size(); i += width) {
+    const auto* idx = reinterpret_cast<const int32_t*>(&records[i + 14]);
+    double e = 0;
+    size_t j = 0;
+    for (uint32_t t = 0; t < 3; ++t) {
+      double sum = 0;
+      for (uint32_t k = 0; k < o.hotness[t]; ++k, ++j) {
+        ASSERT_LT(uint64_t(idx[j]), o.table_sizes[t]);
+        sum += gen->RowWeight(t, uint64_t(idx[j]));
+      }
+      e += sum / o.hotness[t];
+    }
+    e *= o.embedding_signal / std::sqrt(3.0);
+    EXPECT_NEAR(gen->Logit(&records[i]), o.bias + gen->DenseLogit(&records[i]) + e, 1e-12);
+  }
 }
 
 TEST(SyntheticGenerator, ZipfRowsAreHotAndScrambled) {
@@ -242,10 +306,13 @@ TEST(SyntheticGenerator, TsvPreprocessesToTheSameBytes) {
 TEST(SyntheticGenerator, RejectsBadOptions) {
   TempDir dir;
   GeneratorOptions o = SmallOptions();
-  o.hotness = 2;
+  o.hotness = {2};
   EXPECT_THAT(GenerateCriteoTsv(o, dir.File("x.tsv")).message(), HasSubstr("hotness 1"));
-  o.hotness = 0;
+  o.hotness = {0};
   EXPECT_FALSE(SyntheticGenerator::Create(o).ok());
+  o.hotness = {1, 2};
+  EXPECT_THAT(SyntheticGenerator::Create(o).status().message(),
+              HasSubstr("generator: hotness: 2 entries for 26 tables"));
   o = SmallOptions();
   o.table_sizes = {10, 0};
   EXPECT_THAT(SyntheticGenerator::Create(o).status().message(), HasSubstr("table 1 size 0"));

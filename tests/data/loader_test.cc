@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/data/test_util.h"
@@ -20,15 +21,15 @@ constexpr uint32_t kDense = 2;
 const std::vector<uint64_t> kSizes = {1000, 3};
 
 // Sample i: label i % 2, dense {i, -i}, index[t][k] = (i + k) % size[t].
-std::shared_ptr<const Dataset> MakeDataset(const TempDir& dir, uint64_t n, uint32_t hotness = 1) {
-  const std::string path = dir.File(absl::StrCat("d", n, "_", hotness, ".bin"));
+std::shared_ptr<const Dataset> MakeDataset(const TempDir& dir, uint64_t n, std::vector<uint32_t> hotness = {1, 1}) {
+  const std::string path = dir.File(absl::StrCat("d", n, "_", absl::StrJoin(hotness, "_"), ".bin"));
   auto w = DatasetWriter::Create(path, {.num_dense = kDense, .table_sizes = kSizes, .hotness = hotness});
   EXPECT_TRUE(w.ok());
   for (uint64_t i = 0; i < n; ++i) {
     const float dense[kDense] = {float(i), -float(i)};
     std::vector<int32_t> idx;
-    for (uint64_t size : kSizes) {
-      for (uint32_t k = 0; k < hotness; ++k) idx.push_back(int32_t((i + k) % size));
+    for (size_t t = 0; t < kSizes.size(); ++t) {
+      for (uint32_t k = 0; k < hotness[t]; ++k) idx.push_back(int32_t((i + k) % kSizes[t]));
     }
     EXPECT_TRUE((*w)->Append(float(i % 2), dense, idx).ok());
   }
@@ -46,22 +47,23 @@ std::vector<uint64_t> Ids(const Batch& b) {
 }
 
 // Checks that every field of every sample in `b` is that sample's.
-void ExpectConsistent(const Batch& b, uint32_t hotness) {
+// `hotness`: the bag size of each table.
+void ExpectConsistent(const Batch& b, const std::vector<uint32_t>& hotness) {
   ASSERT_EQ(b.num_tables(), 2u);
   for (uint32_t i = 0; i < b.size(); ++i) {
     const uint64_t id = uint64_t(b.dense()[i * kDense]);
     EXPECT_EQ(b.dense()[i * kDense + 1], -float(id));
     EXPECT_EQ(b.labels()[i], float(id % 2));
     for (uint32_t t = 0; t < 2; ++t) {
-      ASSERT_EQ(b.offsets(t)[i], int32_t(i * hotness));
-      for (uint32_t k = 0; k < hotness; ++k) {
-        EXPECT_EQ(b.indices(t)[i * hotness + k], int32_t((id + k) % kSizes[t]));
+      ASSERT_EQ(b.offsets(t)[i], int32_t(i * hotness[t]));
+      for (uint32_t k = 0; k < hotness[t]; ++k) {
+        EXPECT_EQ(b.indices(t)[i * hotness[t] + k], int32_t((id + k) % kSizes[t]));
       }
     }
   }
   for (uint32_t t = 0; t < 2; ++t) {
-    EXPECT_EQ(b.offsets(t)[b.size()], int32_t(b.size() * hotness));
-    EXPECT_EQ(b.indices(t).size(), b.size() * hotness);
+    EXPECT_EQ(b.offsets(t)[b.size()], int32_t(b.size() * hotness[t]));
+    EXPECT_EQ(b.indices(t).size(), b.size() * hotness[t]);
   }
 }
 
@@ -73,14 +75,14 @@ TEST(Loader, UnshuffledBatchesFollowTheFileWithAPartialLastBatch) {
   const Batch* b = (*loader)->Next();
   ASSERT_NE(b, nullptr);
   EXPECT_THAT(Ids(*b), ::testing::ElementsAre(0, 1, 2, 3));
-  ExpectConsistent(*b, 1);
+  ExpectConsistent(*b, {1, 1});
   b = (*loader)->Next();
   EXPECT_THAT(Ids(*b), ::testing::ElementsAre(4, 5, 6, 7));
   b = (*loader)->Next();
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->size(), 2u);
   EXPECT_THAT(Ids(*b), ::testing::ElementsAre(8, 9));
-  ExpectConsistent(*b, 1);
+  ExpectConsistent(*b, {1, 1});
   EXPECT_EQ((*loader)->Next(), nullptr);
   EXPECT_EQ((*loader)->Next(), nullptr);
 }
@@ -101,9 +103,27 @@ TEST(Loader, DropLastBatchDropsTheRemainder) {
 
 TEST(Loader, MultiHotBagsAreCsr) {
   TempDir dir;
-  auto loader = Loader::Create(MakeDataset(dir, 50, 3), {.batch_size = 8, .block_samples = 16});
+  auto loader = Loader::Create(MakeDataset(dir, 50, {3, 3}), {.batch_size = 8, .block_samples = 16});
   ASSERT_TRUE(loader.ok());
-  while (const Batch* b = (*loader)->Next()) ExpectConsistent(*b, 3);
+  while (const Batch* b = (*loader)->Next()) ExpectConsistent(*b, {3, 3});
+}
+
+// Each table's bags have that table's size (MLPerf-like: 100 and 1), and the
+// buffers a batch fills are the ones Create() sized: the slots' index
+// arrays never move.
+TEST(Loader, BagsHaveEachTablesHotness) {
+  TempDir dir;
+  auto loader = Loader::Create(MakeDataset(dir, 70, {100, 1}), {.batch_size = 16, .block_samples = 32, .prefetch = 2});
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::set<const int32_t*> buffers;
+  int batches = 0;
+  while (const Batch* b = (*loader)->Next()) {
+    ExpectConsistent(*b, {100, 1});
+    buffers.insert(b->indices(0).data());
+    ++batches;
+  }
+  EXPECT_EQ(batches, 5);
+  EXPECT_LE(buffers.size(), 3u);  // prefetch + 1 slots
 }
 
 TEST(Loader, EachEpochVisitsEverySampleOnceInANewOrder) {
@@ -114,7 +134,7 @@ TEST(Loader, EachEpochVisitsEverySampleOnceInANewOrder) {
   ASSERT_TRUE(loader.ok());
   std::vector<std::vector<uint64_t>> orders(3);
   while (const Batch* b = (*loader)->Next()) {
-    ExpectConsistent(*b, 1);
+    ExpectConsistent(*b, {1, 1});
     for (uint64_t id : Ids(*b)) orders[b->epoch()].push_back(id);
   }
   for (const auto& order : orders) {
@@ -139,7 +159,7 @@ TEST(Loader, EachEpochVisitsEverySampleOnceInANewOrder) {
 
 TEST(Loader, RanksSlicesMakeUpEveryBatchAtTheSamePosition) {
   TempDir dir;
-  auto ds = MakeDataset(dir, 203, 2);  // batches of 16: the last holds 11 samples
+  auto ds = MakeDataset(dir, 203, {2, 2});  // batches of 16: the last holds 11 samples
   const LoaderOptions whole_options{.batch_size = 16, .block_samples = 40, .seed = 3, .num_epochs = 2};
   auto whole = Loader::Create(ds, whole_options);
   ASSERT_TRUE(whole.ok());
@@ -158,7 +178,7 @@ TEST(Loader, RanksSlicesMakeUpEveryBatchAtTheSamePosition) {
     for (uint32_t r = 0; r < 3; ++r) {
       const Batch* part = ranks[r]->Next();
       ASSERT_NE(part, nullptr);
-      ExpectConsistent(*part, 2);
+      ExpectConsistent(*part, {2, 2});
       EXPECT_EQ(part->global_size(), b->size());
       const BatchSlice slice = SliceOf(b->size(), r, 3);
       EXPECT_EQ(part->size(), slice.size);

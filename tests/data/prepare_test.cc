@@ -188,6 +188,44 @@ TEST(PrepareData, BinaryIsSplitOnceAndAgainWhenTheSourceChanges) {
               HasSubstr("table 1 has 30 rows in the dataset but 31 in the config"));
 }
 
+// Synthetic data takes data.hotness per table; a binary dataset must have
+// the config's hotness when the config gives one (its own otherwise), and a
+// difference names the file, the key and both lists.
+TEST(PrepareData, HotnessPerTableAndTheDatasetsMustMatchTheConfigs) {
+  TempDir dir;
+  PrepareOptions o = Synthetic(dir.File("work"));
+  o.config_name = "x.yaml: data";
+  o.data.hotness = {3, 1, 10};
+  Prepared synthetic = Prepare(o);
+  ASSERT_TRUE(synthetic.data.ok()) << synthetic.data.status();
+  EXPECT_THAT(synthetic.data->train->hotness(), ::testing::ElementsAre(3, 1, 10));
+  o.data.hotness = {3, 1};
+  EXPECT_THAT(std::string(PrepareData(o).status().message()),
+              HasSubstr("x.yaml: data.hotness: 2 entries for 3 tables"));
+
+  GeneratorOptions g;
+  g.num_samples = 100;
+  g.table_sizes = {40, 30};
+  g.hotness = {4, 2};
+  const std::string file = dir.File("all.bin");
+  ASSERT_TRUE(GenerateDataset(g, file).ok());
+  PrepareOptions b;
+  b.data.source = DataSource::kBinary;
+  b.data.paths = {file};
+  b.data.split = DataSplit::kNone;
+  b.data.work_dir = dir.File("work2");
+  b.config_name = "x.yaml: data";
+  Prepared own = Prepare(b);  // not given: the dataset's
+  ASSERT_TRUE(own.data.ok()) << own.data.status();
+  EXPECT_THAT(own.data->train->hotness(), ::testing::ElementsAre(4, 2));
+  b.data.hotness = {4, 2};
+  EXPECT_TRUE(PrepareData(b).ok());
+  b.data.hotness = {1};
+  EXPECT_THAT(std::string(PrepareData(b).status().message()),
+              HasSubstr("all.bin: table 0 has hotness 4 in the dataset but 1 in x.yaml: data.hotness "
+                        "(dataset: 4,2; x.yaml: data.hotness: 1)"));
+}
+
 TEST(PrepareData, MissingInputIsNamedBeforeAnythingIsWritten) {
   TempDir dir;
   PrepareOptions o;

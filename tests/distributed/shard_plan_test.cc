@@ -104,12 +104,14 @@ TEST(ShardPlan, RefusesBadInput) {
 // A table's cost: its values' bytes, AdaGrad's 4 bytes a row, the lookups.
 TEST(ShardPlan, TableCostsCountRowsStateAndLookups) {
   const std::vector<uint64_t> rows = {1000, 10};
-  const std::vector<TableCost> fp32 = TableCosts(rows, 16, 4, /*adagrad_state=*/false, 2048.0);
+  const std::vector<uint32_t> hotness = {3, 1};
+  const std::vector<TableCost> fp32 = TableCosts(rows, 16, 4, /*adagrad_state=*/false, 2048, hotness);
   ASSERT_EQ(fp32.size(), 2u);
   EXPECT_EQ(fp32[0].bytes, 1000 * 16 * 4);
   EXPECT_EQ(fp32[1].bytes, 10 * 16 * 4);
+  EXPECT_EQ(fp32[0].lookups_per_step, 3 * 2048.0);
   EXPECT_EQ(fp32[1].lookups_per_step, 2048.0);
-  const std::vector<TableCost> bf16 = TableCosts(rows, 16, 2, /*adagrad_state=*/true, 1.0);
+  const std::vector<TableCost> bf16 = TableCosts(rows, 16, 2, /*adagrad_state=*/true, 1, hotness);
   EXPECT_EQ(bf16[0].bytes, 1000 * 16 * 2 + 1000 * 4);
 }
 

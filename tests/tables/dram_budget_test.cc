@@ -33,7 +33,7 @@ EmbeddingLayerOptions Tables(std::vector<std::pair<int64_t, StorageKind>> tables
 int64_t SsdFixed(int64_t rows) { return SsdFixedDramBytes(rows, 64, SsdOptions{}, /*evicts=*/true); }
 
 DramBudgetRequest Request(int64_t budget) {
-  return {.budget = budget, .where = "x.yaml: model.dram_budget: ", .batch_size = 10, .hotness = 1,
+  return {.budget = budget, .where = "x.yaml: model.dram_budget: ", .batch_size = 10,
           .prefetch_batches = 1};
 }
 
@@ -119,6 +119,35 @@ TEST(DramBudget, TooSmallNamesTheBudgetAndTheBytesNeeded) {
   EXPECT_THAT(std::string(split.status().message()), HasSubstr(absl::StrCat("it needs at least ", need, " bytes")));
   EmbeddingLayerOptions again = Tables({{100000, StorageKind::kSsd}, {5000, StorageKind::kStatic}});
   EXPECT_TRUE(SplitDramBudget(Request(need), nullptr, again).ok());
+}
+
+// Each table pins the rows of its own bags: batch 10, prefetch 1, hotness
+// {1, 100, 7}: 20, 2000 and 140 rows; the need is their sum (and a
+// budget of exactly it gives each table just those), the message names the
+// largest batch, and a hotness list of another length is refused.
+TEST(DramBudget, EachTablePinsBatchTimesItsOwnHotness) {
+  auto emb = [] {
+    return Tables({{100000, StorageKind::kSsd}, {100000, StorageKind::kSsd}, {100000, StorageKind::kSsd}});
+  };
+  DramBudgetRequest request = Request(0);
+  request.hotness = {1, 100, 7};
+  const int64_t need = 3 * SsdFixed(100000) + (20 + 2000 + 140) * kSsdCost;
+  request.budget = need - 1;
+  EmbeddingLayerOptions small = emb();
+  absl::StatusOr<DramSplit> refused = SplitDramBudget(request, nullptr, small);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("2 batches of up to 1000 distinct rows"));
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr(absl::StrCat("it needs at least ", need, " bytes")));
+  request.budget = need;
+  EmbeddingLayerOptions exact = emb();
+  ASSERT_TRUE(SplitDramBudget(request, nullptr, exact).ok());
+  EXPECT_EQ(exact.tables[0].storage.ssd.capacity_bytes, 20 * 64);
+  EXPECT_EQ(exact.tables[1].storage.ssd.capacity_bytes, 2000 * 64);
+  EXPECT_EQ(exact.tables[2].storage.ssd.capacity_bytes, 140 * 64);
+  request.hotness = {1, 100};
+  EmbeddingLayerOptions wrong = emb();
+  EXPECT_THAT(std::string(SplitDramBudget(request, nullptr, wrong).status().message()),
+              HasSubstr("a hotness for 2 tables, but 3 tables"));
 }
 
 TEST(DramBudget, TablesOfDifferentRowSizesShareOneBudget) {

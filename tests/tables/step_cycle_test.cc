@@ -8,6 +8,7 @@
 // concurrency is the cycle's, which TSan then checks.
 #include "tables/step_cycle.h"
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -29,16 +30,23 @@ constexpr uint32_t kHotness = 2;
 constexpr int kSteps = 30;
 constexpr int kPrefetch = 2;
 
+// The batches a test trains on: `batch` samples with bags of hotness[t]
+// indices into table t.
+struct Shape {
+  uint32_t batch = kBatch;
+  std::vector<uint32_t> hotness = data::UniformHotness(kTables, kHotness);
+};
+
 // Skewed indices (the square of a uniform draw), so batches share hot rows
 // and miss cold ones.
-std::shared_ptr<const data::Dataset> MakeDataset(const std::string& path) {
-  data::DatasetSpec spec{.num_dense = 1, .table_sizes = std::vector<uint64_t>(kTables, kRows), .hotness = kHotness};
+std::shared_ptr<const data::Dataset> MakeDataset(const std::string& path, const Shape& shape = {}) {
+  data::DatasetSpec spec{.num_dense = 1, .table_sizes = std::vector<uint64_t>(kTables, kRows), .hotness = shape.hotness};
   auto w = data::DatasetWriter::Create(path, spec);
   EXPECT_TRUE(w.ok()) << w.status();
   Xoshiro256pp rng(SplitMix64::Mix(5, 7));
-  std::vector<int32_t> idx(kTables * kHotness);
+  std::vector<int32_t> idx(spec.indices_per_sample());
   const float dense[1] = {0};
-  for (int64_t i = 0; i < int64_t{kBatch} * kSteps; ++i) {
+  for (int64_t i = 0; i < int64_t{shape.batch} * kSteps; ++i) {
     for (int32_t& x : idx) {
       const double u = static_cast<double>(rng.Below(1 << 20)) / (1 << 20);
       x = static_cast<int32_t>(u * u * kRows);
@@ -59,16 +67,16 @@ enum class Handoff { kAtBegin, kDuringStep };
 // Trains kSteps steps of a made-up gradient (a function of the lookup) on
 // tables stored as `storage` says, through a StepCycle.
 std::unique_ptr<EmbeddingLayer> Train(std::shared_ptr<const data::Dataset> dataset, const StorageConfig& storage,
-                                      Handoff handoff = Handoff::kAtBegin) {
+                                      Handoff handoff = Handoff::kAtBegin, uint32_t batch = kBatch) {
   EmbeddingLayerOptions o{.dim = kDim, .threads = 1, .seed = 11};
   for (int t = 0; t < kTables; ++t) o.tables.push_back({.rows = kRows, .storage = storage});
   absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(o);
   EXPECT_TRUE(layer.ok()) << layer.status();
   absl::StatusOr<std::unique_ptr<data::Loader>> loader =
-      data::Loader::Create(dataset, {.batch_size = kBatch, .shuffle = data::Shuffle::kNone, .prefetch = kPrefetch});
+      data::Loader::Create(dataset, {.batch_size = batch, .shuffle = data::Shuffle::kNone, .prefetch = kPrefetch});
   EXPECT_TRUE(loader.ok()) << loader.status();
   StepCycle cycle(layer->get(), kPrefetch);
-  std::vector<float> out(size_t{kBatch} * kTables * kDim), grad(out.size());
+  std::vector<float> out(size_t{batch} * kTables * kDim), grad(out.size());
   std::vector<Bags<int32_t>> bags(kTables);
   std::vector<std::vector<Bags<int32_t>>> ahead_bags(kPrefetch, std::vector<Bags<int32_t>>(kTables));
   std::vector<std::span<const Bags<int32_t>>> ahead(kPrefetch);
@@ -85,13 +93,13 @@ std::unique_ptr<EmbeddingLayer> Train(std::shared_ptr<const data::Dataset> datas
     }
     const size_t handed = handoff == Handoff::kAtBegin ? peeked.size() : 0;
     EXPECT_TRUE(cycle.Begin(k, bags, std::span(ahead.data(), handed), nullptr).ok());
-    const MatrixView view{out.data(), kBatch, kTables * kDim, kTables * kDim};
+    const MatrixView view{out.data(), batch, kTables * kDim, kTables * kDim};
     EXPECT_TRUE((*layer)->Lookup(bags, view).ok());
     if (handoff == Handoff::kDuringStep && !peeked.empty()) {
       EXPECT_TRUE(cycle.PrefetchNow(k + 1, ahead[0]).ok());
     }
     for (size_t i = 0; i < out.size(); ++i) grad[i] = 0.25f * out[i] + 0.01f * static_cast<float>(i % 7);
-    const ConstMatrixView g{grad.data(), kBatch, kTables * kDim, kTables * kDim};
+    const ConstMatrixView g{grad.data(), batch, kTables * kDim, kTables * kDim};
     EXPECT_TRUE((*layer)->Update(bags, g, /*lr=*/0.5f).ok());
     EXPECT_TRUE(cycle.End(k, nullptr).ok());
   }
@@ -125,6 +133,38 @@ TEST_P(StepCycleTest, PrefetcherThreadEvictingWhileTheStepUpdatesEqualsDram) {
     for (int64_t row = 0; row < kRows; ++row) {
       ASSERT_TRUE(dram->ReadRow(t, row, a).ok());
       ASSERT_TRUE(tier->ReadRow(t, row, b).ok());
+      ASSERT_EQ(a, b) << "table " << t << " row " << row;  // bit for bit
+    }
+  }
+}
+
+// Bags of up to 100 rows per table (MLPerf DLRM-DCNv2's largest hotness),
+// next to one-hot and 7-hot tables: the ssd tier's prefetch pins each
+// batch's up to batch x 100 rows of table 0 and evicts between batches, and
+// training equals the DRAM table's bit for bit.
+TEST_P(StepCycleTest, BagsOfAHundredRowsPrefetchAndEqualDram) {
+  data::testing::TempDir dir;
+  const Shape shape{.batch = 16, .hotness = {100, 1, 7}};
+  std::shared_ptr<const data::Dataset> dataset = MakeDataset(dir.File("d.bin"), shape);
+  std::unique_ptr<EmbeddingLayer> dram = Train(dataset, StorageConfig{}, GetParam(), shape.batch);
+  StorageConfig ssd{.kind = StorageKind::kSsd};
+  // The rows of P + 1 batches of table 0 (4800 of its 8000) and a few more.
+  ssd.ssd.capacity_bytes = ((kPrefetch + 1) * int64_t{shape.batch} * 100 + 64) * kDim * 4;
+  ssd.ssd.file.directory = dir.path();
+  std::unique_ptr<EmbeddingLayer> tier = Train(dataset, ssd, GetParam(), shape.batch);
+  ASSERT_NE(dram, nullptr);
+  ASSERT_NE(tier, nullptr);
+  const std::vector<TableReport> report = tier->Report();
+  ASSERT_EQ(report.size(), static_cast<size_t>(kTables));
+  EXPECT_GT(report[0].ssd_stats.dirty_evictions, 0);  // the 100-row bags do not fit: rows went back and forth
+  EXPECT_GT(report[0].ssd_stats.fetched_rows, 0);
+  for (const TableReport& r : report) EXPECT_EQ(r.ssd_stats.sync_fetches, 0) << r.name;
+  std::vector<float> a(kDim), b(kDim);
+  for (int t = 0; t < kTables; ++t) {
+    for (int64_t row = 0; row < kRows; ++row) {
+      ASSERT_TRUE(dram->ReadRow(t, row, a).ok());
+      ASSERT_TRUE(tier->ReadRow(t, row, b).ok());
+      for (float x : b) ASSERT_TRUE(std::isfinite(x)) << "table " << t << " row " << row;
       ASSERT_EQ(a, b) << "table " << t << " row " << row;  // bit for bit
     }
   }

@@ -11,6 +11,7 @@
 namespace cemb::dlrm {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -114,7 +115,7 @@ train:
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->data.samples, 100000u);
   EXPECT_EQ(c->data.distribution, data::IndexDistribution::kZipf);
-  EXPECT_EQ(c->data.hotness, 3u);
+  EXPECT_THAT(c->data.hotness, ElementsAre(3));
   EXPECT_EQ(c->model.interaction, InteractionKind::kConcat);
   EXPECT_TRUE(c->model.self_interaction);
   EXPECT_EQ(c->model.mlp_precision, Precision::kBf16);
@@ -172,7 +173,7 @@ TEST(TrainConfig, ThesisLargeTableCountScalesBySet) {
   EXPECT_EQ(c->model.table_count, 4);
   EXPECT_EQ(c->model.table_rows, 6000000u);
   EXPECT_EQ(c->model.embedding_dim, 256);
-  EXPECT_EQ(c->data.hotness, 100u);
+  EXPECT_THAT(c->data.hotness, ElementsAre(100));
 }
 
 TEST(TrainConfig, UnknownKeyIsNamedWithItsPathAndFile) {
@@ -496,6 +497,54 @@ TEST(TrainConfig, DramBudgetThatCannotHoldThePinnedBatchesIsRefusedWithTheBytesN
   absl::StatusOr<DlrmOptions> ok = fits->ToDlrmOptions(sizes);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->embeddings.tables[0].storage.ssd.capacity_bytes, 3 * 1024 * 64);
+}
+
+// data.hotness is one number for every table or a list, one per table; the
+// list's length must be the number of tables, and each table pins batch x
+// its own hotness rows.
+TEST(TrainConfig, HotnessIsOneNumberOrOnePerTable) {
+  absl::StatusOr<TrainConfig> none = Parse("");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->data.hotness.empty());  // synthetic: 1; binary: the dataset's
+  EXPECT_THAT(none->Fingerprint(), HasSubstr("data.hotness=1\n"));
+  absl::StatusOr<TrainConfig> list = Parse("data: {hotness: [3, 2, 100]}\nmodel: {tables: {sizes: [10, 20, 30]}}\n");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_THAT(list->data.hotness, ElementsAre(3, 2, 100));
+  EXPECT_THAT(list->Fingerprint(), HasSubstr("data.hotness=3,2,100\n"));
+
+  absl::Status wrong = Parse("data: {hotness: [3, 2]}\nmodel: {tables: {count: 3, rows: 10}}\n").status();
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong.message(), HasSubstr("configs/x.yaml: data.hotness: 2 entries for 3 tables"));
+  EXPECT_THAT(Parse("data: {hotness: [3, 0]}\n").status().message(),
+              HasSubstr("data.hotness: expected a list of integers in [1, 100000]"));
+  EXPECT_THAT(Parse("data: {hotness: 100001}\n").status().message(), HasSubstr("data.hotness"));
+  EXPECT_THAT(Parse("data: {source: tsv, path: x.tsv, hotness: [1, 2]}\n").status().message(),
+              HasSubstr("data.hotness: Criteo TSV data has one index per table"));
+
+  // Without model.tables the count comes later (the dataset's, Kaggle's 26).
+  absl::StatusOr<TrainConfig> later = Parse("data: {hotness: [3, 2]}\n");
+  ASSERT_TRUE(later.ok()) << later.status();
+  const std::vector<uint64_t> three{10, 20, 30};
+  EXPECT_THAT(later->ToDlrmOptions(three).status().message(),
+              HasSubstr("configs/x.yaml: data.hotness: 2 entries for 3 tables"));
+
+  // Pinned rows per ssd table: (prefetch + 1) x batch x its hotness.
+  absl::StatusOr<TrainConfig> ssd = Parse(
+      "model: {dram_budget: 1GiB, storage: {kind: ssd}}\ndata: {hotness: [1, 5]}\n"
+      "train: {batch_size: 100, prefetch_batches: 1}\n");
+  ASSERT_TRUE(ssd.ok()) << ssd.status();
+  const std::vector<uint64_t> sizes{100000, 100000};
+  DramSplit split;
+  absl::StatusOr<DlrmOptions> o = ssd->ToDlrmOptions(sizes, {}, nullptr, &split);
+  ASSERT_TRUE(o.ok()) << o.status();
+  absl::StatusOr<TrainConfig> tight = Parse(absl::StrCat(
+      "model: {dram_budget: ", 2 * SsdNeed(100000, 1000) - 1, ", storage: {kind: ssd}}\ndata: {hotness: [5, 5]}\n"
+      "train: {batch_size: 100, prefetch_batches: 1}\n"));
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_THAT(tight->ToDlrmOptions(sizes).status().message(), HasSubstr("2 batches of up to 500 distinct rows"));
+  // The dataset's hotness, when the caller passes it, wins over data.hotness.
+  const std::vector<uint32_t> one_and_five{1, 5};
+  EXPECT_TRUE(tight->ToDlrmOptions(sizes, one_and_five).ok());
 }
 
 TEST(TrainConfig, DramBudgetIsSplitByTableBytesAndNeverMoreThanATable) {

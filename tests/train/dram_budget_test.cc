@@ -12,7 +12,7 @@ namespace {
 
 TEST(DramBudget, SampleTrafficCountsEachTablesLookupsHottestFirst) {
   data::testing::TempDir dir;
-  const data::DatasetSpec spec{.num_dense = 1, .table_sizes = {10, 10}, .hotness = 2};
+  const data::DatasetSpec spec{.num_dense = 1, .table_sizes = {10, 10}, .hotness = {2, 2}};
   auto w = data::DatasetWriter::Create(dir.File("d.bin"), spec);
   ASSERT_TRUE(w.ok()) << w.status();
   const float dense[1] = {0};
