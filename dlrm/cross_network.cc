@@ -79,17 +79,15 @@ struct CrossNetwork::Impl {
   // (fp32), t[l] = V_l x_l (low rank; bf16 in bf16). Backward's: g, the
   // gradient of x_l, going down (fp32); go = the gradient of o (fp32, and
   // go_b its bf16 copy for the matmuls in bf16); gt of t (bf16 in bf16);
-  // go_t, gt_t: go_b and gt transposed (bf16 only); dx0 accumulates x0's.
+  // dx0 accumulates x0's.
   std::vector<AlignedBuffer> x, xb, o, t;
-  AlignedBuffer g, go, go_b, go_t, gt, gt_t;
+  AlignedBuffer g, go, go_b, gt;
 
   struct LayerPlan {
     Call v_x;    // t = x V^T                 (low rank)   | o = x W^T + b (full rank)
     Call u_t;    // o = t U^T + b             (low rank)
-    Call go_transpose;  // go_t = go_b^T      (bf16)
     Call du;     // dU = go^T t               (low rank)   | dW = go^T x   (full rank)
     Call gt_go;  // gt = go U                 (low rank)
-    Call gt_transpose;  // gt_t = gt^T        (bf16, low rank)
     Call dv;     // dV = gt^T x               (low rank)
     Call gx;     // g += gt V (low rank)  | g += go W (full rank); g holds dy_l on entry
     dnnl::memory x_in;  // fp32: rebound to the caller's x0 for layer 0
@@ -172,21 +170,12 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
                                                      {DNNL_ARG_BIAS, *bias}, {DNNL_ARG_DST, c}})
                            : Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
   };
+  // The weight-gradient matmuls read go and gt through transposed views,
+  // in bf16 too: AMX brgemm runs them about 1.3x slower than with a plain
+  // source at MLPerf's shape, but transposing them first with oneDNN's
+  // reorder (jit:uni), as the MLP does, costs about as much as it saves
+  // (bench/RESULTS.md), and far more on a loaded machine.
   const dt mt = this->mt();
-  // A^T for a matmul's source: in fp32 the transposed view of `a` [rows x
-  // n]; in bf16 a plain copy in `buf`, made by a reorder into *transpose
-  // (AMX brgemm reads a transposed bf16 source on a slow path, as the
-  // MLP's g: dlrm/mlp.cc).
-  const auto transposed_source = [&](const dnnl::memory& a, AlignedBuffer& buf, Call* transpose) {
-    const int64_t rows = a.get_desc().dims()[1];
-    dnnl::memory view(Transposed(rows, n, mt), engine, a.get_data_handle());
-    if (!bf16()) return view;
-    dnnl::memory plain(Plain(rows, n, mt), engine, buf.data());
-    dnnl::reorder::primitive_desc pd(engine, view.get_desc(), engine, plain.get_desc(), attr);
-    *scratch = std::max(*scratch, pd.scratchpad_desc().get_size());
-    *transpose = Call(dnnl::reorder(pd), {{DNNL_ARG_FROM, view}, {DNNL_ARG_TO, plain}});
-    return plain;
-  };
   try {
     for (int l = 0; l < L; ++l) {
       Layer& layer = layers[l];
@@ -195,7 +184,7 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
                              bf16() ? xb[l].data() : l == 0 ? DNNL_MEMORY_NONE : x[l].data());
       dnnl::memory o(Plain(n, d), engine, this->o[l].data());
       dnnl::memory go(Plain(n, d, mt), engine, bf16() ? go_b.data() : this->go.data());
-      dnnl::memory go_t = transposed_source(go, this->go_t, &lp.go_transpose);
+      dnnl::memory go_t(Transposed(d, n, mt), engine, go.get_data_handle());
       dnnl::memory g(Plain(n, d), engine, this->g.data());
       dnnl::memory b(Plain(1, d), engine, layer.b.data());
       if (r > 0) {
@@ -205,7 +194,7 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
         dnnl::memory u(Plain(d, r, mt), engine, layer.u.data());
         dnnl::memory t(Plain(n, r, mt), engine, this->t[l].data());
         dnnl::memory gt(Plain(n, r, mt), engine, this->gt.data());
-        dnnl::memory gt_t = transposed_source(gt, this->gt_t, &lp.gt_transpose);
+        dnnl::memory gt_t(Transposed(r, n, mt), engine, this->gt.data());
         dnnl::memory dv(Plain(r, d), engine, layer.dv.data());
         dnnl::memory du(Plain(d, r), engine, layer.du.data());
         lp.v_x = matmul(lp.x_in, v_t, nullptr, t, attr);
@@ -315,11 +304,7 @@ absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& opt
   m->g = floats(n * d);
   m->go = floats(n * d);
   if (r > 0) m->gt = inputs(n * r);
-  if (bf16) {
-    m->go_b = inputs(n * d);
-    m->go_t = inputs(n * d);
-    if (r > 0) m->gt_t = inputs(n * r);
-  }
+  if (bf16) m->go_b = inputs(n * d);
 
   std::vector<int64_t> sizes = options.batch_sizes;
   sizes.push_back(n);
@@ -332,7 +317,7 @@ absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& opt
                    m->scratchpad.data());
   for (Impl::BatchPlan& p : m->plans) {
     for (Impl::LayerPlan& lp : p.layers) {
-      for (Call* c : {&lp.v_x, &lp.u_t, &lp.go_transpose, &lp.du, &lp.gt_go, &lp.gt_transpose, &lp.dv, &lp.gx}) {
+      for (Call* c : {&lp.v_x, &lp.u_t, &lp.du, &lp.gt_go, &lp.dv, &lp.gx}) {
         if (!c->empty()) c->BindScratchpad(pad);
       }
     }
@@ -441,7 +426,7 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
     });
     dnnl_status_t st = dnnl_success;
     if (l == 0 && !m.bf16()) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
-    for (const Call* c : {&lp.go_transpose, &lp.du, &lp.gt_go, &lp.gt_transpose, &lp.dv, &lp.gx}) {
+    for (const Call* c : {&lp.du, &lp.gt_go, &lp.dv, &lp.gx}) {
       if (st != dnnl_success) break;
       if (!c->empty()) st = c->Execute(m.stream);
     }
