@@ -130,12 +130,15 @@ BENCHMARK(BM_MlpStep)
 
 // DLRM-DCNv2's cross network (MLPerf Training's shape: the dense arch's 128
 // beside 26 tables x 128 = 3456 wide, 3 layers of rank 512), one training
-// step (Forward + Backward + Update), fp32. Args: batch. GFLOP/s counts
-// the six GEMMs of n x d x r of each layer (two forward, four backward).
+// step (Forward + Backward + Update), fp32 or bf16. Args: batch, bf16.
+// GFLOP/s counts the six GEMMs of n x d x r of each layer (two forward,
+// four backward).
 void BM_CrossNetworkStep(benchmark::State& state) {
   const int64_t n = state.range(0), d = 3456, r = 512;
+  const Precision precision = state.range(1) ? Precision::kBf16 : Precision::kFp32;
   constexpr int kLayers = 3;
-  absl::StatusOr<CrossNetwork> dcn = CrossNetwork::Create({.width = d, .layers = kLayers, .rank = r, .max_batch = n});
+  absl::StatusOr<CrossNetwork> dcn =
+      CrossNetwork::Create({.width = d, .layers = kLayers, .rank = r, .max_batch = n, .precision = precision});
   if (!dcn.ok()) {
     state.SkipWithError(dcn.status().ToString().c_str());
     return;
@@ -160,9 +163,14 @@ void BM_CrossNetworkStep(benchmark::State& state) {
   const double macs = 6.0 * static_cast<double>(n) * d * r * kLayers;
   state.SetItemsProcessed(state.iterations() * n);
   state.counters["GFLOP/s"] = benchmark::Counter(2 * macs * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
-  state.SetLabel(absl::StrCat("d ", d, ", rank ", r, ", ", kLayers, " layers, fp32"));
+  state.SetLabel(absl::StrCat("d ", d, ", rank ", r, ", ", kLayers, " layers, ", PrecisionName(precision)));
 }
-BENCHMARK(BM_CrossNetworkStep)->ArgNames({"batch"})->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CrossNetworkStep)
+    ->ArgNames({"batch", "bf16"})
+    ->ArgsProduct({{512}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->ComputeStatistics("min", Min)
+    ->UseRealTime();
 
 // Dot interaction, hand-written kernels. Args: T, D, isa (0 generic,
 // 1 AVX2, 2 AVX-512), direction (0 forward, 1 backward).

@@ -34,21 +34,11 @@ void ForChunks(int64_t n, int64_t chunk, Fn&& fn) {
 // Elements of the elementwise loops and of SGD per parallel_for item.
 constexpr int64_t kChunk = 1 << 14;
 
-dnnl::memory::desc Plain(int64_t rows, int64_t cols) { return {dims{rows, cols}, dt::f32, tag::ab}; }
+size_t SizeOf(dt t) { return t == dt::bf16 ? 2 : 4; }
+dnnl::memory::desc Plain(int64_t rows, int64_t cols, dt type = dt::f32) { return {dims{rows, cols}, type, tag::ab}; }
 // The transpose view of a row-major [cols x rows] matrix, as [rows x cols].
-dnnl::memory::desc Transposed(int64_t rows, int64_t cols) { return {dims{rows, cols}, dt::f32, tag::ba}; }
-
-// Parameter i of Parameters() and its gradient: per layer U (or the full
-// W, kept in `v`), V (low rank), bias.
-template <typename Layer>
-std::pair<std::span<float>, std::span<float>> Nth(std::span<Layer> layers, bool low_rank, int i) {
-  const int per_layer = low_rank ? 3 : 2;
-  Layer& layer = layers[static_cast<size_t>(i / per_layer)];
-  const int k = i % per_layer;
-  const auto whole = [](const AlignedBuffer& p) { return std::span<float>(p.as<float>(), p.size() / sizeof(float)); };
-  if (k == per_layer - 1) return {whole(layer.b), layer.db};
-  if (low_rank && k == 0) return {whole(layer.u), layer.du};
-  return {whole(layer.v), layer.dv};
+dnnl::memory::desc Transposed(int64_t rows, int64_t cols, dt type = dt::f32) {
+  return {dims{rows, cols}, type, tag::ba};
 }
 
 }  // namespace
@@ -63,22 +53,35 @@ struct CrossNetwork::Impl {
 
   // Per layer: the kernel applied first (V_l [r x d], or the full W_l
   // [d x d]), the second (U_l [d x r]; low rank only), the bias, and their
-  // gradients (views of `grads`).
+  // gradients (views of `grads`). The kernels are fp32, or in bf16 their
+  // split halves: v, u the bf16 hi halves the matmuls read, v_lo, u_lo the
+  // low halves.
   struct Layer {
     AlignedBuffer v, u, b;
+    AlignedBuffer v_lo, u_lo;
     std::span<float> dv, du, db;
+  };
+  // Parameter i of Parameters(): its value (fp32, or the hi halves where
+  // `lo` is set) and its gradient.
+  struct Param {
+    AlignedBuffer* value = nullptr;
+    AlignedBuffer* lo = nullptr;
+    std::span<float> grad;
   };
   std::vector<Layer> layers;
   // Every gradient, one after the other at 64-byte boundaries (zero
   // padding between them): what a data-parallel step sums across processes.
   AlignedBuffer grads;
   DenseOptimizer optimizer;  // over Parameters()
-  // Forward's: x[l] the input of layer l (x[0] is the caller's x0, not
-  // kept), o[l] = W_l x_l + b_l, t[l] = V_l x_l (low rank); Backward's:
-  // g, the gradient of x_l, going down; go = the gradient of o; gt of t;
+  // Forward's: x[l] the input of layer l, fp32 (x[0] is the caller's x0,
+  // not kept; in bf16 only x[1] exists and x_{l+1} overwrites x_l in it),
+  // xb[l] x_l in bf16 for the matmuls (bf16 only), o[l] = W_l x_l + b_l
+  // (fp32), t[l] = V_l x_l (low rank; bf16 in bf16). Backward's: g, the
+  // gradient of x_l, going down (fp32); go = the gradient of o (fp32, and
+  // go_b its bf16 copy for the matmuls in bf16); gt of t (bf16 in bf16);
   // dx0 accumulates x0's.
-  std::vector<AlignedBuffer> x, o, t;
-  AlignedBuffer g, go, gt;
+  std::vector<AlignedBuffer> x, xb, o, t;
+  AlignedBuffer g, go, go_b, gt;
 
   struct LayerPlan {
     Call v_x;    // t = x V^T                 (low rank)   | o = x W^T + b (full rank)
@@ -87,7 +90,7 @@ struct CrossNetwork::Impl {
     Call gt_go;  // gt = go U                 (low rank)
     Call dv;     // dV = gt^T x               (low rank)
     Call gx;     // g += gt V (low rank)  | g += go W (full rank); g holds dy_l on entry
-    dnnl::memory x_in;  // rebound to the caller's x0 for layer 0
+    dnnl::memory x_in;  // fp32: rebound to the caller's x0 for layer 0
   };
   struct BatchPlan {
     int64_t batch = 0;
@@ -97,7 +100,14 @@ struct CrossNetwork::Impl {
   const BatchPlan* last = nullptr;
   const float* last_x0 = nullptr;
 
-  float* X(int l, const float* x0) const { return l == 0 ? const_cast<float*>(x0) : x[l].as<float>(); }
+  bool bf16() const { return options.precision == Precision::kBf16; }
+  // The type of the matmuls' inputs.
+  dt mt() const { return bf16() ? dt::bf16 : dt::f32; }
+  // The fp32 buffer that holds x_l, l >= 1.
+  float* XOut(int l) const { return x[bf16() ? 1 : l].as<float>(); }
+  Param Nth(int i);
+  void Get(int i, std::span<float> out);
+  void Set(int i, std::span<const float> in);
   absl::Status Plan(int64_t n, size_t* scratch);
   const BatchPlan* Find(int64_t n) const {
     for (const BatchPlan& p : plans) {
@@ -106,6 +116,38 @@ struct CrossNetwork::Impl {
     return nullptr;
   }
 };
+
+// Per layer: U (or the full W, kept in `v`), V (low rank), bias.
+CrossNetwork::Impl::Param CrossNetwork::Impl::Nth(int i) {
+  const int per_layer = r > 0 ? 3 : 2;
+  Layer& layer = layers[static_cast<size_t>(i / per_layer)];
+  const int k = i % per_layer;
+  if (k == per_layer - 1) return {&layer.b, nullptr, layer.db};
+  if (r > 0 && k == 0) return {&layer.u, bf16() ? &layer.u_lo : nullptr, layer.du};
+  return {&layer.v, bf16() ? &layer.v_lo : nullptr, layer.dv};
+}
+
+void CrossNetwork::Impl::Get(int i, std::span<float> out) {
+  const Param p = Nth(i);
+  if (p.lo == nullptr) {
+    std::memcpy(out.data(), p.value->data(), out.size() * sizeof(float));
+    return;
+  }
+  const uint16_t* hi = p.value->as<uint16_t>();
+  const uint16_t* lo = p.lo->as<uint16_t>();
+  for (size_t k = 0; k < out.size(); ++k) out[k] = CombineSplit(hi[k], lo[k]);
+}
+
+void CrossNetwork::Impl::Set(int i, std::span<const float> in) {
+  const Param p = Nth(i);
+  if (p.lo == nullptr) {
+    std::memcpy(p.value->data(), in.data(), in.size() * sizeof(float));
+    return;
+  }
+  uint16_t* hi = p.value->as<uint16_t>();
+  uint16_t* lo = p.lo->as<uint16_t>();
+  for (size_t k = 0; k < in.size(); ++k) SplitFloat(in[k], hi[k], lo[k]);
+}
 
 absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
   BatchPlan plan;
@@ -128,25 +170,31 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
                                                      {DNNL_ARG_BIAS, *bias}, {DNNL_ARG_DST, c}})
                            : Call(dnnl::matmul(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
   };
+  // The weight-gradient matmuls read go and gt through transposed views,
+  // in bf16 too: AMX brgemm runs them about 1.3x slower than with a plain
+  // source at MLPerf's shape, but transposing them first with oneDNN's
+  // reorder (jit:uni), as the MLP does, costs about as much as it saves
+  // (bench/RESULTS.md), and far more on a loaded machine.
+  const dt mt = this->mt();
   try {
     for (int l = 0; l < L; ++l) {
       Layer& layer = layers[l];
       LayerPlan lp;
-      lp.x_in = dnnl::memory(Plain(n, d), engine, l == 0 ? DNNL_MEMORY_NONE : x[l].data());
+      lp.x_in = dnnl::memory(Plain(n, d, mt), engine,
+                             bf16() ? xb[l].data() : l == 0 ? DNNL_MEMORY_NONE : x[l].data());
       dnnl::memory o(Plain(n, d), engine, this->o[l].data());
-      dnnl::memory go(Plain(n, d), engine, this->go.data());
-      dnnl::memory go_t(Transposed(d, n), engine, this->go.data());
+      dnnl::memory go(Plain(n, d, mt), engine, bf16() ? go_b.data() : this->go.data());
+      dnnl::memory go_t(Transposed(d, n, mt), engine, go.get_data_handle());
       dnnl::memory g(Plain(n, d), engine, this->g.data());
       dnnl::memory b(Plain(1, d), engine, layer.b.data());
       if (r > 0) {
-        dnnl::memory v_t(Transposed(d, r), engine, layer.v.data());  // V^T
-        dnnl::memory v(Plain(r, d), engine, layer.v.data());
-        dnnl::memory u_t(Transposed(r, d), engine, layer.u.data());  // U^T
-        dnnl::memory u(Plain(d, r), engine, layer.u.data());
-        dnnl::memory t(Plain(n, r), engine, this->t[l].data());
-        dnnl::memory t_t(Transposed(r, n), engine, this->t[l].data());
-        dnnl::memory gt(Plain(n, r), engine, this->gt.data());
-        dnnl::memory gt_t(Transposed(r, n), engine, this->gt.data());
+        dnnl::memory v_t(Transposed(d, r, mt), engine, layer.v.data());  // V^T
+        dnnl::memory v(Plain(r, d, mt), engine, layer.v.data());
+        dnnl::memory u_t(Transposed(r, d, mt), engine, layer.u.data());  // U^T
+        dnnl::memory u(Plain(d, r, mt), engine, layer.u.data());
+        dnnl::memory t(Plain(n, r, mt), engine, this->t[l].data());
+        dnnl::memory gt(Plain(n, r, mt), engine, this->gt.data());
+        dnnl::memory gt_t(Transposed(r, n, mt), engine, this->gt.data());
         dnnl::memory dv(Plain(r, d), engine, layer.dv.data());
         dnnl::memory du(Plain(d, r), engine, layer.du.data());
         lp.v_x = matmul(lp.x_in, v_t, nullptr, t, attr);
@@ -156,8 +204,8 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
         lp.dv = matmul(gt_t, lp.x_in, nullptr, dv, attr);
         lp.gx = matmul(gt, v, nullptr, g, sum_attr);
       } else {
-        dnnl::memory w_t(Transposed(d, d), engine, layer.v.data());
-        dnnl::memory w(Plain(d, d), engine, layer.v.data());
+        dnnl::memory w_t(Transposed(d, d, mt), engine, layer.v.data());
+        dnnl::memory w(Plain(d, d, mt), engine, layer.v.data());
         dnnl::memory dw(Plain(d, d), engine, layer.dv.data());
         lp.v_x = matmul(lp.x_in, w_t, &b, o, attr);
         lp.du = matmul(go_t, lp.x_in, nullptr, dw, attr);
@@ -173,6 +221,10 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
 }
 
 absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& options) {
+  if (options.precision != Precision::kFp32 && options.precision != Precision::kBf16) {
+    return absl::InvalidArgumentError(
+        "CrossNetwork precision auto: resolve it to fp32 or bf16 first (ResolveMlpPrecision, dlrm/precision.h)");
+  }
   if (options.width <= 0 || options.layers <= 0 || options.rank < 0 || options.max_batch <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("CrossNetwork: width ", options.width, ", layers ", options.layers,
                                                    ", rank ", options.rank, ", max_batch ", options.max_batch,
@@ -191,6 +243,9 @@ absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& opt
   m->L = options.layers;
   const int64_t d = m->d, r = m->r, n = options.max_batch;
   const auto floats = [](int64_t count) { return AlignedBuffer(static_cast<size_t>(count) * sizeof(float)); };
+  const bool bf16 = m->bf16();
+  // Buffers of the matmuls' inputs: bf16 or fp32.
+  const auto inputs = [&](int64_t count) { return AlignedBuffer(static_cast<size_t>(count) * SizeOf(m->mt())); };
   m->layers.resize(static_cast<size_t>(m->L));
   const int64_t first = r > 0 ? r * d : d * d;  // V_l's (or W_l's) elements
   // The gradients, in Parameters()' order: per layer U (low rank), V (or
@@ -206,36 +261,50 @@ absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& opt
   };
   for (int l = 0; l < m->L; ++l) {
     Impl::Layer& layer = m->layers[l];
-    if (r > 0) layer.du = take(d * r);
-    layer.v = floats(first);
+    if (r > 0) {
+      layer.du = take(d * r);
+      layer.u = inputs(d * r);
+      if (bf16) layer.u_lo = inputs(d * r);
+    }
+    layer.v = inputs(first);
+    if (bf16) layer.v_lo = inputs(first);
     layer.dv = take(first);
     layer.b = floats(d);
     layer.db = take(d);
-    // Xavier-normal (std = sqrt(2 / (fan_in + fan_out))), zero bias, as TorchRec's LowRankCrossNet.
-    FillNormal({layer.v.as<float>(), static_cast<size_t>(first)},
-               std::sqrt(2.0 / static_cast<double>(r > 0 ? r + d : 2 * d)), SplitMix64::Mix(options.seed, 2 * l));
+  }
+  const int num_params = m->L * (r > 0 ? 3 : 2);
+  std::vector<int64_t> param_sizes;  // Parameters()' sizes
+  for (int i = 0; i < num_params; ++i) param_sizes.push_back(static_cast<int64_t>(m->Nth(i).grad.size()));
+  // Xavier-normal (std = sqrt(2 / (fan_in + fan_out))), zero bias, as
+  // TorchRec's LowRankCrossNet; drawn in fp32 and split in bf16.
+  for (int l = 0; l < m->L; ++l) {
+    const int per_layer = r > 0 ? 3 : 2;
+    std::vector<float> w(static_cast<size_t>(first));
+    FillNormal(w, std::sqrt(2.0 / static_cast<double>(r > 0 ? r + d : 2 * d)), SplitMix64::Mix(options.seed, 2 * l));
+    m->Set(l * per_layer + per_layer - 2, w);
     if (r > 0) {
-      layer.u = floats(d * r);
-      FillNormal({layer.u.as<float>(), static_cast<size_t>(d * r)}, std::sqrt(2.0 / static_cast<double>(r + d)),
-                 SplitMix64::Mix(options.seed, 2 * l + 1));
+      w.resize(static_cast<size_t>(d * r));
+      FillNormal(w, std::sqrt(2.0 / static_cast<double>(r + d)), SplitMix64::Mix(options.seed, 2 * l + 1));
+      m->Set(l * per_layer, w);
     }
   }
   m->x.resize(static_cast<size_t>(m->L + 1));
   m->o.resize(static_cast<size_t>(m->L));
   m->t.resize(static_cast<size_t>(m->L));
-  for (int l = 1; l <= m->L; ++l) m->x[l] = floats(n * d);
+  for (int l = 1; l <= (bf16 ? 1 : m->L); ++l) m->x[l] = floats(n * d);
+  if (bf16) {
+    m->xb.resize(static_cast<size_t>(m->L));
+    for (int l = 0; l < m->L; ++l) m->xb[l] = inputs(n * d);
+  }
   for (int l = 0; l < m->L; ++l) {
     m->o[l] = floats(n * d);
-    if (r > 0) m->t[l] = floats(n * r);
-  }
-  std::vector<int64_t> param_sizes;  // Parameters()' sizes
-  for (int i = 0; i < m->L * (r > 0 ? 3 : 2); ++i) {
-    param_sizes.push_back(static_cast<int64_t>(Nth(std::span(m->layers), r > 0, i).first.size()));
+    if (r > 0) m->t[l] = inputs(n * r);
   }
   m->optimizer = DenseOptimizer(options.optimizer, param_sizes);
   m->g = floats(n * d);
   m->go = floats(n * d);
-  if (r > 0) m->gt = floats(n * r);
+  if (r > 0) m->gt = inputs(n * r);
+  if (bf16) m->go_b = inputs(n * d);
 
   std::vector<int64_t> sizes = options.batch_sizes;
   sizes.push_back(n);
@@ -274,25 +343,40 @@ absl::StatusOr<std::span<const float>> CrossNetwork::Forward(int64_t batch, cons
   }
   if (x0 == nullptr) return absl::InvalidArgumentError("CrossNetwork Forward: null input");
   m.last = nullptr;
-  const int64_t d = m.d;
+  const int64_t d = m.d, n = batch * d;
+  if (m.bf16()) {
+    uint16_t* x0b = m.xb[0].as<uint16_t>();
+    ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) x0b[i] = FloatToBf16(x0[i]);
+    });
+  }
   for (int l = 0; l < m.L; ++l) {
     const Impl::LayerPlan& lp = plan->layers[l];
     dnnl_status_t st = dnnl_success;
-    if (l == 0) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
+    if (l == 0 && !m.bf16()) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
     if (st == dnnl_success) st = lp.v_x.Execute(m.stream);
     if (st == dnnl_success && !lp.u_t.empty()) st = lp.u_t.Execute(m.stream);
     CEMB_RETURN_IF_ERROR(internal::DnnlStatus(st, "CrossNetwork Forward"));
-    // x_{l+1} = x0 * o_l + x_l
-    const float* xl = m.X(l, x0);
+    // x_{l+1} = x0 * o_l + x_l, and in bf16 its copy for the next layer's matmuls.
+    const float* xl = l == 0 ? x0 : m.XOut(l);
     const float* o = m.o[l].as<float>();
-    float* next = m.x[l + 1].as<float>();
-    ForChunks(batch * d, kChunk, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) next[i] = x0[i] * o[i] + xl[i];
+    float* next = m.XOut(l + 1);
+    uint16_t* next_b = m.bf16() && l + 1 < m.L ? m.xb[l + 1].as<uint16_t>() : nullptr;
+    ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
+      if (next_b == nullptr) {
+        for (int64_t i = begin; i < end; ++i) next[i] = x0[i] * o[i] + xl[i];
+        return;
+      }
+      for (int64_t i = begin; i < end; ++i) {
+        const float v = x0[i] * o[i] + xl[i];
+        next[i] = v;
+        next_b[i] = FloatToBf16(v);
+      }
     });
   }
   m.last = plan;
   m.last_x0 = x0;
-  return std::span<const float>(m.x[m.L].as<const float>(), static_cast<size_t>(batch * d));
+  return std::span<const float>(m.XOut(m.L), static_cast<size_t>(n));
 }
 
 absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) {
@@ -306,6 +390,7 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
   const float* x0 = m.last_x0;
   float* g = m.g.as<float>();
   float* go = m.go.as<float>();
+  uint16_t* go_b = m.bf16() ? m.go_b.as<uint16_t>() : nullptr;  // go rounded for the matmuls
   std::memcpy(g, dy, static_cast<size_t>(n) * sizeof(float));
   std::memset(dx0, 0, static_cast<size_t>(n) * sizeof(float));
   for (int l = m.L - 1; l >= 0; --l) {
@@ -314,12 +399,21 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
     // x_{l+1} = x0 * o + x_l: go = g * x0; dx0 += g * o; g stays as x_l's direct share.
     const float* o = m.o[l].as<float>();
     ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
+      if (go_b == nullptr) {
+        for (int64_t i = begin; i < end; ++i) {
+          go[i] = g[i] * x0[i];
+          dx0[i] += g[i] * o[i];
+        }
+        return;
+      }
       for (int64_t i = begin; i < end; ++i) {
-        go[i] = g[i] * x0[i];
+        const float v = g[i] * x0[i];
+        go[i] = v;
+        go_b[i] = FloatToBf16(v);
         dx0[i] += g[i] * o[i];
       }
     });
-    // db = the column sums of go, in double per column block.
+    // db = the column sums of go (fp32, before any rounding), in double per column block.
     float* db = layer.db.data();
     parallel_for((d + 63) / 64, 0, [&](int64_t block) {
       const int64_t c0 = block * 64, c1 = std::min(d, c0 + 64);
@@ -331,7 +425,7 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
       for (int64_t c = c0; c < c1; ++c) db[c] = static_cast<float>(sum[c - c0]);
     });
     dnnl_status_t st = dnnl_success;
-    if (l == 0) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
+    if (l == 0 && !m.bf16()) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
     for (const Call* c : {&lp.du, &lp.gt_go, &lp.dv, &lp.gx}) {
       if (st != dnnl_success) break;
       if (!c->empty()) st = c->Execute(m.stream);
@@ -363,30 +457,60 @@ std::vector<ParameterInfo> CrossNetwork::Parameters() const {
 
 int CrossNetwork::num_parameters() const { return impl_->L * (impl_->r > 0 ? 3 : 2); }
 
-std::span<float> CrossNetwork::parameter(int i) {
-  return Nth(std::span(impl_->layers), impl_->r > 0, i).first;
+namespace {
+absl::Status CheckParameter(int i, int count, size_t got, size_t want) {
+  if (i < 0 || i >= count) {
+    return absl::OutOfRangeError(absl::StrCat("CrossNetwork parameter ", i, " is outside [0, ", count, ")"));
+  }
+  if (got != want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CrossNetwork parameter ", i, ": ", got, " values where ", want, " are needed"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status CrossNetwork::GetParameter(int i, std::span<float> out) const {
+  const int count = num_parameters();
+  CEMB_RETURN_IF_ERROR(CheckParameter(i, count, out.size(), i >= 0 && i < count ? gradient(i).size() : 0));
+  impl_->Get(i, out);
+  return absl::OkStatus();
 }
 
-std::span<const float> CrossNetwork::gradient(int i) const {
-  return Nth(std::span(impl_->layers), impl_->r > 0, i).second;
+absl::Status CrossNetwork::SetParameter(int i, std::span<const float> in) {
+  const int count = num_parameters();
+  CEMB_RETURN_IF_ERROR(CheckParameter(i, count, in.size(), i >= 0 && i < count ? gradient(i).size() : 0));
+  impl_->Set(i, in);
+  return absl::OkStatus();
 }
+
+std::span<const float> CrossNetwork::gradient(int i) const { return impl_->Nth(i).grad; }
 
 std::span<float> CrossNetwork::gradients() { return {impl_->grads.as<float>(), impl_->grads.size() / sizeof(float)}; }
 
 void CrossNetwork::Update(float lr) {
   for (int i = 0; i < num_parameters(); ++i) {
-    const auto [w, grad] = Nth(std::span(impl_->layers), impl_->r > 0, i);
-    impl_->optimizer.Update(i, w, grad, lr);
+    const Impl::Param p = impl_->Nth(i);
+    const size_t size = p.grad.size();
+    if (p.lo == nullptr) {
+      impl_->optimizer.Update(i, std::span(p.value->as<float>(), size), p.grad, lr);
+    } else {
+      impl_->optimizer.Update(i, std::span(p.value->as<uint16_t>(), size), std::span(p.lo->as<uint16_t>(), size),
+                              p.grad, lr);
+    }
   }
 }
 
 DenseOptimizer& CrossNetwork::optimizer() { return impl_->optimizer; }
 
-absl::Status CrossNetwork::SaveNpy(const std::string& dir, const std::string& prefix) {
+absl::Status CrossNetwork::SaveNpy(const std::string& dir, const std::string& prefix) const {
   const std::vector<ParameterInfo> params = Parameters();
+  std::vector<float> values;
   for (int i = 0; i < num_parameters(); ++i) {
-    CEMB_RETURN_IF_ERROR(WriteNpy<float>(absl::StrCat(dir, "/", prefix, params[i].name, ".npy"), parameter(i),
-                                         params[i].shape));
+    values.resize(gradient(i).size());
+    impl_->Get(i, values);
+    CEMB_RETURN_IF_ERROR(
+        WriteNpy<float>(absl::StrCat(dir, "/", prefix, params[i].name, ".npy"), values, params[i].shape));
   }
   return absl::OkStatus();
 }
@@ -399,7 +523,7 @@ absl::Status CrossNetwork::LoadNpy(const std::string& dir, const std::string& pr
     CEMB_RETURN_IF_ERROR(
         ReadNpyFloats(absl::StrCat(dir, "/", prefix, params[i].name, ".npy"), params[i].shape, values[i]));
   }
-  for (int i = 0; i < num_parameters(); ++i) std::copy(values[i].begin(), values[i].end(), parameter(i).begin());
+  for (int i = 0; i < num_parameters(); ++i) impl_->Set(i, values[i]);
   return absl::OkStatus();
 }
 

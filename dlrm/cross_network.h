@@ -9,23 +9,39 @@
 // one full W_l [d x d]. Its output x_L [n x d] feeds the over-arch MLP.
 // The matmuls run on oneDNN, planned once per batch size (as the MLPs);
 // the elementwise parts and the bias gradient in plain loops over
-// parallel_for. fp32 for now.
+// parallel_for.
+//
+// Precision, as the MLPs' (dlrm/mlp.h). kFp32: everything fp32. kBf16: the
+// matmuls' inputs are bf16, rounded to nearest, and oneDNN (AMX /
+// AVX512-BF16) accumulates in fp32: the kernels (their split-SGD halves,
+// dlrm/dense_optimizer.h: bf16 hi read by the matmuls, lo the rest of the
+// fp32 master), x_l (rounded in the loop that computes it; x0 in one pass),
+// t_l = V_l x_l and the gradient of t_l (written bf16 by their matmuls), and
+// the gradient of o_l = W_l x_l + b_l (rounded once, after the bias gradient
+// summed it in fp32). Fp32 in both modes: the biases, x0 * o_l + x_l and
+// every other elementwise term, the gradient of x_l going down (the
+// backward-data matmuls accumulate into it in fp32), every parameter's
+// gradient, and the caller's x0, x_L, dy and dx0.
 //
 // Parameters, in TorchRec's layout and names (LowRankCrossNet; CrossNet
 // with rank 0): per layer `W_kernels.<l>` (U_l, [d x r]) and `V_kernels.<l>`
 // (V_l, [r x d]), or `kernels.<l>` (W_l, [d x d]); and `bias.<l>` ([d]).
-// Initialisation: Xavier-normal kernels, zero bias.
+// Initialisation: Xavier-normal kernels, zero bias (the same fp32 values in
+// both precisions for a seed).
 //
-// Buffers: Forward keeps every layer's input and W_l x_l + b_l (and V_l x_l)
-// for Backward: (2L + 1) x max_batch x d floats and L x max_batch x r. The
-// caller's x0 must stay valid and unchanged from Forward to the Backward
-// that follows, as an Mlp's input.
+// Buffers: Forward keeps, for Backward, every layer's o_l (fp32) and t_l,
+// and every layer's input x_l: fp32 (L x max_batch x d floats; x_L, the
+// output, too), or in bf16 a bf16 copy of x_0 .. x_{L-1} and one fp32
+// buffer that x_1 .. x_L overwrite in turn. The caller's x0 must stay valid
+// and unchanged from Forward to the Backward that follows, as an Mlp's
+// input.
 //
 // Thread safety: one thread at a time; the primitives use this thread's
-// OpenMP threads (or `threads`).
+// OpenMP threads.
 //
 //   CEMB_ASSIGN_OR_RETURN(CrossNetwork dcn, CrossNetwork::Create({.width = 3456, .layers = 3, .rank = 512,
-//                                                                .max_batch = 16384}));
+//                                                                .max_batch = 16384,
+//                                                                .precision = Precision::kBf16}));
 //   CEMB_ASSIGN_OR_RETURN(std::span<const float> y, dcn.Forward(n, x0));
 //   CEMB_RETURN_IF_ERROR(dcn.Backward(n, dy, dx0));  // the parameters' gradients too
 //   dcn.Update(lr);
@@ -41,6 +57,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dlrm/dense_optimizer.h"
+#include "dlrm/mlp.h"  // Precision
 
 namespace cemb::dlrm {
 
@@ -51,12 +68,16 @@ struct CrossNetworkOptions {
   int64_t max_batch = 0;               // REQUIRES: > 0; buffers are sized for it
   std::vector<int64_t> batch_sizes;    // further batch sizes to plan, as MlpOptions'
   DenseOptimizerOptions optimizer;     // how Update() trains the parameters
+  // kFp32 or kBf16 (kAuto is refused: Dlrm::Create resolves it, as for its MLPs).
+  Precision precision = Precision::kFp32;
   uint64_t seed = 1;
 };
 
 class CrossNetwork {
  public:
-  // Errors: InvalidArgument for bad options, Internal for oneDNN failures.
+  // Errors: InvalidArgument for bad options (kAuto included), Unimplemented
+  // where oneDNN has no matmul for the precision (bf16 without AVX-512),
+  // Internal for other oneDNN failures.
   [[nodiscard]] static absl::StatusOr<CrossNetwork> Create(const CrossNetworkOptions& options);
   CrossNetwork(CrossNetwork&&) noexcept;
   CrossNetwork& operator=(CrossNetwork&&) noexcept;
@@ -81,8 +102,13 @@ class CrossNetwork {
   // Per layer: W_kernels.<l> and V_kernels.<l> (or kernels.<l>), bias.<l>.
   std::vector<ParameterInfo> Parameters() const;
   int num_parameters() const;
-  // Parameter i of Parameters(), row-major, and its gradient from the last Backward.
-  std::span<float> parameter(int i);
+  // Parameter i of Parameters(), row-major fp32, copied out / in: in bf16
+  // the kernels' master values (the split halves recombined), so Get after
+  // Set returns exactly what was set. Errors: OutOfRange for i outside
+  // [0, num_parameters()), InvalidArgument for a size not the parameter's.
+  [[nodiscard]] absl::Status GetParameter(int i, std::span<float> out) const;
+  [[nodiscard]] absl::Status SetParameter(int i, std::span<const float> in);
+  // Parameter i's gradient from the last Backward (its size is the parameter's).
   std::span<const float> gradient(int i) const;
   // Every gradient of the last Backward in one buffer (zero padding between
   // them), for a data-parallel step to sum across processes before Update.
@@ -90,9 +116,10 @@ class CrossNetwork {
 
   // Writes / reads every parameter as "<dir>/<prefix><name>.npy" (names from
   // Parameters(), e.g. "crossnet.W_kernels.0.npy"), as Mlp::SaveNpy /
-  // LoadNpy: float32 written, float32 or bfloat16 read, every file checked
-  // (dtype, shape; errors name it) before any parameter changes.
-  [[nodiscard]] absl::Status SaveNpy(const std::string& dir, const std::string& prefix);
+  // LoadNpy: float32 written (the master values in bf16), float32 or
+  // bfloat16 read, every file checked (dtype, shape; errors name it) before
+  // any parameter changes.
+  [[nodiscard]] absl::Status SaveNpy(const std::string& dir, const std::string& prefix) const;
   [[nodiscard]] absl::Status LoadNpy(const std::string& dir, const std::string& prefix);
 
  private:

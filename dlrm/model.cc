@@ -277,6 +277,7 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
                                                              .max_batch = impl->max_batch,
                                                              .batch_sizes = batch_sizes,
                                                              .optimizer = options.dense_optimizer,
+                                                             .precision = impl->options.mlp_precision,
                                                              .seed = options.seed + 2}));
   }
   const size_t m = static_cast<size_t>(impl->max_batch);

@@ -12,7 +12,8 @@
 // optimizer (SGD or Adagrad, dlrm/dense_optimizer.h; on split weights in
 // bf16) on the MLPs and the cross network, and the fused embedding update
 // (SGD or row-wise AdaGrad) with one learning rate. Predict runs the
-// forward only. The cross network runs in fp32 whatever mlp_precision is.
+// forward only. The cross network runs in the MLPs' precision
+// (mlp_precision, resolved).
 //
 // Plan once: every oneDNN primitive, every kernel choice and every buffer is
 // made by Create() for the planned batch sizes (batch_size, plus
@@ -100,6 +101,7 @@ struct DlrmOptions {
   // kDcn: the cross network's layers and rank (CrossNetworkOptions).
   int dcn_layers = 3;
   int64_t dcn_rank = 512;
+  // The MLPs' precision, and the cross network's (kDcn).
   // kAuto: bf16 where it is measured faster than fp32, else fp32; a resumed
   // run keeps its checkpoint's (mlp_auto). Create resolves it
   // (dlrm/precision.h); options() holds the result.

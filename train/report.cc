@@ -107,9 +107,10 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
       mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
       InteractionKindName(mo.interaction),
       mo.self_interaction                        ? " (with self)"
-      : mo.interaction == InteractionKind::kDcn ? absl::StrFormat(" (%d layers, %s, fp32)", mo.dcn_layers,
+      : mo.interaction == InteractionKind::kDcn ? absl::StrFormat(" (%d layers, %s, %s)", mo.dcn_layers,
                                                                    mo.dcn_rank > 0 ? absl::StrCat("rank ", mo.dcn_rank)
-                                                                                   : std::string("full rank"))
+                                                                                   : std::string("full rank"),
+                                                                   PrecisionName(mo.mlp_precision))
                                                  : "",
       PrecisionName(mo.mlp_precision), precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
       NameOf(kTableDtypeNames, config.model.bf16_tables), HumanBytes(tables.dram), HumanBytes(tables.slow), ssd_line);
