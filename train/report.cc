@@ -332,8 +332,9 @@ void Report::Log(const std::string& record) {
 
 void Report::Step(int64_t step, double loss, float lr, double seconds) {
   if (!log_) return;
-  std::fprintf(log_, "{\"type\":\"step\",\"step\":%" PRId64 ",\"loss\":%.17g,\"lr\":%.9g,\"seconds\":%.6g}\n", step,
-               loss, static_cast<double>(lr), seconds);
+  // Through Log: flushed, so that a long run's records can be followed as they come.
+  Log(absl::StrFormat("{\"type\":\"step\",\"step\":%d,\"loss\":%.17g,\"lr\":%.9g,\"seconds\":%.6g}", step, loss,
+                      static_cast<double>(lr), seconds));
 }
 
 void Report::Eval(const EvalRecord& r, int64_t batch_size, double samples_per_s) {
