@@ -156,6 +156,11 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
       {"sgd", {"optimizer.embedding=sgd"}},
       {"rowwise_adagrad", {"optimizer.embedding=rowwise_adagrad"}},
       {"bf16", {"optimizer.embedding=sgd", "model.mlp_precision=bf16", "model.table_dtype=bf16"}},
+      // DLRM-DCNv2 with Adagrad everywhere: the cross network and every
+      // dense accumulator travel in the checkpoint.
+      {"dcn_adagrad",
+       {"optimizer.embedding=rowwise_adagrad", "optimizer.dense=adagrad", "optimizer.learning_rate=0.01",
+        "model.interaction=dcn", "model.dcn_layers=2", "model.dcn_rank=8", "model.mlp_precision=fp32"}},
   };
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
