@@ -15,6 +15,13 @@
 namespace cemb::dlrm {
 namespace {
 
+// Whether `sparse` is columns [D, D + sparse.cols) of `out` (same rows and
+// ld): the concatenation's in-place layout, where the lookup wrote the
+// embedding outputs (or the gradient is read) in place and nothing moves.
+bool InPlace(ConstMatrixView sparse, ConstMatrixView out, int64_t D) {
+  return sparse.data == out.data + D && sparse.ld == out.ld;
+}
+
 using RowsFn = void (*)(const internal::DotRowsArgs&, int64_t, int64_t, float*);
 
 // Batches below this run on the calling thread only.
@@ -145,10 +152,11 @@ absl::Status Interaction::Forward(ConstMatrixView dense, ConstMatrixView sparse,
   if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("sparse", sparse, batch, T * D));
   CEMB_RETURN_IF_ERROR(CheckView("out", out, batch, m.width));
   if (m.options.kind != InteractionKind::kDot) {  // the concatenation
+    const bool sparse_in_place = InPlace(sparse, out, D);
     m.ParallelRows(batch, [&](int64_t begin, int64_t end, float*) {
       for (int64_t b = begin; b < end; ++b) {
         std::memcpy(out.data + b * out.ld, dense.data + b * dense.ld, static_cast<size_t>(D) * 4);
-        if (T > 0) {
+        if (T > 0 && !sparse_in_place) {
           std::memcpy(out.data + b * out.ld + D, sparse.data + b * sparse.ld, static_cast<size_t>(T * D) * 4);
         }
       }
@@ -176,10 +184,11 @@ absl::Status Interaction::Backward(ConstMatrixView dense, ConstMatrixView sparse
   CEMB_RETURN_IF_ERROR(CheckView("d_dense", d_dense, batch, D));
   if (T > 0) CEMB_RETURN_IF_ERROR(CheckView("d_sparse", d_sparse, batch, T * D));
   if (!dot) {
+    const bool sparse_in_place = InPlace(d_sparse, d_out, D);
     m.ParallelRows(batch, [&](int64_t begin, int64_t end, float*) {
       for (int64_t b = begin; b < end; ++b) {
         std::memcpy(d_dense.data + b * d_dense.ld, d_out.data + b * d_out.ld, static_cast<size_t>(D) * 4);
-        if (T > 0) {
+        if (T > 0 && !sparse_in_place) {
           std::memcpy(d_sparse.data + b * d_sparse.ld, d_out.data + b * d_out.ld + D,
                       static_cast<size_t>(T * D) * 4);
         }

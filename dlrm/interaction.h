@@ -10,6 +10,8 @@
 // kConcat: out = [ X[0, :], X[1, :], ..., X[T, :] ]                (width F*D)
 // kDcn: as kConcat; its output is the input x0 of DLRM-DCNv2's cross network
 // (dlrm/cross_network.h), which Dlrm runs between it and the top MLP.
+// In place: where sparse is out's columns [D, F*D) (and d_sparse d_out's),
+// kConcat and kDcn copy only the dense part; Dlrm's lookup writes there.
 //
 // Inputs and outputs are strided views of row-major fp32 matrices (the
 // MatrixView / ConstMatrixView of embedding/types.h, the type the embedding

@@ -149,6 +149,20 @@ struct Dlrm::Impl {
   // The bottom MLP's output of the last Forward (owned by the MLP).
   std::span<const float> bottom_out;
 
+  // Where the lookup writes the embedding outputs [n x T*dim] and where
+  // their gradient goes: `emb` and `d_emb` for the dot interaction; for
+  // concat and dcn, columns [dim, (T+1)*dim) of top_in and d_top_in, so that
+  // the interaction copies only the bottom output (Interaction's in-place
+  // layout) and neither buffer is allocated.
+  MatrixView EmbOut(int64_t n) const { return EmbView(emb, top_in, n); }
+  MatrixView EmbGrad(int64_t n) const { return EmbView(d_emb, d_top_in, n); }
+  MatrixView EmbView(const internal::AlignedBuffer& own, const internal::AlignedBuffer& interaction_side,
+                     int64_t n) const {
+    const int64_t width = num_tables * dim;
+    if (options.interaction == InteractionKind::kDot) return Rows(own, n, width);
+    return {interaction_side.as<float>() + dim, n, width, width + dim};
+  }
+
   absl::Status CheckBatch(const BatchView& b) const {
     if (b.size <= 0 || b.size > max_batch) {
       return absl::InvalidArgumentError(absl::StrCat("batch of ", b.size, " samples; planned at most ", max_batch));
@@ -170,14 +184,14 @@ struct Dlrm::Impl {
 
   // The forward pass up to the logits (top MLP output).
   absl::StatusOr<std::span<const float>> Forward(const BatchView& b, Stopwatch& watch) {
-    const int64_t n = b.size, width = num_tables * dim;
+    const int64_t n = b.size;
     StepPeers* peers = options.peers;
     absl::Status local = CheckBatch(b);
     if (peers != nullptr) {
       // Every process takes part, whatever its local status: the tables'
       // owners pool for all of them, and the rows travel while the bottom
       // MLP runs.
-      CEMB_RETURN_IF_ERROR(peers->StartPooledRows(local, *embeddings, Rows(emb, n, width), watch.times()));
+      CEMB_RETURN_IF_ERROR(peers->StartPooledRows(local, *embeddings, EmbOut(n), watch.times()));
       watch.Skip();
     }
     if (local.ok()) {
@@ -193,10 +207,10 @@ struct Dlrm::Impl {
       watch.Skip();
     } else {
       CEMB_RETURN_IF_ERROR(local);
-      CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, Rows(emb, n, width)));
+      CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, EmbOut(n)));
       watch.Lap(Phase::kEmbeddingLookup);
     }
-    CEMB_RETURN_IF_ERROR(interaction->Forward({bottom_out.data(), n, dim, dim}, Rows(emb, n, width),
+    CEMB_RETURN_IF_ERROR(interaction->Forward({bottom_out.data(), n, dim, dim}, EmbOut(n),
                                               Rows(top_in, n, interaction->output_width())));
     watch.Lap(Phase::kInteraction);
     const float* z = top_in.as<float>();
@@ -224,16 +238,16 @@ struct Dlrm::Impl {
   // TrainStep's backward from the logits' gradient to the MLPs' and the
   // embeddings' gradients (d_emb), on this process's samples.
   absl::Status Backward(int64_t n, Stopwatch& watch) {
-    const int64_t width = num_tables * dim, w_top = interaction->output_width();
+    const int64_t w_top = interaction->output_width();
     CEMB_RETURN_IF_ERROR(top->Backward(n, d_logits.as<float>(), d_top_in.as<float>()));
     watch.Lap(Phase::kTopBackward);
     if (cross) {
       CEMB_RETURN_IF_ERROR(cross->Backward(n, d_top_in.as<float>(), d_top_in.as<float>()));
       watch.Lap(Phase::kCrossNetwork);
     }
-    CEMB_RETURN_IF_ERROR(interaction->Backward({bottom_out.data(), n, dim, dim}, Rows(emb, n, width),
+    CEMB_RETURN_IF_ERROR(interaction->Backward({bottom_out.data(), n, dim, dim}, EmbOut(n),
                                                Rows(d_top_in, n, w_top), Rows(d_bottom, n, dim),
-                                               Rows(d_emb, n, width)));
+                                               EmbGrad(n)));
     watch.Lap(Phase::kInteraction);
     return absl::OkStatus();
   }
@@ -282,8 +296,10 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
   }
   const size_t m = static_cast<size_t>(impl->max_batch);
   auto floats = [](size_t count) { return internal::AlignedBuffer(count * sizeof(float)); };
-  impl->emb = floats(m * impl->num_tables * impl->dim);
-  impl->d_emb = floats(m * impl->num_tables * impl->dim);
+  if (options.interaction == InteractionKind::kDot) {
+    impl->emb = floats(m * impl->num_tables * impl->dim);
+    impl->d_emb = floats(m * impl->num_tables * impl->dim);
+  }
   impl->top_in = floats(m * impl->interaction->output_width());
   impl->d_top_in = floats(m * impl->interaction->output_width());
   impl->d_bottom = floats(m * impl->dim);
@@ -337,7 +353,7 @@ const CrossNetwork* Dlrm::cross_network() const { return impl_->cross ? &*impl_-
 absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTimes* times) {
   Impl& m = *impl_;
   Stopwatch watch(times);
-  const int64_t n = batch.size, width = m.num_tables * m.dim;
+  const int64_t n = batch.size;
   CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, m.Forward(batch, watch));
   absl::Status local = static_cast<int64_t>(batch.labels.size()) == n
                            ? absl::OkStatus()
@@ -360,7 +376,7 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
     watch.Lap(Phase::kBottomBackward);
     m.DenseStep(lr);
     watch.Lap(Phase::kMlpUpdate);
-    CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, Rows(m.d_emb, n, width), lr));
+    CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, m.EmbGrad(n), lr));
     watch.Lap(Phase::kEmbeddingUpdate);
     return loss;
   }
@@ -368,7 +384,7 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
   // bottom MLP runs backward and the MLPs' gradients are summed. A process
   // whose step failed still makes every call (FinishGradients returns the
   // failure everywhere and no table is updated).
-  CEMB_RETURN_IF_ERROR(peers->StartGradients(Rows(m.d_emb, n, width), times));
+  CEMB_RETURN_IF_ERROR(peers->StartGradients(m.EmbGrad(n), times));
   watch.Skip();
   if (local.ok()) {
     local = m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr, [peers] { return peers->Progress(); });

@@ -208,6 +208,36 @@ TEST(Interaction, HandComputedSample) {
   EXPECT_THAT(out, ::testing::ElementsAre(1, 2, 5, 11, 25, 17, 39, 61));
 }
 
+// concat and dcn in place (the model's layout): the embedding outputs
+// already in out's columns [D, F*D) stay, the dense part is copied beside
+// them; backward leaves d_sparse as d_out's columns and copies d_dense.
+TEST(Interaction, ConcatInPlaceCopiesOnlyTheDensePart) {
+  for (InteractionKind kind : {InteractionKind::kConcat, InteractionKind::kDcn}) {
+    constexpr int64_t n = 5, T = 3, D = 4, W = (T + 1) * D;
+    absl::StatusOr<Interaction> in = Interaction::Create({.kind = kind, .num_sparse = T, .dim = D});
+    ASSERT_TRUE(in.ok()) << in.status();
+    ASSERT_EQ(in->output_width(), W);
+    const std::vector<float> dense = RandomVector(n * D, 1), sparse = RandomVector(n * T * D, 2);
+    std::vector<float> out(n * W, 0.0f);
+    for (int64_t b = 0; b < n; ++b) {
+      std::copy_n(sparse.begin() + b * T * D, T * D, out.begin() + b * W + D);
+    }
+    ASSERT_TRUE(in->Forward({dense.data(), n, D, D}, {out.data() + D, n, T * D, W}, {out.data(), n, W, W}).ok());
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t c = 0; c < D; ++c) EXPECT_EQ(out[b * W + c], dense[b * D + c]);
+      for (int64_t c = 0; c < T * D; ++c) EXPECT_EQ(out[b * W + D + c], sparse[b * T * D + c]);
+    }
+    const std::vector<float> d_out = RandomVector(n * W, 3);
+    std::vector<float> grad = d_out, d_dense(n * D);
+    ASSERT_TRUE(in->Backward({}, {}, {grad.data(), n, W, W}, {d_dense.data(), n, D, D}, {grad.data() + D, n, T * D, W})
+                    .ok());
+    EXPECT_EQ(grad, d_out);
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t c = 0; c < D; ++c) EXPECT_EQ(d_dense[b * D + c], d_out[b * W + c]);
+    }
+  }
+}
+
 TEST(Interaction, ZeroBatchIsANoOp) {
   absl::StatusOr<Interaction> inter = Interaction::Create({.num_sparse = 2, .dim = 2});
   ASSERT_TRUE(inter.ok());
