@@ -33,6 +33,10 @@ void ForChunks(int64_t n, int64_t chunk, Fn&& fn) {
 }
 // Elements of the elementwise loops and of SGD per parallel_for item.
 constexpr int64_t kChunk = 1 << 14;
+// Backward's fused pass sums the bias gradient's columns per block of rows,
+// at most this many blocks (their partial sums in `db_partial`), then the
+// blocks: the same order whatever the number of threads.
+constexpr int64_t kMaxSumBlocks = 256;
 
 size_t SizeOf(dt t) { return t == dt::bf16 ? 2 : 4; }
 dnnl::memory::desc Plain(int64_t rows, int64_t cols, dt type = dt::f32) { return {dims{rows, cols}, type, tag::ab}; }
@@ -82,6 +86,7 @@ struct CrossNetwork::Impl {
   // dx0 accumulates x0's.
   std::vector<AlignedBuffer> x, xb, o, t;
   AlignedBuffer g, go, go_b, gt;
+  AlignedBuffer db_partial;  // [kMaxSumBlocks x d] doubles
 
   struct LayerPlan {
     Call v_x;    // t = x V^T                 (low rank)   | o = x W^T + b (full rank)
@@ -90,7 +95,9 @@ struct CrossNetwork::Impl {
     Call gt_go;  // gt = go U                 (low rank)
     Call dv;     // dV = gt^T x               (low rank)
     Call gx;     // g += gt V (low rank)  | g += go W (full rank); g holds dy_l on entry
-    dnnl::memory x_in;  // fp32: rebound to the caller's x0 for layer 0
+                 // (layer 0: into the caller's dx0, which holds the rest of x0's gradient)
+    dnnl::memory x_in;    // fp32: rebound to the caller's x0 for layer 0
+    dnnl::memory gx_dst;  // layer 0: rebound to the caller's dx0
   };
   struct BatchPlan {
     int64_t batch = 0;
@@ -185,7 +192,8 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
       dnnl::memory o(Plain(n, d), engine, this->o[l].data());
       dnnl::memory go(Plain(n, d, mt), engine, bf16() ? go_b.data() : this->go.data());
       dnnl::memory go_t(Transposed(d, n, mt), engine, go.get_data_handle());
-      dnnl::memory g(Plain(n, d), engine, this->g.data());
+      dnnl::memory g(Plain(n, d), engine, l == 0 ? DNNL_MEMORY_NONE : this->g.data());
+      if (l == 0) lp.gx_dst = g;
       dnnl::memory b(Plain(1, d), engine, layer.b.data());
       if (r > 0) {
         dnnl::memory v_t(Transposed(d, r, mt), engine, layer.v.data());  // V^T
@@ -305,6 +313,7 @@ absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& opt
   m->go = floats(n * d);
   if (r > 0) m->gt = inputs(n * r);
   if (bf16) m->go_b = inputs(n * d);
+  m->db_partial = AlignedBuffer(static_cast<size_t>(kMaxSumBlocks * d) * sizeof(double));
 
   std::vector<int64_t> sizes = options.batch_sizes;
   sizes.push_back(n);
@@ -379,6 +388,38 @@ absl::StatusOr<std::span<const float>> CrossNetwork::Forward(int64_t batch, cons
   return std::span<const float>(m.XOut(m.L), static_cast<size_t>(n));
 }
 
+namespace {
+
+// One layer's elementwise backward over rows [r0, r1) of x_{l+1} = x0 * o + x_l,
+// from gin = the gradient of x_{l+1} (the caller's dy for the top layer, else g):
+//   go = gin * x0 (and its bf16 copy), part[c] += go's column sums,
+//   dx0 = (kTop ? 0 : dx0) + gin * o (+ gin at layer 0: x_0's residual share),
+//   g = gin (the top layer above layer 0: the gx matmul adds the rest to it).
+// Each element reads gin before it writes dx0, which may be dy.
+template <bool kTop, bool kBottom, bool kBf16>
+void BackwardRows(int64_t r0, int64_t r1, int64_t d, const float* gin, const float* x0, const float* o, float* go,
+                  uint16_t* go_b, float* g, float* dx0, double* part) {
+  for (int64_t c = 0; c < d; ++c) part[c] = 0;
+  for (int64_t i = r0; i < r1; ++i) {
+    const int64_t row = i * d;
+#pragma omp simd
+    for (int64_t c = 0; c < d; ++c) {
+      const int64_t k = row + c;
+      const float v = gin[k], w = v * x0[k];
+      go[k] = w;
+      if constexpr (kBf16) go_b[k] = FloatToBf16(w);
+      part[c] += w;
+      float acc = v * o[k];
+      if constexpr (!kTop) acc += dx0[k];
+      if constexpr (kBottom) acc += v;
+      if constexpr (kTop && !kBottom) g[k] = v;
+      dx0[k] = acc;
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) {
   Impl& m = *impl_;
   if (m.last == nullptr || m.last->batch != batch) {
@@ -386,56 +427,50 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
                                                       " does not follow a Forward of that batch"));
   }
   if (dy == nullptr || dx0 == nullptr) return absl::InvalidArgumentError("CrossNetwork Backward: null gradient");
-  const int64_t d = m.d, n = batch * d;
+  const int64_t d = m.d;
   const float* x0 = m.last_x0;
   float* g = m.g.as<float>();
   float* go = m.go.as<float>();
   uint16_t* go_b = m.bf16() ? m.go_b.as<uint16_t>() : nullptr;  // go rounded for the matmuls
-  std::memcpy(g, dy, static_cast<size_t>(n) * sizeof(float));
-  std::memset(dx0, 0, static_cast<size_t>(n) * sizeof(float));
+  double* partial = m.db_partial.as<double>();
+  const int64_t blocks = std::min(batch, kMaxSumBlocks), rows_per_block = (batch + blocks - 1) / blocks;
   for (int l = m.L - 1; l >= 0; --l) {
     const Impl::LayerPlan& lp = m.last->layers[l];
     Impl::Layer& layer = m.layers[l];
-    // x_{l+1} = x0 * o + x_l: go = g * x0; dx0 += g * o; g stays as x_l's direct share.
+    // One pass: go, its column sums (db, in fp32 before any rounding, then
+    // in double), dx0's share, and g for the matmuls (BackwardRows).
+    const float* gin = l == m.L - 1 ? dy : g;
     const float* o = m.o[l].as<float>();
-    ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
-      if (go_b == nullptr) {
-        for (int64_t i = begin; i < end; ++i) {
-          go[i] = g[i] * x0[i];
-          dx0[i] += g[i] * o[i];
-        }
-        return;
-      }
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = g[i] * x0[i];
-        go[i] = v;
-        go_b[i] = FloatToBf16(v);
-        dx0[i] += g[i] * o[i];
-      }
+    const bool top = l == m.L - 1, bottom = l == 0;
+    using Rows = void (*)(int64_t, int64_t, int64_t, const float*, const float*, const float*, float*, uint16_t*,
+                          float*, float*, double*);
+    static constexpr Rows kRows[2][2][2] = {
+        {{BackwardRows<false, false, false>, BackwardRows<false, false, true>},
+         {BackwardRows<false, true, false>, BackwardRows<false, true, true>}},
+        {{BackwardRows<true, false, false>, BackwardRows<true, false, true>},
+         {BackwardRows<true, true, false>, BackwardRows<true, true, true>}}};
+    const Rows rows = kRows[top][bottom][go_b != nullptr];
+    parallel_for(blocks, 0, [&](int64_t b) {
+      const int64_t r0 = b * rows_per_block, r1 = std::min(batch, r0 + rows_per_block);
+      if (r0 < r1) rows(r0, r1, d, gin, x0, o, go, go_b, g, dx0, partial + b * d);
     });
-    // db = the column sums of go (fp32, before any rounding), in double per column block.
     float* db = layer.db.data();
-    parallel_for((d + 63) / 64, 0, [&](int64_t block) {
-      const int64_t c0 = block * 64, c1 = std::min(d, c0 + 64);
-      double sum[64] = {};
-      for (int64_t i = 0; i < batch; ++i) {
-        const float* row = go + i * d;
-        for (int64_t c = c0; c < c1; ++c) sum[c - c0] += row[c];
+    ForChunks(d, 256, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double sum = 0;
+        for (int64_t b = 0; b < blocks; ++b) sum += partial[b * d + c];
+        db[c] = static_cast<float>(sum);
       }
-      for (int64_t c = c0; c < c1; ++c) db[c] = static_cast<float>(sum[c - c0]);
     });
     dnnl_status_t st = dnnl_success;
-    if (l == 0 && !m.bf16()) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
+    if (bottom && !m.bf16()) st = dnnl_memory_set_data_handle_v2(lp.x_in.get(), const_cast<float*>(x0), nullptr);
+    if (bottom && st == dnnl_success) st = dnnl_memory_set_data_handle_v2(lp.gx_dst.get(), dx0, nullptr);
     for (const Call* c : {&lp.du, &lp.gt_go, &lp.dv, &lp.gx}) {
       if (st != dnnl_success) break;
       if (!c->empty()) st = c->Execute(m.stream);
     }
     CEMB_RETURN_IF_ERROR(internal::DnnlStatus(st, "CrossNetwork Backward"));
   }
-  // g is now the gradient of x0 through the x_l path: add it.
-  ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dx0[i] += g[i];
-  });
   return absl::OkStatus();
 }
 

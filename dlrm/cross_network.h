@@ -34,7 +34,9 @@
 // output, too), or in bf16 a bf16 copy of x_0 .. x_{L-1} and one fp32
 // buffer that x_1 .. x_L overwrite in turn. The caller's x0 must stay valid
 // and unchanged from Forward to the Backward that follows, as an Mlp's
-// input.
+// input. Backward makes one elementwise pass per layer (the gradient of
+// o_l, the bias gradient's column sums, x0's share) before its matmuls,
+// and writes the last of them straight into dx0.
 //
 // Thread safety: one thread at a time; the primitives use this thread's
 // OpenMP threads.
