@@ -167,7 +167,7 @@ void BM_CrossNetworkStep(benchmark::State& state) {
 }
 BENCHMARK(BM_CrossNetworkStep)
     ->ArgNames({"batch", "bf16"})
-    ->ArgsProduct({{512}, {0, 1}})
+    ->ArgsProduct({{512, 4096}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->ComputeStatistics("min", Min)
     ->UseRealTime();
