@@ -310,21 +310,47 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
 absl::StatusOr<MlpTimings> Dlrm::TimeMlpPrecisions(const DlrmOptions& options) {
   CEMB_ASSIGN_OR_RETURN(Interaction interaction, MakeInteraction(options));
   const int64_t n = options.batch_size, top_in = interaction.output_width();
-  CEMB_ASSIGN_OR_RETURN(Mlps fp32, MakeMlps(options, top_in, Precision::kFp32, n, {}));
-  CEMB_ASSIGN_OR_RETURN(Mlps bf16, MakeMlps(options, top_in, Precision::kBf16, n, {}));
+  // The dense layers of one precision: the MLPs, and with dcn the cross network.
+  struct Dense {
+    Mlps mlps;
+    std::optional<CrossNetwork> cross;
+  };
+  auto make = [&](Precision precision) -> absl::StatusOr<Dense> {
+    CEMB_ASSIGN_OR_RETURN(Mlps mlps, MakeMlps(options, top_in, precision, n, {}));
+    Dense d{std::move(mlps), std::nullopt};
+    if (options.interaction == InteractionKind::kDcn) {
+      CEMB_ASSIGN_OR_RETURN(d.cross, CrossNetwork::Create({.width = top_in,
+                                                           .layers = options.dcn_layers,
+                                                           .rank = options.dcn_rank,
+                                                           .max_batch = n,
+                                                           .precision = precision,
+                                                           .seed = options.seed + 2}));
+    }
+    return d;
+  };
+  CEMB_ASSIGN_OR_RETURN(Dense fp32, make(Precision::kFp32));
+  CEMB_ASSIGN_OR_RETURN(Dense bf16, make(Precision::kBf16));
   // Inputs and output gradients of a plausible size (the values do not
   // change the time; the learning rate is 0, the weights stay as made).
   auto filled = [](int64_t count, float value) { return std::vector<float>(static_cast<size_t>(count), value); };
   const std::vector<float> dense = filled(n * options.num_dense, 0.5f), top_input = filled(n * top_in, 0.1f);
   const std::vector<float> d_bottom = filled(n * options.embeddings.dim, 1e-3f), d_logit = filled(n, 1e-3f);
   std::vector<float> d_top_input = filled(n * top_in, 0.f);
-  auto step = [&](Mlps& m) -> absl::StatusOr<double> {
+  auto step = [&](Dense& d) -> absl::StatusOr<double> {
+    Mlps& m = d.mlps;
     const Clock::time_point t0 = Clock::now();
     CEMB_RETURN_IF_ERROR(m.bottom.Forward(n, dense.data()).status());
-    CEMB_RETURN_IF_ERROR(m.top.Forward(n, top_input.data()).status());
+    const float* z = top_input.data();
+    if (d.cross) {
+      CEMB_ASSIGN_OR_RETURN(std::span<const float> x_l, d.cross->Forward(n, z));
+      z = x_l.data();
+    }
+    CEMB_RETURN_IF_ERROR(m.top.Forward(n, z).status());
     CEMB_RETURN_IF_ERROR(m.top.Backward(n, d_logit.data(), d_top_input.data()));
+    if (d.cross) CEMB_RETURN_IF_ERROR(d.cross->Backward(n, d_top_input.data(), d_top_input.data()));
     CEMB_RETURN_IF_ERROR(m.bottom.Backward(n, d_bottom.data(), nullptr));
     m.top.Update(0.f);
+    if (d.cross) d.cross->Update(0.f);
     m.bottom.Update(0.f);
     return 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
   };

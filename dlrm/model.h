@@ -177,7 +177,8 @@ class Dlrm {
 
   // Times one training step of the bottom and top MLPs that Create would
   // make from `options` (their widths, options.batch_size, this thread's
-  // OpenMP threads), in fp32 and in bf16: one warm-up step each, then three
+  // OpenMP threads), and with dcn of the cross network, which runs in their
+  // precision, in fp32 and in bf16: one warm-up step each, then three
   // rounds of one step each, alternating; the median of each. For kAuto
   // (dlrm/precision.h). REQUIRES: oneDNN has a bf16 matmul here
   // (DetectMatmulCpu().bf16_matmul not empty). Takes a few steps' time.

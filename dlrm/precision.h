@@ -77,7 +77,8 @@ struct MlpPrecisionChoice {
 };
 
 // One training step of the model's MLPs (bottom and top: forward, backward,
-// SGD) at its batch, in each precision, in milliseconds.
+// update; with dcn the cross network too) at its batch, in each precision,
+// in milliseconds.
 struct MlpTimings {
   double fp32_ms = 0;
   double bf16_ms = 0;

@@ -285,7 +285,10 @@ absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions
                                      absl::StrJoin(mo.top_mlp, ","), "\ntables ",
                                      mo.num_tables > 0 ? mo.num_tables : static_cast<int64_t>(mo.embeddings.tables.size()),
                                      "\ndim ", mo.embeddings.dim, "\ninteraction ", InteractionKindName(mo.interaction),
-                                     mo.self_interaction ? " self" : "");
+                                     mo.self_interaction ? " self" : "",
+                                     mo.interaction == InteractionKind::kDcn
+                                         ? absl::StrCat(" layers ", mo.dcn_layers, " rank ", mo.dcn_rank, " v2")
+                                         : std::string());
       Checksum64 sum;
       sum.Update(key.data(), key.size());
       path = absl::StrFormat("%s/mlp-precision-%016x.txt", datasets.work_dir, sum.Digest());
