@@ -9,6 +9,7 @@
 //
 //   std::vector<Chunk> out(n);
 //   cemb::parallel_for(n, /*threads=*/0, [&](int64_t i) { out[i] = Make(i); });
+//   cemb::parallel_for_ranges(v.size(), 1 << 14, [&](int64_t b, int64_t e) { Scale(v, b, e); });
 #ifndef CEMB_BASE_PARALLEL_H_
 #define CEMB_BASE_PARALLEL_H_
 
@@ -36,6 +37,14 @@ void parallel_for(int64_t n, int threads, Fn&& fn) {
   }
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int64_t i = 0; i < n; ++i) fn(i);
+}
+
+// Runs fn(begin, end) over [0, n) cut into ranges of `chunk` elements (the
+// last one shorter), each range a parallel_for item on DefaultThreads().
+// REQUIRES: chunk > 0.
+template <typename Fn>
+void parallel_for_ranges(int64_t n, int64_t chunk, Fn&& fn) {
+  parallel_for((n + chunk - 1) / chunk, 0, [&](int64_t c) { fn(c * chunk, std::min(n, (c + 1) * chunk)); });
 }
 
 }  // namespace cemb

@@ -18,6 +18,7 @@
 # EXTRA='--set data.max_ind_range=2000 --set data.samples=8192 --set train.batch_size=512').
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD_DIR=${BUILD_DIR:-build}
 SSD_DIR=${SSD_DIR:-${TMPDIR:-/tmp}}
 STEPS=${STEPS:-200}
@@ -29,9 +30,7 @@ mkdir -p "$SSD_DIR" "$OUT"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" --target dlrm-train >/dev/null
 
-echo "== $(date -u '+%Y-%m-%d %H:%M') UTC, $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
-     "$(grep -q amx_tile /proc/cpuinfo && echo AMX || echo 'no AMX'), $(free -g | awk '/^Mem:/ {print $2}') GiB," \
-     "load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(machine_line), $(free -g | awk '/^Mem:/ {print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== SSD_DIR $SSD_DIR ($(df -h --output=avail "$SSD_DIR" | tail -1 | tr -d ' ') free), STEPS $STEPS, CAP ${CAP:-none}," \
      "log in $OUT"
 

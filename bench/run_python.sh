@@ -25,6 +25,7 @@
 # PEER_STEPS (40), ROUNDS (2), OUT (a new temporary directory: logs and data).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD_DIR=${BUILD_DIR:-build}
 SSD_DIR=${SSD_DIR:-/work/tmp/pyssd}
 CAP=${CAP:-1950M}
@@ -41,8 +42,7 @@ export PYTHONPATH="$PWD/$BUILD_DIR/python"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" --target dlrm-train dlrm-data cemb_python >/dev/null
 mkdir -p "$OUT" "$SSD_DIR"
-echo "== $(date -u '+%Y-%m-%d %H:%M') UTC, $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
-     "$(grep -q amx_tile /proc/cpuinfo && echo AMX || echo 'no AMX'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== CAP $CAP, BUDGET_FIT $BUDGET_FIT, BUDGET_SMALL $BUDGET_SMALL, STEPS $STEPS, logs in $OUT"
 
 # The bench-ssd data as dlrm-train prepares it (STEPS + 10 batches), and

@@ -42,6 +42,7 @@
 #   apt-get install python3-torch libopenblas0
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD_DIR=${BUILD_DIR:-build}
 SSD_DIR=${SSD_DIR:-/work/tmp}
 CAP=${CAP:-3G}
@@ -66,8 +67,7 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" --target dlrm-train ssd_bench >/dev/null
 train=$BUILD_DIR/apps/dlrm-train
 
-echo "== $(date -u '+%Y-%m-%d %H:%M') UTC, $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
-     "$(grep -q amx_tile /proc/cpuinfo && echo AMX || echo 'no AMX'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== SSD_DIR $SSD_DIR ($(stat -f -c %T "$SSD_DIR")), CAP $CAP, BUDGET $BUDGET, STEPS $STEPS, logs in $OUT"
 
 "$BUILD_DIR/bench/ssd_bench" --limit_only 1 --dir "$SSD_DIR" --rows 16777216 | tee "$OUT/limit.txt"

@@ -15,6 +15,7 @@
 # ../shared/tools/memlimit), OUT (a new temporary directory for the log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/machine.sh
 BUILD_DIR=${BUILD_DIR:-build}
 SSD_DIR=${SSD_DIR:-/work/tmp}
 BUDGET=${BUDGET:-8GiB}
@@ -28,9 +29,7 @@ mkdir -p "$SSD_DIR" "$OUT"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" --target dlrm-train >/dev/null
 
-echo "== $(date -u '+%Y-%m-%d %H:%M') UTC, $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
-     "$(grep -q amx_tile /proc/cpuinfo && echo AMX || echo 'no AMX'), $(free -g | awk '/^Mem:/ {print $2}') GiB," \
-     "load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== $(machine_line), $(free -g | awk '/^Mem:/ {print $2}') GiB, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== SSD_DIR $SSD_DIR ($(df -h --output=avail "$SSD_DIR" | tail -1 | tr -d ' ') free), BUDGET $BUDGET," \
      "STEPS $STEPS x $BATCH, CAP ${CAP:-none}, log in $OUT"
 

@@ -26,12 +26,7 @@ using dims = dnnl::memory::dims;
 using internal::AlignedBuffer;
 using internal::Call;
 
-// Runs fn(begin, end) over [0, n) in chunks of `chunk` elements on parallel_for.
-template <typename Fn>
-void ForChunks(int64_t n, int64_t chunk, Fn&& fn) {
-  parallel_for((n + chunk - 1) / chunk, 0, [&](int64_t c) { fn(c * chunk, std::min(n, (c + 1) * chunk)); });
-}
-// Elements of the elementwise loops and of SGD per parallel_for item.
+// Elements of the elementwise loops per parallel_for item.
 constexpr int64_t kChunk = 1 << 14;
 // Backward's fused pass sums the bias gradient's columns per block of rows,
 // at most this many blocks (their partial sums in `db_partial`), then the
@@ -355,7 +350,7 @@ absl::StatusOr<std::span<const float>> CrossNetwork::Forward(int64_t batch, cons
   const int64_t d = m.d, n = batch * d;
   if (m.bf16()) {
     uint16_t* x0b = m.xb[0].as<uint16_t>();
-    ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
+    parallel_for_ranges(n, kChunk, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) x0b[i] = FloatToBf16(x0[i]);
     });
   }
@@ -371,7 +366,7 @@ absl::StatusOr<std::span<const float>> CrossNetwork::Forward(int64_t batch, cons
     const float* o = m.o[l].as<float>();
     float* next = m.XOut(l + 1);
     uint16_t* next_b = m.bf16() && l + 1 < m.L ? m.xb[l + 1].as<uint16_t>() : nullptr;
-    ForChunks(n, kChunk, [&](int64_t begin, int64_t end) {
+    parallel_for_ranges(n, kChunk, [&](int64_t begin, int64_t end) {
       if (next_b == nullptr) {
         for (int64_t i = begin; i < end; ++i) next[i] = x0[i] * o[i] + xl[i];
         return;
@@ -455,7 +450,7 @@ absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) 
       if (r0 < r1) rows(r0, r1, d, gin, x0, o, go, go_b, g, dx0, partial + b * d);
     });
     float* db = layer.db.data();
-    ForChunks(d, 256, [&](int64_t c0, int64_t c1) {
+    parallel_for_ranges(d, 256, [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         double sum = 0;
         for (int64_t b = 0; b < blocks; ++b) sum += partial[b * d + c];

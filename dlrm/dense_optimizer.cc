@@ -62,19 +62,8 @@ void SplitAdagradUpdate(std::span<uint16_t> hi, std::span<uint16_t> lo, std::spa
 }
 
 namespace {
-
 // Elements per parallel_for item.
-constexpr size_t kChunk = size_t{1} << 14;
-
-// fn(begin, end) over [0, n) in chunks, on the OpenMP threads.
-template <typename Fn>
-void ForChunks(size_t n, Fn&& fn) {
-  parallel_for(static_cast<int64_t>((n + kChunk - 1) / kChunk), 0, [&](int64_t c) {
-    const size_t begin = static_cast<size_t>(c) * kChunk;
-    fn(begin, std::min(n, begin + kChunk) - begin);
-  });
-}
-
+constexpr int64_t kChunk = int64_t{1} << 14;
 }  // namespace
 
 DenseOptimizer::DenseOptimizer(const DenseOptimizerOptions& options, std::span<const int64_t> sizes)
@@ -89,10 +78,15 @@ std::span<float> DenseOptimizer::state(int i) {
   return std::span(state_).subspan(offsets_[i], offsets_[i + 1] - offsets_[i]);
 }
 
+std::span<const float> DenseOptimizer::state(int i) const {
+  return std::span(state_).subspan(offsets_[i], offsets_[i + 1] - offsets_[i]);
+}
+
 void DenseOptimizer::Update(int i, std::span<float> w, std::span<const float> g, float lr) {
   const std::span<float> s = state(i);
   const float eps = options_.adagrad_eps;
-  ForChunks(w.size(), [&](size_t begin, size_t len) {
+  parallel_for_ranges(static_cast<int64_t>(w.size()), kChunk, [&](int64_t begin, int64_t end) {
+    const auto len = static_cast<size_t>(end - begin);
     if (s.empty()) {
       SgdUpdate(w.subspan(begin, len), g.subspan(begin, len), lr);
     } else {
@@ -105,7 +99,8 @@ void DenseOptimizer::Update(int i, std::span<uint16_t> hi, std::span<uint16_t> l
                             float lr) {
   const std::span<float> s = state(i);
   const float eps = options_.adagrad_eps;
-  ForChunks(hi.size(), [&](size_t begin, size_t len) {
+  parallel_for_ranges(static_cast<int64_t>(hi.size()), kChunk, [&](int64_t begin, int64_t end) {
+    const auto len = static_cast<size_t>(end - begin);
     if (s.empty()) {
       SplitSgdUpdate(hi.subspan(begin, len), lo.subspan(begin, len), g.subspan(begin, len), lr);
     } else {
@@ -125,8 +120,7 @@ absl::Status DenseOptimizer::SaveNpy(const std::string& dir, const std::string& 
                                      std::span<const ParameterInfo> params) const {
   if (options_.kind != DenseOptimizerKind::kAdagrad) return absl::OkStatus();
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::span<const float> s = std::span(state_).subspan(offsets_[i], offsets_[i + 1] - offsets_[i]);
-    CEMB_RETURN_IF_ERROR(WriteNpy<float>(StateFile(dir, prefix, params[i]), s, params[i].shape));
+    CEMB_RETURN_IF_ERROR(WriteNpy<float>(StateFile(dir, prefix, params[i]), state(static_cast<int>(i)), params[i].shape));
   }
   return absl::OkStatus();
 }

@@ -111,6 +111,7 @@ class DenseOptimizer {
 
   // Parameter i's accumulators (Adagrad), empty for SGD.
   std::span<float> state(int i);
+  std::span<const float> state(int i) const;
   // Adagrad: writes / reads every accumulator as "<dir>/<prefix><name>.adagrad.npy"
   // (the parameter's name and shape); SGD: nothing. Load checks every file
   // before it changes any accumulator; errors name the file.
