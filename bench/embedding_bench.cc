@@ -10,7 +10,7 @@
 //   reindex         Ensemble::reindex alone.
 //   sgd             sgd_update alone (its reindex runs with the timer paused).
 //   reindex_sgd     reindex + fused sgd_update of the same batch, both timed.
-//   reindex_adagrad reindex + fused row-wise adagrad_update, both timed.
+//   reindex_adagrad reindex + fused rowwise_adagrad_update, both timed.
 //
 // Grids (--cemb_grid=, comma-separated; default small):
 //   small     8 x 200,000 rows: the headline configurations, quickly.
@@ -407,7 +407,7 @@ void Run(benchmark::State& state, const Config& c) {
         s = ensemble.reindex<Index>(bags, Pooling::kSum);
         if (!s.ok()) return s;
         if (c.op == Op::kSgd) start = std::chrono::steady_clock::now();
-        s = c.op == Op::kReindexAdagrad ? ensemble.adagrad_update(grads, state_ptrs, update_options)
+        s = c.op == Op::kReindexAdagrad ? ensemble.rowwise_adagrad_update(grads, state_ptrs, update_options)
                                         : ensemble.sgd_update(grads, update_options);
         if (count) {
           for (int t = 0; t < c.ntables; ++t) unique_rows += ensemble.plan(t).nunique();

@@ -551,6 +551,7 @@ class CachedTable<T, kDynamic> {
   int64_t cached_rows() const;
   const SimpleTable<T, kDynamic>& base() const { return base_; }
   size_t row_bytes() const { return base_.row_bytes(); }
+  int64_t state_floats() const { return base_.state_floats(); }
   const AdmissionFilter& admission() const { return *filter_; }
 
   // The lifetime rule, checked: flushes move the epoch; with check_lifetime a

@@ -136,12 +136,12 @@ absl::StatusOr<std::vector<int64_t>> LocalBatchSizes(std::span<const int64_t> gl
   return sizes;
 }
 
-std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t dim, int64_t element_bytes,
-                                  bool adagrad_state, int64_t batch_size, std::span<const uint32_t> hotness) {
+std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t row_bytes, int64_t batch_size,
+                                  std::span<const uint32_t> hotness) {
   std::vector<TableCost> costs;
   for (size_t t = 0; t < rows.size(); ++t) {
     const auto n = static_cast<int64_t>(rows[t]);
-    costs.push_back({.bytes = n * dim * element_bytes + (adagrad_state ? n * 4 : 0),
+    costs.push_back({.bytes = n * row_bytes,
                      .lookups_per_step = static_cast<double>(batch_size) * hotness[t]});
   }
   return costs;

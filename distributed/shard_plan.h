@@ -41,13 +41,13 @@ struct TableCost {
   double lookups_per_step = 0;   // indices of one global batch (batch * the table's hotness)
 };
 
-// The costs of a model's tables of `rows` rows each: the rows' bytes
-// (`element_bytes` a value: 4 for float, 2 for bfloat16), row-wise
-// AdaGrad's 4 bytes a row when `adagrad_state`, and batch_size x hotness[t]
-// lookups per step (a sample's bag of table t holds hotness[t] indices).
-// REQUIRES: hotness.size() == rows.size().
-std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t dim, int64_t element_bytes,
-                                  bool adagrad_state, int64_t batch_size, std::span<const uint32_t> hotness);
+// The costs of a model's tables of `rows` rows each: `row_bytes` a row (its
+// values and the optimizer state it keeps, with it or apart:
+// tables/embedding_layer.h's EmbeddingRowBytes + RowwiseStateBytes), and
+// batch_size x hotness[t] lookups per step (a sample's bag of table t holds
+// hotness[t] indices). REQUIRES: hotness.size() == rows.size().
+std::vector<TableCost> TableCosts(std::span<const uint64_t> rows, int64_t row_bytes, int64_t batch_size,
+                                  std::span<const uint32_t> hotness);
 
 // The batch sizes a rank's model runs when every global batch of
 // `global_sizes` (the full batch, the last partial ones) is sliced over

@@ -94,12 +94,13 @@ absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling poolin
   return absl::OkStatus();
 }
 
-absl::Status Ensemble::Update(std::span<const ConstMatrixView> grads, std::span<RowwiseAdagradState* const> states,
-                              const UpdateOptions& options) {
+absl::Status Ensemble::Update(std::span<const ConstMatrixView> grads, UpdateRule rule,
+                              std::span<RowwiseAdagradState* const> states, const UpdateOptions& options) {
   if (absl::Status s = CheckCount(grads.size(), "gradients"); !s.ok()) return s;
   sizes_.resize(tables_.size());
   for (size_t t = 0; t < tables_.size(); ++t) {
     if (absl::Status s = tables_[t]->validate_update(plans_[t], grads[t]); !s.ok()) return s;
+    if (absl::Status s = tables_[t]->validate_rule(rule); !s.ok()) return s;
     if (!states.empty() && (states[t] == nullptr || states[t]->nvectors() != tables_[t]->nvectors())) {
       return absl::InvalidArgumentError(absl::StrCat("table ", tables_[t]->name(), ": missing or mis-sized AdaGrad state"));
     }
@@ -109,19 +110,24 @@ absl::Status Ensemble::Update(std::span<const ConstMatrixView> grads, std::span<
   parallel_for(static_cast<int64_t>(items_.size()), options_.threads, [&](int64_t i) {
     const Item& item = items_[i];
     float* state = states.empty() ? nullptr : states[item.table]->data();
-    tables_[item.table]->update(plans_[item.table], grads[item.table], options, state, item.begin, item.end);
+    tables_[item.table]->update(plans_[item.table], grads[item.table], options, rule, state, item.begin, item.end);
   });
   return absl::OkStatus();
 }
 
 absl::Status Ensemble::sgd_update(std::span<const ConstMatrixView> grads, const UpdateOptions& options) {
-  return Update(grads, {}, options);
+  return Update(grads, UpdateRule::kSgd, {}, options);
 }
 
-absl::Status Ensemble::adagrad_update(std::span<const ConstMatrixView> grads,
-                                      std::span<RowwiseAdagradState* const> states, const UpdateOptions& options) {
+absl::Status Ensemble::adagrad_update(std::span<const ConstMatrixView> grads, const UpdateOptions& options) {
+  return Update(grads, UpdateRule::kAdagrad, {}, options);
+}
+
+absl::Status Ensemble::rowwise_adagrad_update(std::span<const ConstMatrixView> grads,
+                                              std::span<RowwiseAdagradState* const> states,
+                                              const UpdateOptions& options) {
   if (absl::Status s = CheckCount(states.size(), "AdaGrad states"); !s.ok()) return s;
-  return Update(grads, states, options);
+  return Update(grads, UpdateRule::kRowwiseAdagrad, states, options);
 }
 
 template absl::Status Ensemble::pooled_lookup(std::span<const Bags<int32_t>>, std::span<const MatrixView>,

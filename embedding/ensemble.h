@@ -54,8 +54,9 @@ class TableOps {
                       int64_t b1) const = 0;
   virtual absl::Status validate_update(const UpdatePlan& plan, ConstMatrixView grad) const = 0;
   // state == nullptr: SGD; else row-wise AdaGrad with that accumulator array.
-  virtual void update(const UpdatePlan& plan, ConstMatrixView grad, const UpdateOptions& o, float* state,
-                      int64_t u0, int64_t u1) const = 0;
+  virtual absl::Status validate_rule(UpdateRule rule) const = 0;
+  virtual void update(const UpdatePlan& plan, ConstMatrixView grad, const UpdateOptions& o, UpdateRule rule,
+                      float* state, int64_t u0, int64_t u1) const = 0;
 };
 
 template <RowTable Table>
@@ -85,14 +86,10 @@ class BoundTableOps final : public TableOps {
   absl::Status validate_update(const UpdatePlan& plan, ConstMatrixView grad) const override {
     return k_.validate_update(plan, grad);
   }
-  void update(const UpdatePlan& plan, ConstMatrixView grad, const UpdateOptions& o, float* state, int64_t u0,
-              int64_t u1) const override {
-    const internal::UpdateArgs args = k_.update_args(plan, grad, o, state);
-    if (state == nullptr) {
-      k_.sgd_range(args, u0, u1);
-    } else {
-      k_.adagrad_range(args, u0, u1);
-    }
+  absl::Status validate_rule(UpdateRule rule) const override { return k_.validate_rule(rule); }
+  void update(const UpdatePlan& plan, ConstMatrixView grad, const UpdateOptions& o, UpdateRule rule, float* state,
+              int64_t u0, int64_t u1) const override {
+    k_.update_range(rule, k_.update_args(plan, grad, o, state), u0, u1);
   }
 
  private:
@@ -167,11 +164,13 @@ class Ensemble {
                                      const Prepared& prepared = {});
 
   // Applies grads[t] (one row per bag of table t) through the plans of the
-  // last reindex(): SGD, or row-wise AdaGrad with one state per table.
+  // last reindex(): SGD, row-wise AdaGrad with one state per table, or
+  // element-wise AdaGrad (every table keeps its accumulators with its rows).
   [[nodiscard]] absl::Status sgd_update(std::span<const ConstMatrixView> grads, const UpdateOptions& options);
-  [[nodiscard]] absl::Status adagrad_update(std::span<const ConstMatrixView> grads,
-                                            std::span<RowwiseAdagradState* const> states,
-                                            const UpdateOptions& options);
+  [[nodiscard]] absl::Status rowwise_adagrad_update(std::span<const ConstMatrixView> grads,
+                                                    std::span<RowwiseAdagradState* const> states,
+                                                    const UpdateOptions& options);
+  [[nodiscard]] absl::Status adagrad_update(std::span<const ConstMatrixView> grads, const UpdateOptions& options);
 
  private:
   struct Item {
@@ -182,8 +181,8 @@ class Ensemble {
   absl::Status CheckPrepared(const Prepared& prepared) const;
   // Cuts each table's [0, sizes[t]) into chunks, into items_.
   void MakeItems(std::span<const int64_t> sizes);
-  absl::Status Update(std::span<const ConstMatrixView> grads, std::span<RowwiseAdagradState* const> states,
-                      const UpdateOptions& options);
+  absl::Status Update(std::span<const ConstMatrixView> grads, UpdateRule rule,
+                      std::span<RowwiseAdagradState* const> states, const UpdateOptions& options);
 
   EnsembleOptions options_;
   std::vector<std::unique_ptr<TableOps>> tables_;

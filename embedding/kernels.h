@@ -14,8 +14,10 @@
 //                   an empty bag gives a zero row
 //   sgd_update:     for each unique row u of the plan:
 //                     g = sum_k scale_k * grad[source_k, :];  row(u) -= lr * g
-//   adagrad_update: g as above; state[u] += mean(g .* g);
-//                   row(u) -= lr * g / (sqrt(state[u]) + eps)      (row-wise AdaGrad)
+//   rowwise_adagrad_update: g as above; state[u] += mean(g .* g);
+//                   row(u) -= lr * g / (sqrt(state[u]) + eps)      (FBGEMM's EXACT_ROWWISE_ADAGRAD)
+//   adagrad_update: g as above; m = row u's fp32 state (after its features), element-wise:
+//                   m += g .* g; row(u) -= lr * g / (sqrt(m) + eps)  (FBGEMM's EXACT_ADAGRAD)
 // Only featuresize() columns of each output row are written, so `out` may be
 // a column slice of a larger matrix (the DLRM concatenation costs nothing).
 //
@@ -74,7 +76,7 @@ struct LookupOptions {
 struct UpdateOptions {
   float learning_rate = 0.01f;
   Store store = Store::kStandard;
-  float eps = 1e-8f;  // adagrad_update only
+  float eps = 1e-8f;  // the AdaGrad updates only
 };
 
 // One accumulator per row for row-wise AdaGrad (FBGEMM's
@@ -186,18 +188,28 @@ class TableKernels {
   [[nodiscard]] absl::Status sgd_update(const UpdatePlan& plan, ConstMatrixView grad,
                                         const UpdateOptions& options) const {
     if (absl::Status s = validate_update(plan, grad); !s.ok()) return s;
-    sgd_range(update_args(plan, grad, options, nullptr), 0, plan.nunique());
+    update_range(UpdateRule::kSgd, update_args(plan, grad, options, nullptr), 0, plan.nunique());
     return absl::OkStatus();
   }
 
-  [[nodiscard]] absl::Status adagrad_update(const UpdatePlan& plan, ConstMatrixView grad, RowwiseAdagradState& state,
-                                            const UpdateOptions& options) const {
+  [[nodiscard]] absl::Status rowwise_adagrad_update(const UpdatePlan& plan, ConstMatrixView grad,
+                                                    RowwiseAdagradState& state, const UpdateOptions& options) const {
     if (absl::Status s = validate_update(plan, grad); !s.ok()) return s;
     if (state.nvectors() != table_->nvectors()) {
       return absl::InvalidArgumentError(absl::StrCat("table ", table_->name(), ": AdaGrad state has ",
                                                      state.nvectors(), " rows, table ", table_->nvectors()));
     }
-    adagrad_range(update_args(plan, grad, options, state.data()), 0, plan.nunique());
+    update_range(UpdateRule::kRowwiseAdagrad, update_args(plan, grad, options, state.data()), 0, plan.nunique());
+    return absl::OkStatus();
+  }
+
+  // Element-wise: the table keeps featuresize() accumulators with each row
+  // (TableOptions::state_floats).
+  [[nodiscard]] absl::Status adagrad_update(const UpdatePlan& plan, ConstMatrixView grad,
+                                            const UpdateOptions& options) const {
+    if (absl::Status s = validate_update(plan, grad); !s.ok()) return s;
+    if (absl::Status s = validate_rule(UpdateRule::kAdagrad); !s.ok()) return s;
+    update_range(UpdateRule::kAdagrad, update_args(plan, grad, options, nullptr), 0, plan.nunique());
     return absl::OkStatus();
   }
 
@@ -233,9 +245,8 @@ class TableKernels {
   void pooled_range(const internal::PooledArgs<Index>& a, int64_t bag_begin, int64_t bag_end) const {
     set_.template pooled<Index>()(*table_, a, bag_begin, bag_end);
   }
-  void sgd_range(const internal::UpdateArgs& a, int64_t begin, int64_t end) const { set_.sgd(*table_, a, begin, end); }
-  void adagrad_range(const internal::UpdateArgs& a, int64_t begin, int64_t end) const {
-    set_.adagrad(*table_, a, begin, end);
+  void update_range(UpdateRule rule, const internal::UpdateArgs& a, int64_t begin, int64_t end) const {
+    set_.update(rule)(*table_, a, begin, end);
   }
 
   absl::Status validate_update(const UpdatePlan& plan, ConstMatrixView grad) const {
@@ -244,6 +255,15 @@ class TableKernels {
                                                      plan.nvectors(), " rows, table has ", table_->nvectors()));
     }
     return validate_matrix(table_->name(), "gradient", table_->featuresize(), plan.noutputs(), grad);
+  }
+  // Element-wise AdaGrad needs a table that keeps an accumulator per element.
+  absl::Status validate_rule(UpdateRule rule) const {
+    if (rule == UpdateRule::kAdagrad && StateFloatsOf(*table_) < table_->featuresize()) {
+      return absl::InvalidArgumentError(absl::StrCat("table ", table_->name(), ": element-wise AdaGrad needs ",
+                                                     table_->featuresize(), " state values with each row, the table keeps ",
+                                                     StateFloatsOf(*table_), " (TableOptions::state_floats)"));
+    }
+    return absl::OkStatus();
   }
 
  private:

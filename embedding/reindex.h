@@ -1,5 +1,5 @@
 // reindex: turns the bags of a lookup into an update plan, the input of the
-// fused update kernels (sgd_update, adagrad_update).
+// fused update kernels (sgd_update, rowwise_adagrad_update, adagrad_update).
 //
 // Reference semantics:
 //   rows    = the distinct rows of `indices`, in order of first appearance

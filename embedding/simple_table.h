@@ -1,6 +1,9 @@
 // SimpleTable<T, D>: the "direct" embedding table. nvectors() rows of
 // featuresize() elements of T (float or bfloat16) stored contiguously,
-// row-major, in one Region of a memory tier; row r lives at base + r * D.
+// row-major, in one Region of a memory tier; row r lives at base + r * stride,
+// where a row's stride is its D features and, when the table keeps optimizer
+// state with its rows (TableOptions::state_floats, element-wise AdaGrad's
+// accumulators), that many fp32 values right after them.
 //
 // The rowpointer interface (thesis Table 5.2), which every table type of
 // CachedEmbeddings implements and every kernel is written against:
@@ -10,6 +13,9 @@
 //   nvectors()                 number of rows
 //   rowpointer(row, Access)    address of the row's current copy
 //   name()                     for messages ("table 7")
+// and, where a table keeps optimizer state with its rows (StateFloatsOf()):
+//   state_floats()             fp32 values after each row's features, moved
+//                              with the row wherever it goes (cache, log, files)
 //
 // SimpleTable<T, D> of a static D derives from SimpleTable<T, kDynamic>: the
 // same rows and members, featuresize() a constant. A table of a static size
@@ -76,8 +82,30 @@ struct TableOptions {
   int64_t nvectors = 0;
   // Required when D is kDynamic; 0 or D when D is static.
   int64_t featuresize = 0;
+  // fp32 optimizer-state values stored after each row's features (0: none;
+  // element-wise AdaGrad keeps featuresize). They start at zero, travel
+  // with the row (every copy of a row is row_bytes() long) and are not
+  // features: lookups never read them. REQUIRES: featuresize * sizeof(T) a
+  // multiple of 4 when > 0 (the floats are aligned).
+  int64_t state_floats = 0;
   TierOptions tier;
 };
+
+// A table's state_floats(), or 0 for a table type without optimizer state.
+template <typename Table>
+int64_t StateFloatsOf(const Table& t) {
+  if constexpr (requires { t.state_floats(); }) {
+    return t.state_floats();
+  } else {
+    return 0;
+  }
+}
+
+// The optimizer state of a row that holds `featuresize` elements of T.
+template <typename T>
+[[gnu::always_inline]] inline float* RowState(T* row, int64_t featuresize) {
+  return reinterpret_cast<float*>(row + featuresize);
+}
 
 template <StorageType T, int64_t D = kDynamic>
 class SimpleTable;
@@ -97,13 +125,27 @@ class SimpleTable<T, kDynamic> {
     if (options.nvectors <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(options.name, ": nvectors must be > 0"));
     }
+    if (absl::Status s = CheckStateFloats(options); !s.ok()) return s;
+    const int64_t stride = options.featuresize + options.state_floats * static_cast<int64_t>(sizeof(float) / sizeof(T));
     absl::StatusOr<Region> region = Region::Allocate(
-        options.tier, static_cast<size_t>(options.nvectors) * static_cast<size_t>(options.featuresize) * sizeof(T));
+        options.tier, static_cast<size_t>(options.nvectors) * static_cast<size_t>(stride) * sizeof(T));
     if (!region.ok()) {
       return absl::Status(region.status().code(),
                           absl::StrCat(options.name, ": ", region.status().message()));
     }
-    return SimpleTable(*std::move(region), options.name, options.nvectors, options.featuresize);
+    return SimpleTable(*std::move(region), options.name, options.nvectors, options.featuresize, stride);
+  }
+
+  // The shared checks of state_floats (every table type's Create).
+  static absl::Status CheckStateFloats(const TableOptions& options) {
+    if (options.state_floats < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(options.name, ": state_floats ", options.state_floats, " < 0"));
+    }
+    if (options.state_floats > 0 && options.featuresize * static_cast<int64_t>(sizeof(T)) % 4 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(options.name, ": optimizer state after rows of ",
+                                                     options.featuresize, " bfloat16 values needs an even featuresize"));
+    }
+    return absl::OkStatus();
   }
 
   SimpleTable(SimpleTable&&) noexcept = default;
@@ -112,11 +154,13 @@ class SimpleTable<T, kDynamic> {
   [[gnu::always_inline]] int64_t featuresize() const { return featuresize_; }
   [[gnu::always_inline]] int64_t nvectors() const { return nvectors_; }
   [[gnu::always_inline]] T* rowpointer(int64_t row, Access = Access::kForward) const {
-    return base_ + row * featuresize_;
+    return base_ + row * stride_;
   }
   const std::string& name() const { return name_; }
   const Region& region() const { return region_; }
-  size_t row_bytes() const { return static_cast<size_t>(featuresize_) * sizeof(T); }
+  // A row's bytes: its features and its optimizer state.
+  size_t row_bytes() const { return static_cast<size_t>(stride_) * sizeof(T); }
+  int64_t state_floats() const { return (stride_ - featuresize_) * static_cast<int64_t>(sizeof(T)) / 4; }
 
   // Makes the stores to rows [begin, end) durable on a persistent tier.
   void persist_rows(int64_t begin, int64_t end) const {
@@ -126,23 +170,26 @@ class SimpleTable<T, kDynamic> {
   }
 
  protected:
-  SimpleTable(Region region, std::string name, int64_t nvectors, int64_t featuresize)
+  SimpleTable(Region region, std::string name, int64_t nvectors, int64_t featuresize, int64_t stride)
       : region_(std::move(region)),
         base_(reinterpret_cast<T*>(region_.data())),
         nvectors_(nvectors),
         featuresize_(featuresize),
+        stride_(stride),
         name_(std::move(name)) {}
 
   Region region_;
   T* base_;
   int64_t nvectors_;
   int64_t featuresize_;
+  int64_t stride_;  // elements of T from one row to the next
   std::string name_;
 };
 
 // A static feature size: the same rows, with featuresize() a compile-time
 // constant the kernels specialise on. It adds no state to its kDynamic base,
-// whose featuresize() returns D too.
+// whose featuresize() returns D too (rowpointer() is the base's: the stride
+// is D only without optimizer state).
 template <StorageType T, int64_t D>
 class SimpleTable : public SimpleTable<T, kDynamic> {
   using Dynamic = SimpleTable<T, kDynamic>;
@@ -170,10 +217,6 @@ class SimpleTable : public SimpleTable<T, kDynamic> {
   SimpleTable& operator=(SimpleTable&&) noexcept = default;
 
   [[gnu::always_inline]] constexpr int64_t featuresize() const { return D; }
-  [[gnu::always_inline]] T* rowpointer(int64_t row, Access = Access::kForward) const {
-    return this->base_ + row * D;
-  }
-  constexpr size_t row_bytes() const { return static_cast<size_t>(D) * sizeof(T); }
 
  private:
   explicit SimpleTable(Dynamic rows) : Dynamic(std::move(rows)) {}

@@ -16,6 +16,9 @@ constexpr char kMagic[8] = {'C', 'E', 'M', 'B', 'R', 'O', 'W', 'S'};
 constexpr uint32_t kVersion = 1;
 
 size_t ElementBytes(ElementType t) { return t == ElementType::kFloat ? 4 : 2; }
+uint64_t RowBytes(ElementType t, int64_t featuresize, int64_t state_floats) {
+  return static_cast<uint64_t>(featuresize) * ElementBytes(t) + static_cast<uint64_t>(state_floats) * sizeof(float);
+}
 
 }  // namespace
 
@@ -26,8 +29,8 @@ struct RowsWriter::State {
   uint64_t written = 0, expected = 0;
 };
 
-absl::StatusOr<RowsWriter> RowsWriter::Open(const std::string& path, ElementType type,
-                                            int64_t nvectors, int64_t featuresize) {
+absl::StatusOr<RowsWriter> RowsWriter::Open(const std::string& path, ElementType type, int64_t nvectors,
+                                            int64_t featuresize, int64_t state_floats) {
   CEMB_ASSIGN_OR_RETURN(base::AtomicFile file, base::AtomicFile::Create(path));
   RowsWriter w;
   w.state_ = std::make_unique<State>(State{.file = std::move(file)});
@@ -37,7 +40,8 @@ absl::StatusOr<RowsWriter> RowsWriter::Open(const std::string& path, ElementType
   s.header.type = type;
   s.header.nvectors = nvectors;
   s.header.featuresize = featuresize;
-  s.expected = static_cast<uint64_t>(nvectors) * featuresize * ElementBytes(type);
+  s.header.state_floats = state_floats;
+  s.expected = static_cast<uint64_t>(nvectors) * RowBytes(type, featuresize, state_floats);
   // A placeholder; the header is written last, once the checksum is known.
   CEMB_RETURN_IF_ERROR(s.file.Append(&s.header, sizeof(RowsHeader)));
   return w;
@@ -70,7 +74,7 @@ struct RowsReader::State {
 };
 
 absl::StatusOr<RowsReader> RowsReader::Open(const std::string& path, const std::string& table_name,
-                                            int64_t nvectors, int64_t featuresize) {
+                                            int64_t nvectors, int64_t featuresize, int64_t state_floats) {
   RowsReader r;
   r.state_ = std::make_unique<State>();
   State& s = *r.state_;
@@ -97,7 +101,11 @@ absl::StatusOr<RowsReader> RowsReader::Open(const std::string& path, const std::
     return error("holds ", s.header.nvectors, " rows of ", s.header.featuresize,
                  " elements, the table has ", nvectors, " rows of ", featuresize);
   }
-  const uint64_t payload = static_cast<uint64_t>(nvectors) * featuresize * ElementBytes(s.header.type);
+  if (s.header.state_floats != state_floats) {
+    return error("holds ", s.header.state_floats, " optimizer-state values per row, the table keeps ", state_floats,
+                 " (element-wise AdaGrad keeps one per element, other optimizers none with the rows)");
+  }
+  const uint64_t payload = static_cast<uint64_t>(nvectors) * RowBytes(s.header.type, featuresize, state_floats);
   const uint64_t expected = sizeof(RowsHeader) + payload;
   if (size != expected) {
     return error(size < expected ? "truncated: " : "too long: ", size, " bytes, ", expected, " expected");

@@ -7,7 +7,9 @@
 //                              whatever the thread count, and one row can be made alone.
 //   SaveRows(table, path)      writes a rows file atomically (temporary file, fsync,
 //                              rename): a 64-byte header (magic "CEMBROWS", version,
-//                              element type, nvectors, featuresize, checksum) + rows.
+//                              element type, nvectors, featuresize, checksum,
+//                              state_floats) + rows, each its features and then
+//                              its optimizer state (fp32; none in older files).
 //   LoadRows(table, path)      reads a rows file into the table (float <-> bfloat16
 //                              converted). The file is checked completely (header,
 //                              size, checksum) before the first row is written, so a
@@ -53,7 +55,8 @@ struct RowsHeader {
   int64_t nvectors;
   int64_t featuresize;
   uint64_t checksum;  // Checksum64 of the row bytes
-  uint8_t reserved[24];
+  int64_t state_floats;  // fp32 optimizer state after each row's features (0 in files of before)
+  uint8_t reserved[16];
 };
 static_assert(sizeof(RowsHeader) == 64);
 
@@ -61,8 +64,8 @@ static_assert(sizeof(RowsHeader) == 64);
 // writes rows' raw bytes into buffer.
 class RowsWriter {
  public:
-  static absl::StatusOr<RowsWriter> Open(const std::string& path, ElementType type,
-                                         int64_t nvectors, int64_t featuresize);
+  static absl::StatusOr<RowsWriter> Open(const std::string& path, ElementType type, int64_t nvectors,
+                                         int64_t featuresize, int64_t state_floats = 0);
   RowsWriter(RowsWriter&&) noexcept;
   ~RowsWriter();
   absl::Status Append(const void* data, size_t bytes);
@@ -79,7 +82,7 @@ class RowsWriter {
 class RowsReader {
  public:
   static absl::StatusOr<RowsReader> Open(const std::string& path, const std::string& table_name,
-                                         int64_t nvectors, int64_t featuresize);
+                                         int64_t nvectors, int64_t featuresize, int64_t state_floats = 0);
   RowsReader(RowsReader&&) noexcept;
   ~RowsReader();
   ElementType type() const;
@@ -132,9 +135,10 @@ template <RowTable Table>
   using T = typename Table::value_type;
   namespace ti = table_io_internal;
   absl::StatusOr<ti::RowsWriter> writer =
-      ti::RowsWriter::Open(path, ti::ElementTypeOf<T>(), table.nvectors(), table.featuresize());
+      ti::RowsWriter::Open(path, ti::ElementTypeOf<T>(), table.nvectors(), table.featuresize(), StateFloatsOf(table));
   if (!writer.ok()) return writer.status();
-  const size_t row_bytes = static_cast<size_t>(table.featuresize()) * sizeof(T);
+  const size_t row_bytes =
+      static_cast<size_t>(table.featuresize()) * sizeof(T) + static_cast<size_t>(StateFloatsOf(table)) * sizeof(float);
   std::vector<char> buffer(ti::kRowsPerChunk * row_bytes);
   for (int64_t begin = 0; begin < table.nvectors(); begin += ti::kRowsPerChunk) {
     const int64_t end = std::min(table.nvectors(), begin + ti::kRowsPerChunk);
@@ -151,26 +155,30 @@ template <RowTable Table>
 [[nodiscard]] absl::Status LoadRows(const Table& table, const std::string& path) {
   using T = typename Table::value_type;
   namespace ti = table_io_internal;
+  const int64_t state = StateFloatsOf(table);
   absl::StatusOr<ti::RowsReader> reader =
-      ti::RowsReader::Open(path, table.name(), table.nvectors(), table.featuresize());
+      ti::RowsReader::Open(path, table.name(), table.nvectors(), table.featuresize(), state);
   if (!reader.ok()) return reader.status();
   const int64_t d = table.featuresize();
   const size_t elem = reader->type() == ti::ElementType::kFloat ? sizeof(float) : sizeof(bfloat16);
-  std::vector<char> buffer(ti::kRowsPerChunk * d * elem);
+  const size_t feature_bytes = static_cast<size_t>(d) * elem, state_bytes = static_cast<size_t>(state) * sizeof(float);
+  const size_t src_bytes = feature_bytes + state_bytes;
+  std::vector<char> buffer(ti::kRowsPerChunk * src_bytes);
   for (int64_t begin = 0; begin < table.nvectors(); begin += ti::kRowsPerChunk) {
     const int64_t end = std::min(table.nvectors(), begin + ti::kRowsPerChunk);
-    if (absl::Status s = reader->Read(buffer.data(), (end - begin) * d * elem); !s.ok()) return s;
+    if (absl::Status s = reader->Read(buffer.data(), (end - begin) * src_bytes); !s.ok()) return s;
     [[maybe_unused]] const auto scope = ReadScopeOf(table);
     for (int64_t r = begin; r < end; ++r) {
       T* row = table.rowpointer(r, Access::kWrite);
-      const char* src = buffer.data() + (r - begin) * d * elem;
+      const char* src = buffer.data() + (r - begin) * src_bytes;
       if (elem == sizeof(T)) {
-        std::memcpy(row, src, d * elem);
+        std::memcpy(row, src, feature_bytes);
       } else if (reader->type() == ti::ElementType::kFloat) {
         for (int64_t j = 0; j < d; ++j) row[j] = FromFloat<T>(reinterpret_cast<const float*>(src)[j]);
       } else {
         for (int64_t j = 0; j < d; ++j) row[j] = FromFloat<T>(ToFloat(reinterpret_cast<const bfloat16*>(src)[j]));
       }
+      std::memcpy(RowState(row, d), src + feature_bytes, state_bytes);
     }
     ti::PersistRows(table, begin, end);
   }

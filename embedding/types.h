@@ -28,6 +28,16 @@ enum class Access {
 
 enum class Pooling { kSum, kMean };
 
+// How an update applies a row's gradient g (summed over the row's
+// occurrences in the batch): FBGEMM's optimizers of the same names.
+enum class UpdateRule {
+  kSgd,             // row -= lr * g
+  kRowwiseAdagrad,  // EXACT_ROWWISE_ADAGRAD: s += mean(g^2); row -= lr * g / (sqrt(s) + eps),
+                    // one accumulator s per row, kept apart (RowwiseAdagradState)
+  kAdagrad,         // EXACT_ADAGRAD: m += g^2; row -= lr * g / (sqrt(m) + eps), element by
+                    // element, m stored after the row's features (TableOptions::state_floats)
+};
+
 // How a kernel writes its final results: through the cache hierarchy, or with
 // non-temporal (streaming) stores that bypass it. Streaming pays off when the
 // written rows will not be read again soon (a large output, a cold row).

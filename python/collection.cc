@@ -139,7 +139,8 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionO
       hotness.push_back(
           static_cast<uint32_t>(options.bag_size * static_cast<int64_t>(std::max<size_t>(1, t.features.size()))));
       auto [g, p] = c->where_[i];
-      budget_tables.push_back({.spec = &layer_options[g].tables[p], .row_bytes = t.dim * (t.bf16 ? 2 : 4)});
+      budget_tables.push_back(
+          {.spec = &layer_options[g].tables[p], .row_bytes = EmbeddingRowBytes(t.dim, t.bf16, options.optimizer)});
     }
     const DramBudgetRequest request{
         .budget = options.dram_budget,

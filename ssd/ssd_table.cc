@@ -52,8 +52,8 @@ std::string Bytes(int64_t b) { return absl::StrFormat("%d bytes (%.1f MiB)", b, 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64_t nvectors, int64_t featuresize,
-                                                         size_t row_bytes, const SsdOptions& options,
-                                                         InitRowFn init_row) {
+                                                         size_t feature_bytes, size_t row_bytes,
+                                                         const SsdOptions& options, InitRowFn init_row) {
   auto c = std::unique_ptr<SsdCore>(new SsdCore());
   c->stride = (row_bytes + 7) / 8 * 8;
   c->capacity = options.capacity_bytes / static_cast<int64_t>(c->stride);
@@ -75,6 +75,7 @@ absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64
   c->nvectors_ = nvectors;
   c->featuresize_ = featuresize;
   c->row_bytes_ = row_bytes;
+  c->feature_bytes_ = feature_bytes;
   c->seed_ = options.init_seed;
   c->eviction_ = options.eviction;
   c->init_row_ = init_row;
@@ -147,6 +148,7 @@ SsdCore::~SsdCore() {
 void SsdCore::InitRow(int64_t row, std::byte* out) const {
   if (seed_.has_value()) {
     init_row_(*seed_, nvectors_, row, featuresize_, out);
+    if (row_bytes_ > feature_bytes_) std::memset(out + feature_bytes_, 0, row_bytes_ - feature_bytes_);
   } else {
     std::memset(out, 0, row_bytes_);
   }

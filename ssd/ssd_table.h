@@ -190,7 +190,10 @@ class SsdTable {
   absl::Status status() const { return core_->status(); }
   int64_t capacity_rows() const { return core_->capacity; }
   size_t slot_bytes() const { return stride_; }
-  size_t row_bytes() const { return static_cast<size_t>(featuresize()) * sizeof(T); }
+  // A row's bytes: its features and its optimizer state (in a slot, the
+  // log, a snapshot alike).
+  size_t row_bytes() const { return core_->row_bytes(); }
+  int64_t state_floats() const { return state_floats_; }
   const BlockLayout& layout() const { return core_->layout; }
   const LogLayout& log_layout() const { return core_->log; }
   const BlockFile& file() const { return core_->file(); }
@@ -203,14 +206,15 @@ class SsdTable {
   }
 
  private:
-  explicit SsdTable(std::unique_ptr<ssd_internal::SsdCore> core, int64_t featuresize)
+  explicit SsdTable(std::unique_ptr<ssd_internal::SsdCore> core, int64_t featuresize, int64_t state_floats)
       : core_(std::move(core)),
         map_(core_->map),
         flags_(core_->flags),
         pool_(core_->pool),
         stride_(core_->stride),
         nvectors_(core_->layout.nvectors),
-        featuresize_(featuresize) {}
+        featuresize_(featuresize),
+        state_floats_(state_floats) {}
 
   [[gnu::noinline]] T* Miss(int64_t row, bool for_update) const;
   static void InitRow(uint64_t seed, int64_t nvectors, int64_t row, int64_t featuresize, void* out) {
@@ -224,6 +228,7 @@ class SsdTable {
   size_t stride_;
   int64_t nvectors_;
   int64_t featuresize_;
+  int64_t state_floats_;
 };
 
 // --- implementation ----------------------------------------------------------
@@ -237,10 +242,15 @@ absl::StatusOr<SsdTable<T, D>> SsdTable<T, D>::Create(const TableOptions& table,
   }
   if (d <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": featuresize must be > 0"));
   if (table.nvectors <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": nvectors must be > 0"));
+  TableOptions shape = table;
+  shape.featuresize = d;
+  if (absl::Status s = SimpleTable<T, kDynamic>::CheckStateFloats(shape); !s.ok()) return s;
+  const size_t feature_bytes = static_cast<size_t>(d) * sizeof(T);
   absl::StatusOr<std::unique_ptr<ssd_internal::SsdCore>> core = ssd_internal::SsdCore::Create(
-      table.name, table.nvectors, d, static_cast<size_t>(d) * sizeof(T), ssd, &SsdTable::InitRow);
+      table.name, table.nvectors, d, feature_bytes, feature_bytes + static_cast<size_t>(table.state_floats) * 4, ssd,
+      &SsdTable::InitRow);
   if (!core.ok()) return core.status();
-  return SsdTable(*std::move(core), d);
+  return SsdTable(*std::move(core), d, table.state_floats);
 }
 
 template <StorageType T, int64_t D>

@@ -185,7 +185,7 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
 
 absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, const TableTraffic* traffic,
                                           EmbeddingLayerOptions& emb) {
-  const int64_t row_bytes = emb.dim * (emb.bf16_rows ? 2 : 4);
+  const int64_t row_bytes = EmbeddingRowBytes(emb.dim, emb.bf16_rows, emb.optimizer);
   std::vector<BudgetTable> tables;
   for (EmbeddingTableSpec& spec : emb.tables) tables.push_back({.spec = &spec, .row_bytes = row_bytes});
   return SplitDramBudget(request, traffic, tables);

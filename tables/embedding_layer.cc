@@ -39,6 +39,7 @@ class SsdSequentialView {
 
   SsdSequentialView(SsdTable<T, D>& table, int64_t first_id) : table_(&table), id_(first_id) {}
   int64_t featuresize() const { return table_->featuresize(); }
+  int64_t state_floats() const { return table_->state_floats(); }
   int64_t nvectors() const { return table_->nvectors(); }
   const std::string& name() const { return table_->name(); }
   T* rowpointer(int64_t row, Access kind) const {
@@ -129,8 +130,10 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     CEMB_RETURN_IF_ERROR(ensemble_.reindex<int32_t>(bags, Pooling::kSum, {.checked = checked_, .plans = ready_}));
     for (int t = 0; t < num_tables(); ++t) grads_[t] = grad.slice(t * options_.dim, options_.dim);
     const UpdateOptions update{.learning_rate = lr, .store = options_.update_store, .eps = options_.adagrad_eps};
-    if (options_.optimizer == EmbeddingOptimizer::kRowwiseAdagrad) {
-      return ensemble_.adagrad_update(grads_, state_ptrs_, update);
+    switch (options_.optimizer) {
+      case EmbeddingOptimizer::kRowwiseAdagrad: return ensemble_.rowwise_adagrad_update(grads_, state_ptrs_, update);
+      case EmbeddingOptimizer::kAdagrad: return ensemble_.adagrad_update(grads_, update);
+      case EmbeddingOptimizer::kSgd: break;
     }
     return ensemble_.sgd_update(grads_, update);
   }
@@ -419,8 +422,9 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     }
     o.init_seed = options_.seed + static_cast<uint64_t>(Id(t));
     const int64_t rows = this->rows(t);
-    o.capacity_bytes = std::min<int64_t>(rows, 2 * 65536) * ((options_.dim * static_cast<int64_t>(sizeof(T)) + 7) / 8 * 8);
-    const TableOptions shape{.name = absl::StrCat("emb", Id(t)), .nvectors = rows, .featuresize = options_.dim};
+    const TableOptions shape = Shape(t);
+    o.capacity_bytes = std::min<int64_t>(rows, 2 * 65536) *
+                       ((EmbeddingRowBytes(options_.dim, options_.bf16_rows, options_.optimizer) + 7) / 8 * 8);
     using Ssd = SsdTable<T, D>;
     CEMB_ASSIGN_OR_RETURN(Ssd from, Ssd::Create(shape, o));
     CEMB_RETURN_IF_ERROR(from.LoadSnapshot(snapshot, SnapshotOpts()).status());
@@ -476,6 +480,14 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     }
   }
 
+  // Table t's name, rows, features and the optimizer state kept with them.
+  TableOptions Shape(int t) const {
+    return {.name = absl::StrCat("emb", Id(t)),
+            .nvectors = options_.tables[t].rows,
+            .featuresize = options_.dim,
+            .state_floats = RowStateFloats(options_.dim, options_.optimizer)};
+  }
+
   absl::Status CheckRow(int t, int64_t row, size_t n) const {
     if (t < 0 || t >= num_tables() || row < 0 || row >= rows(t) || static_cast<int64_t>(n) != options_.dim) {
       return absl::OutOfRangeError(absl::StrCat("embeddings: no row ", row, " of width ", n, " in table ", t));
@@ -490,8 +502,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
       const uint64_t seed = options_.seed + static_cast<uint64_t>(Id(t));
       StorageConfig storage = spec.storage;
       storage.ssd.init_seed = seed;  // lazy: a row is InitUniform's row when first needed
-      absl::StatusOr<StoredTable<T, D>> table = MakeStoredTable<T, D>(
-          {.name = absl::StrCat("emb", Id(t)), .nvectors = spec.rows, .featuresize = options_.dim}, storage);
+      absl::StatusOr<StoredTable<T, D>> table = MakeStoredTable<T, D>(Shape(t), storage);
       if (!table.ok()) return table.status();
       tables_.push_back(std::make_unique<StoredTable<T, D>>(*std::move(table)));
       StoredTable<T, D>& stored = *tables_.back();

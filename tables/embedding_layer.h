@@ -74,10 +74,32 @@ struct EmbeddingTableSpec {
   StorageConfig storage;
 };
 
-enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad };
+// The tables' optimizer (embedding/types.h's UpdateRule, by name): sgd;
+// rowwise_adagrad, one accumulator per row in DRAM (4 bytes a row, saved as
+// "<t>.adagrad.npy"); adagrad, element-wise as MLPerf's DLRM-DCNv2 reference
+// trains (torch.optim.Adagrad, FBGEMM's EXACT_ADAGRAD), one fp32
+// accumulator per element stored with its row wherever the row lives.
+enum class EmbeddingOptimizer { kSgd, kRowwiseAdagrad, kAdagrad };
 inline constexpr EnumName<EmbeddingOptimizer> kEmbeddingOptimizerNames[] = {
-    {EmbeddingOptimizer::kSgd, "sgd"}, {EmbeddingOptimizer::kRowwiseAdagrad, "rowwise_adagrad"}};
+    {EmbeddingOptimizer::kSgd, "sgd"},
+    {EmbeddingOptimizer::kRowwiseAdagrad, "rowwise_adagrad"},
+    {EmbeddingOptimizer::kAdagrad, "adagrad"}};
 inline const char* EmbeddingOptimizerName(EmbeddingOptimizer o) { return NameOf(kEmbeddingOptimizerNames, o); }
+
+// fp32 optimizer-state values a table keeps with each row of `dim`
+// features (TableOptions::state_floats): element-wise AdaGrad's `dim`, else 0.
+inline int64_t RowStateFloats(int64_t dim, EmbeddingOptimizer optimizer) {
+  return optimizer == EmbeddingOptimizer::kAdagrad ? dim : 0;
+}
+// The bytes of one row wherever it is stored (DRAM, a cache slot, the ssd
+// log, a checkpoint): its features and the state kept with it. Row-wise
+// AdaGrad's accumulators are apart, in DRAM: RowwiseStateBytes.
+inline int64_t EmbeddingRowBytes(int64_t dim, bool bf16_rows, EmbeddingOptimizer optimizer) {
+  return dim * (bf16_rows ? 2 : 4) + RowStateFloats(dim, optimizer) * 4;
+}
+inline int64_t RowwiseStateBytes(EmbeddingOptimizer optimizer) {
+  return optimizer == EmbeddingOptimizer::kRowwiseAdagrad ? 4 : 0;
+}
 
 struct EmbeddingLayerOptions {
   int64_t dim = 16;

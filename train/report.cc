@@ -48,7 +48,7 @@ std::string JsonString(std::string_view s) {
 
 TableBytes TableBytesOf(const DlrmOptions& mo, bool bf16_tables) {
   TableBytes b;
-  const double row_bytes = static_cast<double>(mo.embeddings.dim) * (bf16_tables ? 2 : 4);
+  const double row_bytes = static_cast<double>(EmbeddingRowBytes(mo.embeddings.dim, bf16_tables, mo.embeddings.optimizer));
   for (const EmbeddingTableSpec& spec : mo.embeddings.tables) {
     const double bytes = static_cast<double>(spec.rows) * row_bytes;
     (spec.storage.kind == StorageKind::kSsd ? b.ssd : spec.storage.kind == StorageKind::kDram ? b.dram : b.slow) +=

@@ -312,10 +312,11 @@ absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions
 }
 
 absl::StatusOr<distributed::ShardPlan> Trainer::Impl::PlanShards() {
+  const EmbeddingOptimizer optimizer = config.optimizer.embedding;
   const std::vector<distributed::TableCost> costs = distributed::TableCosts(
-      table_sizes, config.model.embedding_dim, config.model.bf16_tables ? 2 : 4,
-      config.optimizer.embedding == EmbeddingOptimizer::kRowwiseAdagrad, config.train.batch_size,
-      datasets.train->hotness());
+      table_sizes,
+      EmbeddingRowBytes(config.model.embedding_dim, config.model.bf16_tables, optimizer) + RowwiseStateBytes(optimizer),
+      config.train.batch_size, datasets.train->hotness());
   CEMB_ASSIGN_OR_RETURN(distributed::ShardPlan plan, distributed::ShardPlan::Create(costs, ranks()));
   report.Print("tables on %d ranks:\n", ranks());
   for (int r = 0; r < ranks(); ++r) report.Print("  %s\n", plan.Describe(r));

@@ -45,7 +45,7 @@ struct UpdateArgs {
   bool stream;              // non-temporal stores of updated rows
   int prefetch;             // distance in unique rows
   float* state;             // row-wise AdaGrad: one accumulator per table row
-  float eps;
+  float eps;                // AdaGrad, both rules
 };
 
 template <typename Table, typename Index>
@@ -64,7 +64,12 @@ struct KernelSet {
   PooledFn<Table, int32_t> pooled32 = nullptr;
   PooledFn<Table, int64_t> pooled64 = nullptr;
   UpdateFn<Table> sgd = nullptr;
-  UpdateFn<Table> adagrad = nullptr;
+  UpdateFn<Table> rowwise_adagrad = nullptr;
+  UpdateFn<Table> adagrad = nullptr;  // element-wise: the accumulators after each row's features
+
+  UpdateFn<Table> update(UpdateRule rule) const {
+    return rule == UpdateRule::kSgd ? sgd : rule == UpdateRule::kRowwiseAdagrad ? rowwise_adagrad : adagrad;
+  }
 
   template <typename Index>
   GatherFn<Table, Index> gather() const {

@@ -13,7 +13,9 @@
 //             w_j = weights[j] or 1; s_b = 1/|bag b| for kMean (0-size bag: 0 row), else 1
 //   sgd:      for each unique row u: g = sum_{k in occ(u)} scale_k * grad[source_k, :]
 //             row(u) -= lr * g
-//   adagrad:  g as above; state[u] += mean(g^2); row(u) -= lr * g / (sqrt(state[u]) + eps)
+//   rowwise:  g as above; state[u] += mean(g^2); row(u) -= lr * g / (sqrt(state[u]) + eps)
+//   adagrad:  g as above; m = the fp32 state after row(u)'s features, per element:
+//             m += g^2; row(u) -= lr * g / (sqrt(m) + eps)
 #ifndef CEMB_EMBEDDING_INTERNAL_KERNELS_IMPL_H_
 #define CEMB_EMBEDDING_INTERNAL_KERNELS_IMPL_H_
 
@@ -353,9 +355,25 @@ template <typename A>
   return S::sum(acc);
 }
 
+// Element-wise AdaGrad on one vector of a row: m (the vector's accumulators)
+// += g^2, row -= lr * g / (sqrt(m) + eps).
+template <typename A, typename T>
+[[gnu::always_inline]] inline void AdagradVector(T* row, float* m, typename Simd<A>::F g, const UpdateArgs& a,
+                                                 bool stream) {
+  using S = Simd<A>;
+  const typename S::F sum = S::fma(g, g, S::load(m));
+  S::store(m, sum);
+  const typename S::F r = S::fnma(S::broadcast(a.lr), g / (S::sqrt(sum) + S::broadcast(a.eps)), S::load(row));
+  if (stream) {
+    S::stream(row, r);
+  } else {
+    S::store(row, r);
+  }
+}
+
 // One unique row, compile-time feature size: the gradient of the whole row
 // stays in registers (or, past the register budget, in a stack buffer).
-template <typename A, typename Table, int KD, bool kAdagrad>
+template <typename A, typename Table, int KD, UpdateRule kRule>
 [[gnu::always_inline]] inline void UpdateRowStatic(const Table& t, const UpdateArgs& a, int64_t u) {
   using S = Simd<A>;
   constexpr int kVecs = KD / S::kWidth;
@@ -363,8 +381,13 @@ template <typename A, typename Table, int KD, bool kAdagrad>
   typename Table::value_type* row = t.rowpointer(a.rows[u], Access::kUpdate);
   typename S::F g[kVecs];
   for (int v0 = 0; v0 < kVecs; v0 += kBlock) SumGradient<A, kBlock>(a, u, v0 * S::kWidth, g + v0);
+  if constexpr (kRule == UpdateRule::kAdagrad) {
+    float* m = RowState(row, KD);
+    for (int v = 0; v < kVecs; ++v) AdagradVector<A>(row + v * S::kWidth, m + v * S::kWidth, g[v], a, a.stream);
+    return;
+  }
   float step = a.lr;
-  if constexpr (kAdagrad) {
+  if constexpr (kRule == UpdateRule::kRowwiseAdagrad) {
     float& state = a.state[a.rows[u]];
     state += SumSquares<A>(g, kVecs) / static_cast<float>(KD);
     step = a.lr / (std::sqrt(state) + a.eps);
@@ -373,7 +396,7 @@ template <typename A, typename Table, int KD, bool kAdagrad>
 }
 
 // One unique row, run-time feature size: column tiles of one vector.
-template <typename A, typename Table, bool kAdagrad>
+template <typename A, typename Table, UpdateRule kRule>
 [[gnu::always_inline]] inline void UpdateRowTiled(const Table& t, const UpdateArgs& a, int64_t u) {
   using S = Simd<A>;
   using T = typename Table::value_type;
@@ -387,8 +410,20 @@ template <typename A, typename Table, bool kAdagrad>
     }
     return g;
   };
+  if constexpr (kRule == UpdateRule::kAdagrad) {
+    float* m = RowState(row, d);
+    for (int64_t col = 0; col < vec_cols; col += S::kWidth) {
+      typename S::F g;
+      SumGradient<A, 1>(a, u, col, &g);
+      AdagradVector<A>(row + col, m + col, g, a, /*stream=*/false);
+    }
+    for (int64_t col = vec_cols; col < d; ++col) {
+      AdagradVector<ScalarArch>(row + col, m + col, scalar_grad(col), a, /*stream=*/false);
+    }
+    return;
+  }
   float step = a.lr;
-  if constexpr (kAdagrad) {  // a first pass for the mean square of the gradient
+  if constexpr (kRule == UpdateRule::kRowwiseAdagrad) {  // a first pass for the mean square of the gradient
     float squares = 0.0f;
     for (int64_t col = 0; col < vec_cols; col += S::kWidth) {
       typename S::F g;
@@ -413,16 +448,16 @@ template <typename A, typename Table, bool kAdagrad>
   }
 }
 
-template <typename A, typename Table, int KD, bool kAdagrad>
+template <typename A, typename Table, int KD, UpdateRule kRule>
 [[gnu::flatten]] void UpdateRange(const Table& t, const UpdateArgs& a, int64_t begin, int64_t end) {
   [[maybe_unused]] const auto scope = ReadScopeOf(t);
   using S = Simd<A>;
   for (int64_t u = begin; u < end; ++u) {
     PrefetchAhead(t, a.rows, u, end, a.prefetch);
     if constexpr (KD > 0) {
-      UpdateRowStatic<A, Table, KD, kAdagrad>(t, a, u);
+      UpdateRowStatic<A, Table, KD, kRule>(t, a, u);
     } else {
-      UpdateRowTiled<A, Table, kAdagrad>(t, a, u);
+      UpdateRowTiled<A, Table, kRule>(t, a, u);
     }
   }
   if (KD > 0 && a.stream) S::fence();
@@ -439,8 +474,9 @@ KernelSet<Table> KernelsFor(Isa isa) {
   k.gather64 = &GatherRange<A, Table, KD, int64_t>;
   k.pooled32 = &PooledRange<A, Table, KD, int32_t>;
   k.pooled64 = &PooledRange<A, Table, KD, int64_t>;
-  k.sgd = &UpdateRange<A, Table, KD, false>;
-  k.adagrad = &UpdateRange<A, Table, KD, true>;
+  k.sgd = &UpdateRange<A, Table, KD, UpdateRule::kSgd>;
+  k.rowwise_adagrad = &UpdateRange<A, Table, KD, UpdateRule::kRowwiseAdagrad>;
+  k.adagrad = &UpdateRange<A, Table, KD, UpdateRule::kAdagrad>;
   return k;
 }
 

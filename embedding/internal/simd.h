@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "embedding/bfloat16.h"
@@ -39,6 +40,7 @@ struct Simd<ScalarArch> {
   static void stream(bfloat16* p, F v) { *p = bfloat16(v); }
   static F fma(F a, F b, F c) { return a * b + c; }
   static F fnma(F a, F b, F c) { return c - a * b; }
+  static F sqrt(F v) { return std::sqrt(v); }
   static float sum(F v) { return v; }
   static void fence() {}
 };
@@ -81,6 +83,7 @@ struct Simd {
   [[gnu::always_inline]] static void stream(bfloat16* p, F v) { StoreBf16<true>(p, v); }
   [[gnu::always_inline]] static F fma(F a, F b, F c) { return xsimd::fma(a, b, c); }
   [[gnu::always_inline]] static F fnma(F a, F b, F c) { return xsimd::fnma(a, b, c); }
+  [[gnu::always_inline]] static F sqrt(F v) { return xsimd::sqrt(v); }
   [[gnu::always_inline]] static float sum(F v) { return xsimd::hadd(v); }
   static void fence() { _mm_sfence(); }
 

@@ -164,14 +164,17 @@ class CpuTimer {
   absl::Duration start_;
 };
 
-// Writes the initial value of `row` (row_bytes bytes) to `out`.
+// Writes the initial features of `row` (feature_bytes bytes) to `out`; the
+// core zeroes the optimizer state after them.
 using InitRowFn = void (*)(uint64_t seed, int64_t nvectors, int64_t row, int64_t featuresize, void* out);
 
 class SsdCore {
  public:
+  // A row is `feature_bytes` of features and then, up to `row_bytes`, its
+  // optimizer state (zero at first).
   static absl::StatusOr<std::unique_ptr<SsdCore>> Create(std::string name, int64_t nvectors, int64_t featuresize,
-                                                         size_t row_bytes, const SsdOptions& options,
-                                                         InitRowFn init_row);
+                                                         size_t feature_bytes, size_t row_bytes,
+                                                         const SsdOptions& options, InitRowFn init_row);
   ~SsdCore();
 
   absl::Status Prefetch(int64_t batch_id, std::span<const int64_t> rows);
@@ -198,6 +201,7 @@ class SsdCore {
   BlockLayout layout;                     // how rows pack into blocks (log.rows)
   LogLayout log;
   const std::string& name() const { return name_; }
+  size_t row_bytes() const { return row_bytes_; }
   const BlockFile& file() const { return file_; }
 
  private:
@@ -354,6 +358,7 @@ class SsdCore {
   std::string name_;
   int64_t nvectors_ = 0, featuresize_ = 0;
   size_t row_bytes_ = 0;
+  size_t feature_bytes_ = 0;  // the features of a row; the state follows
   std::optional<uint64_t> seed_;
   Eviction eviction_ = Eviction::kClock;
   InitRowFn init_row_ = nullptr;

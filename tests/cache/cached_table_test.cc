@@ -561,8 +561,8 @@ void ExpectTrainingMatchesSimpleTable(Isa isa, int64_t d, const CacheOptions& ca
     if (step % 4 == 3) {
       RowwiseAdagradState* ss = &state_s;
       RowwiseAdagradState* sc = &state_c;
-      ASSERT_TRUE(es.adagrad_update(std::span(&gv, 1), std::span(&ss, 1), {.learning_rate = 0.1f}).ok());
-      ASSERT_TRUE(ec.adagrad_update(std::span(&gv, 1), std::span(&sc, 1), {.learning_rate = 0.1f}).ok());
+      ASSERT_TRUE(es.rowwise_adagrad_update(std::span(&gv, 1), std::span(&ss, 1), {.learning_rate = 0.1f}).ok());
+      ASSERT_TRUE(ec.rowwise_adagrad_update(std::span(&gv, 1), std::span(&sc, 1), {.learning_rate = 0.1f}).ok());
     } else {
       ASSERT_TRUE(es.sgd_update(std::span(&gv, 1), {.learning_rate = 0.1f}).ok());
       ASSERT_TRUE(ec.sgd_update(std::span(&gv, 1), {.learning_rate = 0.1f}).ok());

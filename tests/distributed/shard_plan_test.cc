@@ -101,17 +101,17 @@ TEST(ShardPlan, RefusesBadInput) {
   EXPECT_EQ(ShardPlan::FromOwners(good, short_owners, 2).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// A table's cost: its values' bytes, AdaGrad's 4 bytes a row, the lookups.
+// A table's cost: its rows' bytes (state included), the lookups.
 TEST(ShardPlan, TableCostsCountRowsStateAndLookups) {
   const std::vector<uint64_t> rows = {1000, 10};
   const std::vector<uint32_t> hotness = {3, 1};
-  const std::vector<TableCost> fp32 = TableCosts(rows, 16, 4, /*adagrad_state=*/false, 2048, hotness);
+  const std::vector<TableCost> fp32 = TableCosts(rows, 16 * 4, 2048, hotness);
   ASSERT_EQ(fp32.size(), 2u);
   EXPECT_EQ(fp32[0].bytes, 1000 * 16 * 4);
   EXPECT_EQ(fp32[1].bytes, 10 * 16 * 4);
   EXPECT_EQ(fp32[0].lookups_per_step, 3 * 2048.0);
   EXPECT_EQ(fp32[1].lookups_per_step, 2048.0);
-  const std::vector<TableCost> bf16 = TableCosts(rows, 16, 2, /*adagrad_state=*/true, 1, hotness);
+  const std::vector<TableCost> bf16 = TableCosts(rows, 16 * 2 + 4, 1, hotness);
   EXPECT_EQ(bf16[0].bytes, 1000 * 16 * 2 + 1000 * 4);
 }
 

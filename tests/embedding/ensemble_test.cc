@@ -87,7 +87,7 @@ TEST(Ensemble, AdagradUpdatesEveryTable) {
   const std::vector<ConstMatrixView> grads = {ConstMatrixView(grad.data(), 20, 32, 32)};
   RowwiseAdagradState state(40);
   RowwiseAdagradState* states[] = {&state};
-  ASSERT_TRUE(ensemble.adagrad_update(grads, states, {.learning_rate = 0.1f}).ok());
+  ASSERT_TRUE(ensemble.rowwise_adagrad_update(grads, states, {.learning_rate = 0.1f}).ok());
   int touched = 0;
   for (float s : state.values()) touched += s > 0;
   EXPECT_EQ(touched, ensemble.plan(0).nunique());

@@ -146,7 +146,7 @@ void CheckUpdate(Pooling pooling, bool weighted, bool adagrad, Store store) {
     const UpdateOptions options{.learning_rate = static_cast<float>(kLr), .store = store,
                                 .eps = static_cast<float>(kEps)};
     if (adagrad) {
-      ASSERT_TRUE(kernels->adagrad_update(plan, gv, state, options).ok());
+      ASSERT_TRUE(kernels->rowwise_adagrad_update(plan, gv, state, options).ok());
       reference::ApplyAdagrad(expected, expected_state, g, kLr, kEps);
     } else {
       ASSERT_TRUE(kernels->sgd_update(plan, gv, options).ok());
@@ -169,6 +169,75 @@ TYPED_TEST(KernelsTest, SgdMatchesReference) { CheckUpdate<TypeParam, int32_t>(P
 TYPED_TEST(KernelsTest, SgdMeanWeightedMatchesReference) { CheckUpdate<TypeParam, int64_t>(Pooling::kMean, true, false, Store::kStandard); }
 TYPED_TEST(KernelsTest, SgdNonTemporalMatchesReference) { CheckUpdate<TypeParam, int32_t>(Pooling::kSum, true, false, Store::kNonTemporal); }
 TYPED_TEST(KernelsTest, AdagradMatchesReference) { CheckUpdate<TypeParam, int32_t>(Pooling::kSum, true, true, Store::kStandard); }
+
+// Element-wise AdaGrad: the accumulators after each row's features, two
+// updates (the second adds to the first's squares), duplicate rows' gradients
+// summed first; rows and accumulators of rows not in the batch untouched.
+template <typename Fixture>
+void CheckElementwiseAdagrad(bool weighted) {
+  using Table = typename Fixture::Table;
+  constexpr int64_t d = Fixture::d;
+  constexpr int64_t n = 300;
+  constexpr double kLr = 0.05, kEps = 1e-8;
+  for (Isa isa : AvailableIsas()) {
+    SCOPED_TRACE(IsaName(isa));
+    absl::StatusOr<Table> table = Table::Create({.name = "t", .nvectors = n, .featuresize = d, .state_floats = d});
+    ASSERT_TRUE(table.ok()) << table.status();
+    InitUniform(*table, 7);
+    ASSERT_EQ(table->row_bytes(), d * sizeof(typename Table::value_type) + d * sizeof(float));
+    reference::Rows expected_state{n, d, std::vector<double>(n * d, 0.0)};
+    auto kernels = TableKernels<Table>::Create(*table, {.isa = isa});
+    ASSERT_TRUE(kernels.ok());
+    reference::Rows expected;
+    for (uint64_t step = 0; step < 2; ++step) {
+      expected = reference::Snapshot(*table);  // bf16: each step from the rounded rows
+      const auto bags = MakeBags<int32_t>(53, 0, 41, n, 5 + step);
+      std::vector<float> grad(53 * (d + 3));
+      Xoshiro256pp rng(6 + step);
+      for (float& g : grad) g = static_cast<float>(rng.Uniform() - 0.5);
+      const ConstMatrixView gv(grad.data(), 53, d, d + 3);
+      const std::span<const float> weights = weighted ? std::span<const float>(bags.weights) : std::span<const float>();
+      const auto g = reference::TableGradient<int32_t>(d, bags.offsets, bags.indices, weights, Pooling::kSum,
+                                                      grad.data(), d + 3);
+      UpdatePlan plan;
+      ASSERT_TRUE(reindex(table->name(), n, Bags<int32_t>{bags.offsets, bags.indices, weights}, Pooling::kSum, &plan).ok());
+      const absl::Status s = kernels->adagrad_update(
+          plan, gv, {.learning_rate = static_cast<float>(kLr), .eps = static_cast<float>(kEps)});
+      ASSERT_TRUE(s.ok()) << s;
+      reference::ApplyElementwiseAdagrad(expected, expected_state, g, kLr, kEps);
+      const reference::Rows got = reference::Snapshot(*table);
+      for (int64_t r = 0; r < n; ++r) {
+        const float* state = RowState(table->rowpointer(r, Access::kRead), d);
+        for (int64_t c = 0; c < d; ++c) {
+          ASSERT_NEAR(got.at(r, c), expected.at(r, c), UpdateTolerance<typename Table::value_type>(expected.at(r, c)))
+              << "step " << step << " row " << r << " col " << c;
+          ASSERT_NEAR(state[c], expected_state.at(r, c), 1e-5 * (1 + expected_state.at(r, c)))
+              << "step " << step << " row " << r << " col " << c;
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(KernelsTest, ElementwiseAdagradMatchesReference) { CheckElementwiseAdagrad<TypeParam>(false); }
+TYPED_TEST(KernelsTest, ElementwiseAdagradWeightedMatchesReference) { CheckElementwiseAdagrad<TypeParam>(true); }
+
+// A table without an accumulator per element is refused, and left as it was.
+TYPED_TEST(KernelsTest, ElementwiseAdagradNeedsTheStateWithTheRows) {
+  using Table = typename TestFixture::Table;
+  const Table table = MakeTable<Table>(this->kRows, TypeParam::d, 1);
+  const reference::Rows before = reference::Snapshot(table);
+  auto kernels = TableKernels<Table>::Create(table);
+  ASSERT_TRUE(kernels.ok());
+  const auto bags = MakeBags<int32_t>(4, 1, 3, this->kRows, 2);
+  UpdatePlan plan;
+  ASSERT_TRUE(reindex(table.name(), this->kRows, bags.bags(false), Pooling::kSum, &plan).ok());
+  std::vector<float> grad(4 * TypeParam::d, 1.0f);
+  const absl::Status s = kernels->adagrad_update(plan, ConstMatrixView(grad.data(), 4, TypeParam::d, TypeParam::d), {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("element-wise AdaGrad"), std::string::npos) << s;
+  EXPECT_EQ(reference::Snapshot(table).v, before.v);
+}
 
 TYPED_TEST(KernelsTest, ChoosesSpecialisedKernelForListedSizes) {
   using Table = typename TestFixture::Table;

@@ -91,6 +91,18 @@ inline void ApplyAdagrad(Rows& t, std::vector<double>& state, const std::map<int
   }
 }
 
+// Element-wise AdaGrad (FBGEMM's EXACT_ADAGRAD): state is [n x d], one
+// accumulator per element.
+inline void ApplyElementwiseAdagrad(Rows& t, Rows& state, const std::map<int64_t, std::vector<double>>& g, double lr,
+                                    double eps) {
+  for (const auto& [row, grad] : g) {
+    for (int64_t c = 0; c < t.d; ++c) {
+      state.at(row, c) += grad[c] * grad[c];
+      t.at(row, c) -= lr * grad[c] / (std::sqrt(state.at(row, c)) + eps);
+    }
+  }
+}
+
 }  // namespace cemb::reference
 
 #endif  // CEMB_TESTS_EMBEDDING_REFERENCE_H_

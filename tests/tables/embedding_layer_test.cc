@@ -25,17 +25,21 @@ constexpr StorageKind kKinds[] = {StorageKind::kDram, StorageKind::kSimple, Stor
                                   StorageKind::kDynamic, StorageKind::kSsd};
 constexpr int kTables = static_cast<int>(std::size(kKinds));
 
-StorageConfig Storage(StorageKind kind, const std::string& dir) {
+StorageConfig Storage(StorageKind kind, const std::string& dir, EmbeddingOptimizer optimizer) {
   StorageConfig s{.kind = kind, .slow_tier = TierOptions::Pmem(dir), .cache = {.lower = CacheSize::Fraction(0.05)}};
-  s.ssd.capacity_bytes = (2 * kBatch * kHotness + 64) * kDim * 4;  // every batch evicts
+  // Every batch evicts.
+  s.ssd.capacity_bytes = (2 * kBatch * kHotness + 64) * EmbeddingRowBytes(kDim, /*bf16_rows=*/false, optimizer);
   s.ssd.file.directory = dir;
   return s;
 }
 
 // One table of each kind, or (all_dram) the same tables in DRAM.
-std::unique_ptr<EmbeddingLayer> MakeLayer(const std::string& dir, bool all_dram) {
-  EmbeddingLayerOptions o{.dim = kDim, .threads = 1, .seed = 5};
-  for (StorageKind kind : kKinds) o.tables.push_back({.rows = kRows, .storage = Storage(all_dram ? StorageKind::kDram : kind, dir)});
+std::unique_ptr<EmbeddingLayer> MakeLayer(const std::string& dir, bool all_dram,
+                                          EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd) {
+  EmbeddingLayerOptions o{.dim = kDim, .optimizer = optimizer, .threads = 1, .seed = 5};
+  for (StorageKind kind : kKinds) {
+    o.tables.push_back({.rows = kRows, .storage = Storage(all_dram ? StorageKind::kDram : kind, dir, optimizer)});
+  }
   absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(o);
   EXPECT_TRUE(layer.ok()) << layer.status();
   return layer.ok() ? std::move(*layer) : nullptr;
@@ -90,11 +94,20 @@ void ExpectSameRows(const EmbeddingLayer& a, const EmbeddingLayer& b) {
   }
 }
 
-TEST(EmbeddingLayer, EveryStorageKindTrainsBitIdenticalToDram) {
+class EveryOptimizer : public ::testing::TestWithParam<EmbeddingOptimizer> {};
+INSTANTIATE_TEST_SUITE_P(EmbeddingLayer, EveryOptimizer,
+                         ::testing::Values(EmbeddingOptimizer::kSgd, EmbeddingOptimizer::kRowwiseAdagrad,
+                                           EmbeddingOptimizer::kAdagrad),
+                         [](const auto& info) { return std::string(EmbeddingOptimizerName(info.param)); });
+
+// With element-wise AdaGrad the accumulators travel with their rows: a
+// cache that dropped them on a flush, or a log that lost them on eviction,
+// would restart them at zero and the rows would part from DRAM's.
+TEST_P(EveryOptimizer, EveryStorageKindTrainsBitIdenticalToDram) {
   data::testing::TempDir dir;
   const Batches batches(20);
-  std::unique_ptr<EmbeddingLayer> dram = MakeLayer(dir.path(), /*all_dram=*/true);
-  std::unique_ptr<EmbeddingLayer> mixed = MakeLayer(dir.path(), /*all_dram=*/false);
+  std::unique_ptr<EmbeddingLayer> dram = MakeLayer(dir.path(), /*all_dram=*/true, GetParam());
+  std::unique_ptr<EmbeddingLayer> mixed = MakeLayer(dir.path(), /*all_dram=*/false, GetParam());
   ASSERT_NE(dram, nullptr);
   ASSERT_NE(mixed, nullptr);
   EXPECT_FALSE(dram->has_ssd_tables());
@@ -146,18 +159,33 @@ TEST(EmbeddingLayer, AnIndexOutOfRangeIsRefusedBeforeAnyRowIsWritten) {
   ExpectSameRows(*untouched, *layer);
 }
 
-TEST(EmbeddingLayer, SaveThenLoadMovesEveryTableToAnotherKind) {
+// The optimizer state moves too: training on after the move equals training
+// on without it.
+TEST_P(EveryOptimizer, SaveThenLoadMovesEveryTableToAnotherKind) {
   data::testing::TempDir dir;
-  const Batches batches(8);
-  std::unique_ptr<EmbeddingLayer> mixed = MakeLayer(dir.path(), /*all_dram=*/false);
+  const Batches batches(12);
+  std::unique_ptr<EmbeddingLayer> mixed = MakeLayer(dir.path(), /*all_dram=*/false, GetParam());
   ASSERT_NE(mixed, nullptr);
   Train(mixed.get(), batches, 8);
   ASSERT_TRUE(mixed->Save(dir.path(), "ckpt.").ok());
-  std::unique_ptr<EmbeddingLayer> dram = MakeLayer(dir.path(), /*all_dram=*/true);
+  std::unique_ptr<EmbeddingLayer> dram = MakeLayer(dir.path(), /*all_dram=*/true, GetParam());
   ASSERT_NE(dram, nullptr);
   const absl::Status loaded = dram->Load(dir.path(), "ckpt.");
   ASSERT_TRUE(loaded.ok()) << loaded;
   ExpectSameRows(*mixed, *dram);
+  Batches later(12);
+  later.indices.erase(later.indices.begin(), later.indices.begin() + 8);
+  Train(mixed.get(), later, 4);
+  Train(dram.get(), later, 4);
+  ExpectSameRows(*mixed, *dram);
+  // Back from DRAM's rows files into every kind, the state with them.
+  ASSERT_TRUE(dram->Save(dir.path(), "back.").ok());
+  std::unique_ptr<EmbeddingLayer> again = MakeLayer(dir.path(), /*all_dram=*/false, GetParam());
+  ASSERT_NE(again, nullptr);
+  ASSERT_TRUE(again->Load(dir.path(), "back.").ok());
+  Train(dram.get(), later, 4);
+  Train(again.get(), later, 4);
+  ExpectSameRows(*dram, *again);
   const absl::Status missing = dram->Load(dir.path(), "nothing.");
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.message().find("nothing.0"), std::string::npos) << missing;

@@ -591,5 +591,24 @@ TEST(TrainConfig, FingerprintIgnoresWhereTheRowsLive) {
   EXPECT_EQ(a->Fingerprint(), b->Fingerprint());
 }
 
+// The tables' optimizer by name: element-wise AdaGrad is "adagrad", as the
+// dense part's; a wrong name lists the three.
+TEST(TrainConfig, EmbeddingOptimizerNames) {
+  for (const auto& [name, want] : {std::pair{"sgd", EmbeddingOptimizer::kSgd},
+                                   std::pair{"rowwise_adagrad", EmbeddingOptimizer::kRowwiseAdagrad},
+                                   std::pair{"adagrad", EmbeddingOptimizer::kAdagrad}}) {
+    absl::StatusOr<TrainConfig> c = Parse("", {absl::StrCat("optimizer.embedding=", name)});
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->optimizer.embedding, want) << name;
+    absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->embeddings.optimizer, want) << name;
+  }
+  absl::StatusOr<TrainConfig> bad = Parse("", {"optimizer.embedding=adam"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("optimizer.embedding"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("adagrad"));
+}
+
 }  // namespace
 }  // namespace cemb::dlrm

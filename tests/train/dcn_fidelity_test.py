@@ -8,8 +8,12 @@ The PyTorch model (DcnDlrm below) is written from the definitions, not from our 
   x_{l+1} = x0 * (W_l (V_l x_l) + b_l) + x_l            (low rank; x0 * (W_l x_l + b_l) + x_l full rank)
   logit  = MLP(x_L)                                     (ReLU between layers, none after the last)
   loss   = mean BCE(sigmoid(logit), label)
-  tables: row-wise Adagrad (FBGEMM's EXACT_ROWWISE_ADAGRAD): s_r += mean(g_r^2); r -= lr g_r / (sqrt(s_r) + eps)
-  dense:  torch.optim.Adagrad(lr, eps)                  (or SGD for both parts in the second case)
+  tables: torch.optim.Adagrad(lr, eps), element-wise, as MLPerf's reference trains them (it hands
+          torch.optim.Adagrad to apply_optimizer_in_backward: FBGEMM's EXACT_ADAGRAD, m += g^2,
+          w -= lr g / (sqrt(m) + eps) per weight, a row's gradients summed over the batch first);
+          or row-wise Adagrad (FBGEMM's EXACT_ROWWISE_ADAGRAD) by hand: s_r += mean(g_r^2);
+          r -= lr g_r / (sqrt(s_r) + eps); or SGD
+  dense:  torch.optim.Adagrad(lr, eps)                  (or SGD for both parts in the SGD case)
 Its state_dict names are the files dlrm-train's model.init_from reads: emb_l.<t>.weight,
 bot_l.<2k>.weight/bias, crossnet.W_kernels.<l>, crossnet.V_kernels.<l> (crossnet.kernels.<l> at full
 rank), crossnet.bias.<l>, top_l.<2k>.weight/bias.
@@ -100,8 +104,13 @@ class DcnDlrm(torch.nn.Module):
         return self.top_l(self.crossnet(x0)).squeeze(1)
 
 
-def reference_losses(model, labels, dense, bags, optimizer, lr, eps):
+def reference_losses(model, labels, dense, bags, optimizer, embedding_optimizer, lr, eps):
+    """optimizer: the dense part's, "adagrad" or "sgd"; embedding_optimizer: the tables', "adagrad"
+    (torch.optim.Adagrad over the EmbeddingBag weights too, as MLPerf's reference), "rowwise_adagrad"
+    or "sgd" (by hand below)."""
     dense_params = [p for n, p in model.named_parameters() if not n.startswith("emb_l.")]
+    if embedding_optimizer == "adagrad":  # untouched rows have a zero gradient: m and w stay
+        dense_params += [e.weight for e in model.emb_l]
     opt = torch.optim.Adagrad(dense_params, lr=lr, eps=eps) if optimizer == "adagrad" else \
         torch.optim.SGD(dense_params, lr=lr)
     state = [torch.zeros(n, dtype=torch.float32) for n in SIZES]
@@ -120,15 +129,15 @@ def reference_losses(model, labels, dense, bags, optimizer, lr, eps):
         with torch.no_grad():
             for t, e in enumerate(model.emb_l):
                 g = e.weight.grad
-                if optimizer == "adagrad":
+                if embedding_optimizer == "rowwise_adagrad":
                     state[t] += (g * g).mean(dim=1)
                     e.weight -= lr * g / (state[t].sqrt() + eps).unsqueeze(1)
-                else:
+                elif embedding_optimizer == "sgd":
                     e.weight -= lr * g
     return losses
 
 
-def run_case(name, rank, optimizer, lr, tools, work):
+def run_case(name, rank, optimizer, embedding_optimizer, lr, tools, work):
     dlrm_data, dlrm_train, source_dir = tools
     data = os.path.join(work, "data.bin")
     if not os.path.exists(data):
@@ -146,7 +155,7 @@ def run_case(name, rank, optimizer, lr, tools, work):
     for key, value in model.state_dict().items():
         np.save(os.path.join(init, key + ".npy"), value.numpy())
     eps = 1e-8
-    want = reference_losses(model, labels, dense, bags, optimizer, lr, eps)
+    want = reference_losses(model, labels, dense, bags, optimizer, embedding_optimizer, lr, eps)
 
     log = os.path.join(work, f"{name}.jsonl")
     settings = {
@@ -156,7 +165,7 @@ def run_case(name, rank, optimizer, lr, tools, work):
         "model.dcn_layers": LAYERS, "model.dcn_rank": rank,
         "model.mlp_precision": "fp32", "model.table_dtype": "fp32", "model.dram_budget": "64MiB",
         "model.storage.slow_tier": work, "model.init_from": init,
-        "optimizer.embedding": "rowwise_adagrad" if optimizer == "adagrad" else "sgd",
+        "optimizer.embedding": embedding_optimizer,
         "optimizer.dense": optimizer, "optimizer.learning_rate": lr, "optimizer.adagrad_eps": eps,
         "train.batch_size": BATCH, "train.steps": STEPS, "train.shuffle": "false", "train.threads": 2,
         "train.log_jsonl": log, "train.log_every": 1, "train.progress": "false",
@@ -191,8 +200,13 @@ def main():
     torch.set_num_threads(2)
     tools = tuple(sys.argv[1:4])
     with tempfile.TemporaryDirectory() as work:
-        ok = run_case("adagrad-low-rank", rank=8, optimizer="adagrad", lr=0.01, tools=tools, work=work)
-        ok = run_case("sgd-full-rank", rank=0, optimizer="sgd", lr=0.1, tools=tools, work=work) and ok
+        # The config as it stands (element-wise Adagrad on the tables), the row-wise option, SGD.
+        ok = run_case("adagrad-low-rank", rank=8, optimizer="adagrad", embedding_optimizer="adagrad", lr=0.01,
+                      tools=tools, work=work)
+        ok = run_case("rowwise-adagrad-low-rank", rank=8, optimizer="adagrad", embedding_optimizer="rowwise_adagrad",
+                      lr=0.01, tools=tools, work=work) and ok
+        ok = run_case("sgd-full-rank", rank=0, optimizer="sgd", embedding_optimizer="sgd", lr=0.1, tools=tools,
+                      work=work) and ok
     sys.exit(0 if ok else 1)
 
 

@@ -130,7 +130,7 @@ TEST_F(DistributedTrainingTest, SameLossesAsOneProcessOverTwentyStepsOfTheDefaul
 TEST_F(DistributedTrainingTest, DcnWithAdagradTrainsOnTwoRanksAsOnOne) {
   absl::StatusOr<TrainConfig> c =
       Default({"train.steps=8", "model.mlp_precision=fp32", "model.interaction=dcn", "model.dcn_layers=2",
-               "model.dcn_rank=16", "data.hotness=3", "optimizer.dense=adagrad", "optimizer.embedding=rowwise_adagrad",
+               "model.dcn_rank=16", "data.hotness=3", "optimizer.dense=adagrad", "optimizer.embedding=adagrad",
                "optimizer.learning_rate=0.001", "data.samples=32768"});
   ASSERT_TRUE(c.ok()) << c.status();
   absl::StatusOr<TrainSummary> alone = TrainAloneOnRankZero(*c);

@@ -144,7 +144,8 @@ TEST_F(TrainerTest, LearnsThePlantedSignal) {
 }
 
 // Losses after resuming equal those of an uninterrupted run, bit for bit,
-// with cached tables and row-wise AdaGrad (optimizer state in the checkpoint),
+// with cached tables and row-wise or element-wise AdaGrad (optimizer state in
+// the checkpoint: apart, or in the rows and the ssd snapshots),
 // and with bf16 MLPs (split-SGD: the low halves of the weights are state too)
 // over bf16 tables.
 TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
@@ -155,11 +156,16 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
   const Variant variants[] = {
       {"sgd", {"optimizer.embedding=sgd"}},
       {"rowwise_adagrad", {"optimizer.embedding=rowwise_adagrad"}},
+      {"adagrad", {"optimizer.embedding=adagrad"}},
+      // Every table on ssd with a DRAM budget that holds part of the rows:
+      // the accumulators go through slots, evictions, the log and snapshots.
+      {"adagrad_ssd",
+       {"optimizer.embedding=adagrad", "model.storage.kind=ssd", "model.table_storage={}", "model.dram_budget=1MiB"}},
       {"bf16", {"optimizer.embedding=sgd", "model.mlp_precision=bf16", "model.table_dtype=bf16"}},
       // DLRM-DCNv2 with Adagrad everywhere: the cross network and every
       // dense accumulator travel in the checkpoint.
       {"dcn_adagrad",
-       {"optimizer.embedding=rowwise_adagrad", "optimizer.dense=adagrad", "optimizer.learning_rate=0.01",
+       {"optimizer.embedding=adagrad", "optimizer.dense=adagrad", "optimizer.learning_rate=0.01",
         "model.interaction=dcn", "model.dcn_layers=2", "model.dcn_rank=8", "model.mlp_precision=fp32"}},
   };
   for (const Variant& v : variants) {
