@@ -23,10 +23,14 @@ constexpr int64_t kRows = 4096, kDim = 16, kBatch = 64;
 // One ssd table over a pool smaller than its rows, made on a fresh
 // directory; each table's BlockIo is a FaultInjectingBlockIo with `faults`,
 // left in *io.
-std::unique_ptr<Collection> Make(const std::string& dir, std::vector<IoFault> faults, FaultInjectingBlockIo** io) {
+// prefetch_batches: 0, or 1 (each batch is then prefetched before its
+// forward, through the prefetcher thread).
+std::unique_ptr<Collection> Make(const std::string& dir, int prefetch_batches, std::vector<IoFault> faults,
+                                 FaultInjectingBlockIo** io) {
   CollectionOptions o{.tables = {{.name = "t0", .rows = kRows, .dim = kDim, .features = {"f0"},
                                   .storage = StorageKind::kSsd, .directory = dir}},
-                      .dram_budget = 160 << 10, .batch_size = kBatch, .bag_size = 1, .prefetch_batches = 0};
+                      .dram_budget = 160 << 10, .batch_size = kBatch, .bag_size = 1,
+                      .prefetch_batches = prefetch_batches};
   o.ssd_wrap_io = [faults, io](std::unique_ptr<BlockIo> inner) -> std::unique_ptr<BlockIo> {
     auto f = std::make_unique<FaultInjectingBlockIo>(std::move(inner), faults);
     *io = f.get();
@@ -45,6 +49,9 @@ absl::Status Forward(Collection& c, int64_t first, int64_t n, int64_t* step) {
   std::iota(offsets.begin(), offsets.end(), 0);
   const FeatureArrays f{.values = {{values.data(), IndexType::kInt64, n}},
                         .splits = {{offsets.data(), IndexType::kInt64, n + 1}}};
+  if (c.options().prefetch_batches > 0) {
+    if (absl::Status s = c.Prefetch(f); !s.ok()) return s;
+  }
   std::vector<float> out(n * kDim);
   absl::StatusOr<int64_t> s = c.Forward(f, {out.data(), n, kDim, kDim}, /*train=*/true);
   if (s.ok()) *step = *s;
@@ -76,12 +83,15 @@ std::string TempDir(const char* name) {
   return dir;
 }
 
-TEST(Collection, AFailedSsdReadDropsTheBatchUnpinsItsRowsAndLosesNothing) {
+class CollectionIoError : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectionIoError, AFailedSsdReadDropsTheBatchUnpinsItsRowsAndLosesNothing) {
+  const int prefetch = GetParam();
   const std::string dir = TempDir("collection_eio");
   // The run without a fault: how many reads come before batch X's, and the
   // rows after X's step and Y's.
   FaultInjectingBlockIo* io = nullptr;
-  std::unique_ptr<Collection> clean = Make(dir, {}, &io);
+  std::unique_ptr<Collection> clean = Make(dir, prefetch, {}, &io);
   ASSERT_NE(clean, nullptr);
   Warm(*clean);
   const int64_t reads = io->counters().reads;
@@ -92,7 +102,7 @@ TEST(Collection, AFailedSsdReadDropsTheBatchUnpinsItsRowsAndLosesNothing) {
   const std::vector<float> expected = Rows(*clean);
 
   // The same with X's first read failing.
-  std::unique_ptr<Collection> c = Make(dir, {{.op = IoOp::kRead, .nth = reads + 1, .error = EIO}}, &io);
+  std::unique_ptr<Collection> c = Make(dir, prefetch, {{.op = IoOp::kRead, .nth = reads + 1, .error = EIO}}, &io);
   ASSERT_NE(c, nullptr);
   Warm(*c);
   int64_t step = -1;
@@ -117,6 +127,8 @@ TEST(Collection, AFailedSsdReadDropsTheBatchUnpinsItsRowsAndLosesNothing) {
   EXPECT_TRUE(Forward(*c, 0, std::min(capacity, kRows), &whole).ok());
   EXPECT_TRUE(c->Release(whole).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(PrefetchBatches, CollectionIoError, ::testing::Values(0, 1));
 
 }  // namespace
 }  // namespace cemb::python
