@@ -34,7 +34,8 @@ import torch
 
 from cemb._cemb import Collection
 
-__all__ = ["PoolingType", "DataType", "EmbeddingBagConfig", "KeyedJaggedTensor", "EmbeddingBagCollection"]
+__all__ = ["PoolingType", "DataType", "EmbeddingBagConfig", "JaggedTensor", "KeyedJaggedTensor",
+           "EmbeddingBagCollection"]
 
 
 class PoolingType(enum.Enum):
@@ -66,6 +67,31 @@ class EmbeddingBagConfig:
     data_type: Union[DataType, str] = DataType.FP32
     storage: str = "dram"
     directory: Optional[str] = None
+
+
+def _offsets(lengths: torch.Tensor) -> torch.Tensor:
+    return torch.cat([torch.zeros(1, dtype=lengths.dtype), torch.cumsum(lengths, 0).to(lengths.dtype)])
+
+
+class JaggedTensor:
+    """One key's jagged values (``kjt["f0"]``, ``kjt.to_dict()``): its
+    ``values`` and one length per bag, as TorchRec's JaggedTensor."""
+
+    def __init__(self, values: torch.Tensor, lengths: torch.Tensor):
+        self._values = values
+        self._lengths = lengths
+
+    def values(self) -> torch.Tensor:
+        return self._values
+
+    def lengths(self) -> torch.Tensor:
+        return self._lengths
+
+    def offsets(self) -> torch.Tensor:
+        return _offsets(self._lengths)
+
+    def weights_or_none(self):
+        return None
 
 
 class KeyedJaggedTensor:
@@ -102,6 +128,29 @@ class KeyedJaggedTensor:
 
     def weights_or_none(self):
         return None
+
+    def offsets(self) -> torch.Tensor:
+        """len(keys) x B + 1 offsets into values(), from 0."""
+        return _offsets(self._lengths)
+
+    def stride(self) -> int:
+        """B: the bags per key."""
+        return self._lengths.shape[0] // len(self._keys) if self._keys else 0
+
+    def to_dict(self) -> Dict[str, JaggedTensor]:
+        """Each key's values and lengths (views), in key order."""
+        b = self.stride()
+        counts = self._lengths.view(len(self._keys), b).sum(dim=1).tolist() if self._keys else []
+        out, start = {}, 0
+        for i, (key, n) in enumerate(zip(self._keys, counts)):
+            out[key] = JaggedTensor(self._values[start:start + n], self._lengths[i * b:(i + 1) * b])
+            start += n
+        return out
+
+    def __getitem__(self, key: str) -> JaggedTensor:
+        if key not in self._keys:
+            raise KeyError(f"KeyedJaggedTensor: no key '{key}' (it has {self._keys})")
+        return self.to_dict()[key]
 
 
 _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,

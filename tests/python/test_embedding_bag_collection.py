@@ -487,3 +487,18 @@ def test_deepcopy_and_torch_save_copy_the_rows_and_the_optimizer_state(tmp_path,
         assert torch.equal(ebc.state_dict()[key], value), key
     assert train(loaded["sparse"], data[6:], mlp=loaded["dense"]) == losses
     assert train(ebc, data[6:], mlp=model["dense"]) == losses
+
+
+def test_keyed_jagged_tensor_has_torchrecs_accessors():
+    kjt = KeyedJaggedTensor(["a", "b"], torch.tensor([5, 6, 7, 8, 9]), lengths=torch.tensor([2, 0, 1, 2]))
+    assert kjt.stride() == 2
+    assert kjt.offsets().tolist() == [0, 2, 2, 3, 5]
+    d = kjt.to_dict()
+    assert list(d) == ["a", "b"]
+    assert d["a"].values().tolist() == [5, 6] and d["a"].lengths().tolist() == [2, 0]
+    assert d["b"].values().tolist() == [7, 8, 9] and d["b"].offsets().tolist() == [0, 1, 3]
+    assert kjt["b"].lengths().tolist() == [1, 2]
+    with pytest.raises(KeyError, match="no key 'c'"):
+        kjt["c"]
+    from_offsets = KeyedJaggedTensor.from_offsets_sync(["a", "b"], kjt.values(), kjt.offsets())
+    assert from_offsets.lengths().tolist() == [2, 0, 1, 2]
