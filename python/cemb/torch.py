@@ -24,6 +24,7 @@ optimizer never sees them and the dense parameters keep theirs.
 import collections
 import dataclasses
 import enum
+import gc
 import os
 import pathlib
 import re
@@ -363,6 +364,8 @@ class EmbeddingBagCollection(torch.nn.Module):
     def forward(self, features) -> torch.Tensor:
         values, lengths, batch = _feature_arrays(features, self._features)
         if torch.is_grad_enabled() and self.training:
+            if self._core.open_steps >= self._options["max_open_steps"]:
+                gc.collect()  # outputs dropped inside reference cycles release their steps
             out = _PooledLookup.apply(self._anchor, self, values, lengths, batch)
         else:
             out = torch.empty(batch, self._core.output_width, dtype=torch.float32)

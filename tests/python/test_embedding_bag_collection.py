@@ -448,6 +448,11 @@ def test_open_steps_are_bounded_and_a_dropped_output_releases_its_step(tmp_path)
     assert ebc._core.open_steps == 1
     linear_loss(third, 3).backward()
     assert ebc._core.open_steps == 0
+    # An output dropped inside a reference cycle: the bound collects it.
+    cycle = [ebc(data[0]), ebc(data[1])]
+    cycle.append(cycle)
+    del cycle
+    linear_loss(ebc(data[2]), 4).backward()
     # A thousand forwards whose outputs are dropped pin nothing for good.
     for k in range(1000):
         ebc(data[k % len(data)])
