@@ -49,12 +49,27 @@ int64_t At(const IndexArray& a, int64_t i) {
 
 }  // namespace
 
+std::string Collection::Named(absl::string_view message) const {
+  // The layers name table i "emb<i>" (its id); the user knows it by its name.
+  if (message.substr(0, 3) != "emb") return std::string(message);
+  size_t end = 3;
+  int id = 0;
+  while (end < message.size() && end < 12 && message[end] >= '0' && message[end] <= '9') {
+    id = id * 10 + (message[end++] - '0');
+  }
+  if (end == 3 || end >= message.size() || message[end] != ':' || id >= static_cast<int>(options_.tables.size())) {
+    return std::string(message);
+  }
+  return absl::StrCat("table '", options_.tables[id].name, "'", message.substr(end));
+}
+
 Collection::Collection(const CollectionOptions& options) : options_(options) {}
 Collection::~Collection() = default;
 
 absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionOptions& options) {
   if (options.tables.empty()) return absl::InvalidArgumentError("EmbeddingBagCollection: no tables");
   if (options.prefetch_batches < 0) return absl::InvalidArgumentError("prefetch_batches must be >= 0");
+  if (options.max_open_steps < 1) return absl::InvalidArgumentError("max_open_steps must be >= 1");
   std::unique_ptr<Collection> c(new Collection(options));
   absl::flat_hash_set<std::string> names, features;
   bool any_ssd = false, any_budget = false;
@@ -116,6 +131,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionO
     EmbeddingTableSpec spec{.rows = t.rows, .id = static_cast<int>(i), .storage = {.kind = t.storage}};
     if (t.storage == StorageKind::kSsd) {
       spec.storage.ssd.file.directory = t.directory;
+      spec.storage.ssd.file.wrap_io = options.ssd_wrap_io;
     } else if (t.storage != StorageKind::kDram) {
       spec.storage.slow_tier = TierOptions::Pmem(t.directory);
     }
@@ -158,6 +174,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionO
   }
 
   c->options_.traffic_sample.clear();  // its arrays are the caller's, read only here
+  c->options_.ssd_wrap_io = nullptr;
   for (size_t g = 0; g < c->groups_.size(); ++g) {
     absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(layer_options[g]);
     if (!layer.ok()) return layer.status();
@@ -282,8 +299,7 @@ absl::StatusOr<TableTraffic> Collection::CountTraffic(std::span<const FeatureArr
 absl::Status Collection::Prefetch(const FeatureArrays& features) {
   CEMB_ASSIGN_OR_RETURN(std::unique_ptr<Batch> b, Convert(features));
   b->id = next_id_++;
-  const int64_t begun = open_ != nullptr ? open_->id : b->id - 1 - static_cast<int64_t>(ahead_.size());
-  if (b->id - begun <= options_.prefetch_batches) {
+  if (b->id - last_begun_ <= options_.prefetch_batches) {
     for (size_t g = 0; g < groups_.size(); ++g) CEMB_RETURN_IF_ERROR(groups_[g]->cycle->PrefetchNow(b->id, b->bags[g]));
   }
   ahead_.push_back(std::move(b));
@@ -321,8 +337,13 @@ void Collection::ForEachBlock(Group& group, int64_t batch, Fn fn) const {
   }
 }
 
-absl::Status Collection::Forward(const FeatureArrays& features, MatrixView out) {
-  CEMB_RETURN_IF_ERROR(EndOpenStep());
+absl::StatusOr<int64_t> Collection::Forward(const FeatureArrays& features, MatrixView out, bool train) {
+  if (train && static_cast<int>(open_.size()) >= options_.max_open_steps) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "forward: ", open_.size(), " training forwards await their backward (max_open_steps = ",
+        options_.max_open_steps, "): run their backward, or drop their outputs; forward under torch.no_grad() or "
+        "eval() when no backward will come"));
+  }
   CEMB_ASSIGN_OR_RETURN(std::unique_ptr<Batch> b, Convert(features));
   if (out.rows != b->size || out.cols != width_) {
     const absl::Status status = absl::InvalidArgumentError(
@@ -343,98 +364,155 @@ absl::Status Collection::Forward(const FeatureArrays& features, MatrixView out) 
   } else {
     b->id = next_id_++;
   }
-  CEMB_RETURN_IF_ERROR(Begin(*b));
-  open_ = std::move(b);
-  open_updated_ = false;
-  const int64_t batch = open_->size;
-  for (size_t g = 0; g < groups_.size(); ++g) {
+  last_begun_ = b->id;
+  absl::Status status = Begin(*b);
+  const int64_t batch = b->size;
+  for (size_t g = 0; g < groups_.size() && status.ok(); ++g) {
     Group& group = *groups_[g];
     const int64_t cols = static_cast<int64_t>(group.tables.size()) * group.dim;
     if (group.in_place) {
-      CEMB_RETURN_IF_ERROR(group.layer->Lookup(open_->bags[g], out.slice(table_col_[group.tables[0]], cols)));
+      status = group.layer->Lookup(b->bags[g], out.slice(table_col_[group.tables[0]], cols));
       continue;
     }
     const MatrixView scratch = Scratch(group, batch);
-    CEMB_RETURN_IF_ERROR(group.layer->Lookup(open_->bags[g], scratch));
-    ForEachBlock(group, batch, [&](int64_t s, int64_t col, float* block) {
-      std::memcpy(out.row(s) + col, block, sizeof(float) * group.dim);
-    });
+    status = group.layer->Lookup(b->bags[g], scratch);
+    if (status.ok()) {
+      ForEachBlock(group, batch, [&](int64_t s, int64_t col, float* block) {
+        std::memcpy(out.row(s) + col, block, sizeof(float) * group.dim);
+      });
+    }
   }
-  return absl::OkStatus();
+  if (!status.ok()) {
+    // Nothing was written: the batch and the ones prefetched after it (a
+    // prefetcher's error may be theirs) are dropped, their rows unpinned.
+    const size_t dropped = ahead_.size();
+    Abandon(std::move(b));
+    DropAhead();
+    return absl::Status(status.code(),
+                        absl::StrCat("forward: ", Named(status.message()), " (the batch is dropped",
+                                     dropped > 0 ? absl::StrCat(", with the ", dropped,
+                                                                " prefetched after it: prefetch them again")
+                                                 : std::string(),
+                                     open_.empty() ? std::string()
+                                                   : absl::StrCat("; ", open_.size(),
+                                                                  " training forwards await their backward, their "
+                                                                  "rows pinned"),
+                                     ")"));
+  }
+  const int64_t id = b->id;
+  if (train) {
+    open_.push_back(std::move(b));
+    return id;
+  }
+  absl::Status ended;
+  for (auto& g : groups_) ended.Update(g->cycle->End(id));
+  spare_.push_back(std::move(b));
+  if (!ended.ok()) return ended;
+  return id;
 }
 
-absl::Status Collection::Backward(ConstMatrixView grad, float lr) {
-  if (open_ == nullptr || open_updated_) {
-    return absl::FailedPreconditionError(
-        "backward: no step to update (one backward per forward, before the next forward or a state call)");
+absl::Status Collection::Backward(int64_t step, ConstMatrixView grad, float lr) {
+  auto it = std::find_if(open_.begin(), open_.end(), [&](const auto& b) { return b->id == step; });
+  if (it == open_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backward: step ", step, " is not open (one backward per forward; a load between a forward and its "
+        "backward drops the step)"));
   }
-  const int64_t batch = open_->size;
+  Batch& b = **it;
+  const int64_t batch = b.size;
   if (grad.rows != batch || grad.cols != width_) {
     return absl::InvalidArgumentError(absl::StrCat("backward: gradient is [", grad.rows, ", ", grad.cols,
                                                    "], needed [", batch, ", ", width_, "]"));
   }
-  open_updated_ = true;
-  for (size_t g = 0; g < groups_.size(); ++g) {
+  std::unique_ptr<Batch> owned = std::move(*it);
+  open_.erase(it);
+  // Step `step` becomes each layer's current step again (its plans, its
+  // scopes); its ssd rows have stayed pinned since its forward. Every group
+  // first, so that a refusal writes nothing.
+  absl::Status status;
+  for (size_t g = 0; g < groups_.size() && status.ok(); ++g) status = groups_[g]->layer->BeginStep(step).status();
+  for (size_t g = 0; g < groups_.size() && status.ok(); ++g) {
     Group& group = *groups_[g];
     const int64_t cols = static_cast<int64_t>(group.tables.size()) * group.dim;
     if (group.in_place) {
       const ConstMatrixView block(grad.data + table_col_[group.tables[0]], batch, cols, grad.ld);
-      CEMB_RETURN_IF_ERROR(group.layer->Update(open_->bags[g], block, lr));
+      status = group.layer->Update(b.bags[g], block, lr);
       continue;
     }
     const MatrixView scratch = Scratch(group, batch);
     ForEachBlock(group, batch, [&](int64_t s, int64_t col, float* block) {
       std::memcpy(block, grad.row(s) + col, sizeof(float) * group.dim);
     });
-    CEMB_RETURN_IF_ERROR(group.layer->Update(open_->bags[g], ConstMatrixView(scratch), lr));
+    status = group.layer->Update(b.bags[g], ConstMatrixView(scratch), lr);
   }
-  return EndOpenStep();
-}
-
-absl::Status Collection::EndStep() { return EndOpenStep(); }
-
-absl::Status Collection::EndOpenStep() {
-  if (open_ == nullptr) return absl::OkStatus();
-  absl::Status status;
-  for (auto& g : groups_) status.Update(g->cycle->End(open_->id));
-  spare_.push_back(std::move(open_));
+  if (!status.ok()) {
+    Abandon(std::move(owned));
+    return absl::Status(status.code(), absl::StrCat("backward: ", Named(status.message())));
+  }
+  for (auto& g : groups_) status.Update(g->cycle->End(step));
+  spare_.push_back(std::move(owned));
   return status;
 }
 
-absl::Status Collection::Quiesce() {
-  CEMB_RETURN_IF_ERROR(EndOpenStep());
+absl::Status Collection::Release(int64_t step) {
+  auto it = std::find_if(open_.begin(), open_.end(), [&](const auto& b) { return b->id == step; });
+  if (it == open_.end()) return absl::OkStatus();
+  std::unique_ptr<Batch> b = std::move(*it);
+  open_.erase(it);
+  absl::Status status;
+  for (auto& g : groups_) status.Update(g->cycle->End(step));
+  spare_.push_back(std::move(b));
+  return status;
+}
+
+void Collection::Abandon(std::unique_ptr<Batch> batch) {
+  for (auto& g : groups_) {
+    (void)g->cycle->Drain();  // a prefetcher may still be pinning it
+    (void)g->cycle->End(batch->id);
+  }
+  spare_.push_back(std::move(batch));
+}
+
+void Collection::DropAhead() {
   while (!ahead_.empty()) {
     std::unique_ptr<Batch> b = std::move(ahead_.front());
     ahead_.pop_front();
-    absl::Status status = Begin(*b);
-    for (auto& g : groups_) status.Update(g->cycle->End(b->id));
-    spare_.push_back(std::move(b));
-    CEMB_RETURN_IF_ERROR(status);
+    (void)Begin(*b);  // waits for its reads, so that no read lands in a slot let go
+    Abandon(std::move(b));
+  }
+}
+
+absl::Status Collection::Quiesce(bool drop_open) {
+  DropAhead();
+  while (drop_open && !open_.empty()) {
+    std::unique_ptr<Batch> b = std::move(open_.back());
+    open_.pop_back();
+    Abandon(std::move(b));
   }
   for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->cycle->Drain());
   return absl::OkStatus();
 }
 
 absl::Status Collection::Save(const std::string& dir) {
-  CEMB_RETURN_IF_ERROR(Quiesce());
+  CEMB_RETURN_IF_ERROR(Quiesce(/*drop_open=*/false));
   for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->layer->Save(dir, "emb_"));
   return absl::OkStatus();
 }
 
 absl::Status Collection::Load(const std::string& dir) {
-  CEMB_RETURN_IF_ERROR(Quiesce());
+  CEMB_RETURN_IF_ERROR(Quiesce(/*drop_open=*/true));
   for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->layer->Load(dir, "emb_"));
   return absl::OkStatus();
 }
 
 absl::Status Collection::Export(const std::string& dir, const std::string& prefix) {
-  CEMB_RETURN_IF_ERROR(Quiesce());
+  CEMB_RETURN_IF_ERROR(Quiesce(/*drop_open=*/false));
   for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->layer->ExportNpy(dir, prefix));
   return absl::OkStatus();
 }
 
 absl::Status Collection::Import(const std::string& dir, const std::string& prefix) {
-  CEMB_RETURN_IF_ERROR(Quiesce());
+  CEMB_RETURN_IF_ERROR(Quiesce(/*drop_open=*/true));
   for (auto& g : groups_) CEMB_RETURN_IF_ERROR(g->layer->ImportNpy(dir, prefix));
   return absl::OkStatus();
 }
@@ -454,7 +532,7 @@ absl::Status Collection::CheckWholeTable(int table, size_t values) const {
 absl::Status Collection::ReadTable(int table, std::span<float> rows) {
   CEMB_RETURN_IF_ERROR(CheckWholeTable(table, rows.size()));
   const CollectionTable& t = options_.tables[table];
-  CEMB_RETURN_IF_ERROR(Quiesce());
+  CEMB_RETURN_IF_ERROR(Quiesce(/*drop_open=*/false));
   auto [g, p] = where_[table];
   for (int64_t r = 0; r < t.rows; ++r) {
     CEMB_RETURN_IF_ERROR(groups_[g]->layer->ReadRow(p, r, rows.subspan(static_cast<size_t>(r * t.dim), t.dim)));
@@ -465,7 +543,7 @@ absl::Status Collection::ReadTable(int table, std::span<float> rows) {
 absl::Status Collection::WriteTable(int table, std::span<const float> rows) {
   CEMB_RETURN_IF_ERROR(CheckWholeTable(table, rows.size()));
   const CollectionTable& t = options_.tables[table];
-  CEMB_RETURN_IF_ERROR(Quiesce());
+  CEMB_RETURN_IF_ERROR(Quiesce(/*drop_open=*/true));
   auto [g, p] = where_[table];
   for (int64_t r = 0; r < t.rows; ++r) {
     CEMB_RETURN_IF_ERROR(groups_[g]->layer->WriteRow(p, r, rows.subspan(static_cast<size_t>(r * t.dim), t.dim)));

@@ -16,15 +16,29 @@
 //   Prefetch(next)          converts and checks batch `next`, hands it to the
 //                           ssd tables' prefetcher threads (its reads run
 //                           while the current step computes)
-//   Forward(features, out)  ends the open step if any; begins this batch's
-//                           step (waits only for rows still in flight),
-//                           writes the pooled rows
-//   Backward(grad, lr)      the fused optimizer in place; ends the step
-//   EndStep()               ends a step that has no backward (evaluation)
+//   Forward(features, out, train)
+//                           begins this batch's step (waits only for rows
+//                           still in flight), writes the pooled rows. Training:
+//                           the step stays open, its ssd rows pinned, and its
+//                           id is returned; evaluation: the step ends here.
+//   Backward(id, grad, lr)  the fused optimizer in place on step `id`'s bags;
+//                           ends that step
+//   Release(id)             ends step `id` without an update (its forward's
+//                           output was dropped)
+// Several training steps may be open at once (two towers over one
+// collection, gradients accumulated over micro-batches), at most
+// max_open_steps; their backwards come in any order, each updating exactly
+// the rows of its own forward. A forward beyond the bound is refused
+// before anything is pinned or written. Each open step keeps its ssd rows
+// pinned: the ssd tables' slots must hold them beside the prefetched ones.
 // A Forward after Prefetch must get the prefetched batches, in order (it
-// checks: the same values and offsets). Between steps (Save, Load, Export,
-// Import, ReadTable, WriteTable) the open step ends and prefetched batches
-// are dropped (their rows unpinned); prefetch again after.
+// checks: the same values and offsets). Save, Export and ReadTable drop the
+// prefetched batches (their rows unpinned; prefetch again after) and keep
+// the open steps; Load, Import and WriteTable drop the open steps too (a
+// later Backward of one is refused).
+// A step whose begin fails (an ssd read's I/O error) is dropped with the
+// batches prefetched after it: their rows are unpinned, the tables hold what
+// they held, and the next Forward takes the next batch.
 //
 // Errors are Status: a malformed batch names the table, its feature, the
 // bag and the position; an ssd table's I/O error names the file.
@@ -33,13 +47,14 @@
 //   CEMB_ASSIGN_OR_RETURN(auto c, Collection::Create({.tables = {{.name = "t0", .rows = 1000, .dim = 16,
 //                                                                 .features = {"f0"}}}}));
 //   FeatureArrays f{.values = {{ids.data(), IndexType::kInt64, ids.size()}}, .offsets = ...};
-//   CEMB_RETURN_IF_ERROR(c->Forward(f, out));                   // out: [B x 16]
-//   CEMB_RETURN_IF_ERROR(c->Backward(grad, /*lr=*/0.01f));
+//   CEMB_ASSIGN_OR_RETURN(int64_t step, c->Forward(f, out, /*train=*/true));   // out: [B x 16]
+//   CEMB_RETURN_IF_ERROR(c->Backward(step, grad, /*lr=*/0.01f));
 #ifndef CEMB_PYTHON_COLLECTION_H_
 #define CEMB_PYTHON_COLLECTION_H_
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -47,7 +62,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "embedding/types.h"
+#include "ssd/block_io.h"
 #include "tables/dram_budget.h"
 #include "tables/embedding_layer.h"
 #include "tables/step_cycle.h"
@@ -99,10 +116,15 @@ struct CollectionOptions {
   std::vector<FeatureArrays> traffic_sample;
   // Batches prefetched ahead of the step (P): ssd tables pin P + 1 batches.
   int prefetch_batches = 1;
+  // Training forwards whose backward has not come yet, at most (each pins
+  // its batch's ssd rows until then).
+  int max_open_steps = 4;
   EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
   float adagrad_eps = 1e-8f;
   int threads = 0;    // OpenMP threads of the kernels; 0: all
   uint64_t seed = 1;  // table i is initialised uniform ±sqrt(1/rows) with seed + i
+  // Tests: wraps each ssd table's block I/O (a FaultInjectingBlockIo).
+  std::function<std::unique_ptr<BlockIo>(std::unique_ptr<BlockIo>)> ssd_wrap_io;
 };
 
 class Collection {
@@ -116,11 +138,17 @@ class Collection {
   const CollectionOptions& options() const { return options_; }
 
   [[nodiscard]] absl::Status Prefetch(const FeatureArrays& features);
+  // Looks the batch up into `out`. train: leaves its step open and returns
+  // its id, for Backward or Release; else ends the step (returns its id).
   // REQUIRES: out is [B x output_width()].
-  [[nodiscard]] absl::Status Forward(const FeatureArrays& features, MatrixView out);
-  // grad: the gradient of the last Forward's output, same shape.
-  [[nodiscard]] absl::Status Backward(ConstMatrixView grad, float lr);
-  [[nodiscard]] absl::Status EndStep();
+  [[nodiscard]] absl::StatusOr<int64_t> Forward(const FeatureArrays& features, MatrixView out, bool train);
+  // grad: the gradient of step `step`'s output, same shape. Refused with
+  // nothing written when the step is not open (its backward ran, Release or
+  // Load ended it) or the shape differs (the step stays open then).
+  [[nodiscard]] absl::Status Backward(int64_t step, ConstMatrixView grad, float lr);
+  // Ends step `step` with no update; nothing when it is not open.
+  [[nodiscard]] absl::Status Release(int64_t step);
+  int open_steps() const { return static_cast<int>(open_.size()); }
 
   // Rows and optimizer state of every table: "<dir>/emb_<i>.rows" (or .ssd)
   // and "<dir>/emb_<i>.adagrad.npy", table i of the collection.
@@ -151,8 +179,17 @@ class Collection {
   MatrixView Scratch(Group& group, int64_t batch);
   template <typename Fn>
   void ForEachBlock(Group& group, int64_t batch, Fn fn) const;
-  absl::Status EndOpenStep();
-  absl::Status Quiesce();  // ends the open step, drops the prefetched batches, drains
+  // `message` with a layer's name of a table ("emb3: ...") made the
+  // collection's ("table 'clicks': ...").
+  std::string Named(absl::string_view message) const;
+  // Ends `batch`'s step in every group, errors ignored (a group where it
+  // never began, or was not pinned, has nothing to end), and recycles it.
+  void Abandon(std::unique_ptr<Batch> batch);
+  // Drops the prefetched batches (their rows unpinned, their reads waited
+  // for), errors ignored: nothing of theirs was written.
+  void DropAhead();
+  // Drops the prefetched batches and, with drop_open, the open steps; drains.
+  absl::Status Quiesce(bool drop_open);
   // Table `table` exists and `values` is rows x dim of it.
   absl::Status CheckWholeTable(int table, size_t values) const;
 
@@ -164,9 +201,9 @@ class Collection {
   std::vector<std::unique_ptr<Group>> groups_;
   std::vector<std::pair<int, int>> where_;  // per table: (group, position in it)
   int64_t next_id_ = 0;
+  int64_t last_begun_ = -1;                   // the id of the last Forward's batch
   std::deque<std::unique_ptr<Batch>> ahead_;  // prefetched, not begun
-  std::unique_ptr<Batch> open_;               // the open step's batch
-  bool open_updated_ = false;
+  std::vector<std::unique_ptr<Batch>> open_;  // training steps awaiting Backward, in forward order
   std::vector<std::unique_ptr<Batch>> spare_;  // recycled buffers
 };
 

@@ -113,11 +113,11 @@ StorageKind Storage(const std::string& name) {
 }
 
 std::unique_ptr<PyCollection> Make(const py::list& tables, int64_t dram_budget, int64_t batch_size, int64_t bag_size,
-                                   int prefetch_batches, const std::string& optimizer, float adagrad_eps, int threads,
-                                   uint64_t seed, const py::list& traffic_sample) {
+                                   int prefetch_batches, int max_open_steps, const std::string& optimizer,
+                                   float adagrad_eps, int threads, uint64_t seed, const py::list& traffic_sample) {
   CollectionOptions o{.dram_budget = dram_budget, .batch_size = batch_size, .bag_size = bag_size,
-                      .prefetch_batches = prefetch_batches, .adagrad_eps = adagrad_eps, .threads = threads,
-                      .seed = seed};
+                      .prefetch_batches = prefetch_batches, .max_open_steps = max_open_steps,
+                      .adagrad_eps = adagrad_eps, .threads = threads, .seed = seed};
   absl::StatusOr<EmbeddingOptimizer> opt = ParseName(kEmbeddingOptimizerNames, optimizer, "optimizer");
   Check(opt.status());
   o.optimizer = *opt;
@@ -186,7 +186,8 @@ PYBIND11_MODULE(_cemb, m) {
   m.doc() = "CachedEmbeddings' table collection (the engine under cemb.torch.EmbeddingBagCollection)";
   py::class_<PyCollection>(m, "Collection")
       .def(py::init(&cp::Make), py::arg("tables"), py::arg("dram_budget") = 0, py::arg("batch_size") = 0,
-           py::arg("bag_size") = 1, py::arg("prefetch_batches") = 1, py::arg("optimizer") = "sgd",
+           py::arg("bag_size") = 1, py::arg("prefetch_batches") = 1, py::arg("max_open_steps") = 4,
+           py::arg("optimizer") = "sgd",
            py::arg("adagrad_eps") = 1e-8f, py::arg("threads") = 0, py::arg("seed") = 1,
            py::arg("traffic_sample") = py::list())
       .def_property_readonly("features", [](PyCollection& p) { return p.c->features(); })
@@ -196,18 +197,30 @@ PYBIND11_MODULE(_cemb, m) {
              const cp::FeatureArrays f = cp::Features(p.c->features(), values, splits, lengths);
              p.Run([&](cp::Collection& c) { return c.Prefetch(f); });
            })
+      .def_property_readonly("open_steps", [](PyCollection& p) {
+        std::lock_guard<std::mutex> lock(p.mu);
+        return p.c->open_steps();
+      })
+      // Returns the step's id: under training, for backward or release.
       .def("forward",
-           [](PyCollection& p, const py::list& values, const py::list& splits, bool lengths, py::array out) {
+           [](PyCollection& p, const py::list& values, const py::list& splits, bool lengths, py::array out,
+              bool train) {
              const cp::FeatureArrays f = cp::Features(p.c->features(), values, splits, lengths);
              const cemb::MatrixView view = cp::Matrix(out, "forward's output");
-             p.Run([&](cp::Collection& c) { return c.Forward(f, view); });
+             int64_t step = -1;
+             p.Run([&](cp::Collection& c) -> absl::Status {
+               absl::StatusOr<int64_t> s = c.Forward(f, view, train);
+               if (s.ok()) step = *s;
+               return s.status();
+             });
+             return step;
            })
       .def("backward",
-           [](PyCollection& p, const py::array& grad, float lr) {
+           [](PyCollection& p, int64_t step, const py::array& grad, float lr) {
              const cemb::ConstMatrixView view = cp::Matrix(grad, "backward's gradient");
-             p.Run([&](cp::Collection& c) { return c.Backward(view, lr); });
+             p.Run([&](cp::Collection& c) { return c.Backward(step, view, lr); });
            })
-      .def("end_step", [](PyCollection& p) { p.Run([](cp::Collection& c) { return c.EndStep(); }); })
+      .def("release", [](PyCollection& p, int64_t step) { p.Run([&](cp::Collection& c) { return c.Release(step); }); })
       .def("save", [](PyCollection& p, const std::string& dir) { p.Run([&](cp::Collection& c) { return c.Save(dir); }); })
       .def("load", [](PyCollection& p, const std::string& dir) { p.Run([&](cp::Collection& c) { return c.Load(dir); }); })
       .def("export_npy",

@@ -24,14 +24,19 @@ optimizer never sees them and the dense parameters keep theirs.
 import collections
 import dataclasses
 import enum
+import gc
+import os
+import pathlib
 import re
+import tempfile
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
 from cemb._cemb import Collection
 
-__all__ = ["PoolingType", "DataType", "EmbeddingBagConfig", "KeyedJaggedTensor", "EmbeddingBagCollection"]
+__all__ = ["PoolingType", "DataType", "EmbeddingBagConfig", "JaggedTensor", "KeyedJaggedTensor",
+           "EmbeddingBagCollection"]
 
 
 class PoolingType(enum.Enum):
@@ -63,6 +68,31 @@ class EmbeddingBagConfig:
     data_type: Union[DataType, str] = DataType.FP32
     storage: str = "dram"
     directory: Optional[str] = None
+
+
+def _offsets(lengths: torch.Tensor) -> torch.Tensor:
+    return torch.cat([torch.zeros(1, dtype=lengths.dtype), torch.cumsum(lengths, 0).to(lengths.dtype)])
+
+
+class JaggedTensor:
+    """One key's jagged values (``kjt["f0"]``, ``kjt.to_dict()``): its
+    ``values`` and one length per bag, as TorchRec's JaggedTensor."""
+
+    def __init__(self, values: torch.Tensor, lengths: torch.Tensor):
+        self._values = values
+        self._lengths = lengths
+
+    def values(self) -> torch.Tensor:
+        return self._values
+
+    def lengths(self) -> torch.Tensor:
+        return self._lengths
+
+    def offsets(self) -> torch.Tensor:
+        return _offsets(self._lengths)
+
+    def weights_or_none(self):
+        return None
 
 
 class KeyedJaggedTensor:
@@ -99,6 +129,29 @@ class KeyedJaggedTensor:
 
     def weights_or_none(self):
         return None
+
+    def offsets(self) -> torch.Tensor:
+        """len(keys) x B + 1 offsets into values(), from 0."""
+        return _offsets(self._lengths)
+
+    def stride(self) -> int:
+        """B: the bags per key."""
+        return self._lengths.shape[0] // len(self._keys) if self._keys else 0
+
+    def to_dict(self) -> Dict[str, JaggedTensor]:
+        """Each key's values and lengths (views), in key order."""
+        b = self.stride()
+        counts = self._lengths.view(len(self._keys), b).sum(dim=1).tolist() if self._keys else []
+        out, start = {}, 0
+        for i, (key, n) in enumerate(zip(self._keys, counts)):
+            out[key] = JaggedTensor(self._values[start:start + n], self._lengths[i * b:(i + 1) * b])
+            start += n
+        return out
+
+    def __getitem__(self, key: str) -> JaggedTensor:
+        if key not in self._keys:
+            raise KeyError(f"KeyedJaggedTensor: no key '{key}' (it has {self._keys})")
+        return self.to_dict()[key]
 
 
 _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
@@ -177,20 +230,45 @@ def _feature_arrays(features, order):
     return v, l, batch
 
 
+class _Step:
+    """A training forward's open step in the collection: its id, until its
+    backward updates the rows or, when the output is dropped without one,
+    until it is collected (the step is released then, its ssd rows unpinned)."""
+
+    __slots__ = ("core", "id")
+
+    def __init__(self, core, step_id):
+        self.core = core
+        self.id = step_id
+
+    def __del__(self):
+        if self.id is not None:
+            try:
+                self.core.release(self.id)
+            except Exception:  # noqa: BLE001 (a finaliser cannot raise; nothing was written)
+                pass
+
+
 class _PooledLookup(torch.autograd.Function):
-    """The collection's forward; its backward is the tables' optimizer step."""
+    """The collection's forward; its backward is the tables' optimizer step
+    on the rows of this forward's batch (its step, held by the ctx)."""
 
     @staticmethod
     def forward(ctx, anchor, ebc, values, lengths, batch):
         out = torch.empty(batch, ebc._core.output_width, dtype=torch.float32)
-        ebc._core.forward(values, lengths, True, out.numpy())
+        ctx.step = _Step(ebc._core, ebc._core.forward(values, lengths, True, out.numpy(), True))
         ctx.ebc = ebc
         return out
 
     @staticmethod
     def backward(ctx, grad):
+        step = ctx.step
+        if step.id is None:
+            raise RuntimeError("backward: this forward's rows were updated by an earlier backward (one backward "
+                               "per forward: the tables' optimizer step cannot run twice)")
         grad = grad.to(torch.float32).contiguous()
-        ctx.ebc._core.backward(grad.numpy(), ctx.ebc.learning_rate)
+        ctx.ebc._core.backward(step.id, grad.numpy(), ctx.ebc.learning_rate)
+        step.id = None
         return None, None, None, None, None
 
 
@@ -201,9 +279,18 @@ class EmbeddingBagCollection(torch.nn.Module):
     (features in table order; ``to_dict`` splits it per key). Under autograd,
     ``backward`` runs the optimizer (``"sgd"`` or ``"rowwise_adagrad"``, at
     ``learning_rate``) on the rows the batch read, in place, and returns no
-    gradient for them: the pattern of FBGEMM's table-batched embeddings. One
+    gradient for them: the pattern of FBGEMM's table-batched embeddings. Each
+    backward updates the rows its own forward looked up: several training
+    forwards may await their backward (two towers over one collection,
+    gradients accumulated over micro-batches), at most ``max_open_steps``,
+    and their backwards may come in any order. A forward beyond that bound
+    is refused before anything is written; a forward whose output is dropped
+    without a backward releases its step when the output is collected. One
     backward per forward; a forward under ``torch.no_grad()`` or in eval mode
-    updates nothing.
+    updates nothing and leaves the open steps as they are. Each open step
+    keeps its batch's ssd rows pinned until its backward: the ssd tables'
+    share of dram_budget must hold them (a forward that finds no room is
+    refused with the bytes needed).
 
     ``prefetch(next_features)`` starts reading the next batch's rows of the
     ssd tables while this step computes; every forward after it must get the
@@ -227,7 +314,8 @@ class EmbeddingBagCollection(torch.nn.Module):
     """
 
     def __init__(self, tables: Sequence[EmbeddingBagConfig], *, dram_budget: Union[int, str, None] = None,
-                 batch_size: int = 0, bag_size: int = 1, prefetch_batches: int = 1, optimizer: str = "sgd",
+                 batch_size: int = 0, bag_size: int = 1, prefetch_batches: int = 1, max_open_steps: int = 4,
+                 optimizer: str = "sgd",
                  learning_rate: float = 0.01, eps: float = 1e-8, directory: Optional[str] = None,
                  threads: int = 0, seed: int = 1, traffic_sample: Sequence = ()):
         super().__init__()
@@ -250,9 +338,13 @@ class EmbeddingBagCollection(torch.nn.Module):
                               storage=t.storage, directory=t.directory or directory or ""))
         order = [f for t in self.tables for f in t.feature_names]
         sample = [tuple(_feature_arrays(kjt, order)[:2]) for kjt in traffic_sample]
-        self._core = Collection(specs, dram_budget=_bytes(dram_budget), batch_size=batch_size, bag_size=bag_size,
-                                prefetch_batches=prefetch_batches, optimizer=optimizer, adagrad_eps=eps,
-                                threads=threads, seed=seed, traffic_sample=sample)
+        # What makes the engine again (pickling, copy.deepcopy).
+        self._specs = specs
+        self._options = dict(dram_budget=_bytes(dram_budget), batch_size=batch_size, bag_size=bag_size,
+                             prefetch_batches=prefetch_batches, max_open_steps=max_open_steps, optimizer=optimizer,
+                             adagrad_eps=eps, threads=threads, seed=seed,
+                             traffic_sample=[([v.copy() for v in vs], [l.copy() for l in ls]) for vs, ls in sample])
+        self._core = Collection(specs, **self._options)
         self.learning_rate = learning_rate
         self._features = list(self._core.features)
         self._slices = collections.OrderedDict()  # feature -> (first column, dim, mean)
@@ -272,11 +364,12 @@ class EmbeddingBagCollection(torch.nn.Module):
     def forward(self, features) -> torch.Tensor:
         values, lengths, batch = _feature_arrays(features, self._features)
         if torch.is_grad_enabled() and self.training:
+            if self._core.open_steps >= self._options["max_open_steps"]:
+                gc.collect()  # outputs dropped inside reference cycles release their steps
             out = _PooledLookup.apply(self._anchor, self, values, lengths, batch)
         else:
             out = torch.empty(batch, self._core.output_width, dtype=torch.float32)
-            self._core.forward(values, lengths, True, out.numpy())
-            self._core.end_step()
+            self._core.forward(values, lengths, True, out.numpy(), False)
         if self._any_mean:
             out = out / self._mean_divisor(lengths, batch)
         return out
@@ -300,6 +393,35 @@ class EmbeddingBagCollection(torch.nn.Module):
     def report(self) -> List[dict]:
         """Per table: its storage, kernel, DRAM and, for ssd tables, the tier's counters."""
         return self._core.report()
+
+    # Pickling (torch.save(model), copy.deepcopy): the module's attributes,
+    # and the tables as a checkpoint (save()'s files, held as bytes: the rows
+    # and the optimizer state; of an ssd table the rows written so far). The
+    # copy makes its tables again from the same configs, in the same
+    # directories, and loads the checkpoint: it trains on bit for bit as the
+    # original. Open steps and prefetched batches are not part of it.
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        core = state.pop("_core")
+        with tempfile.TemporaryDirectory(prefix="cemb-pickle-", dir=self._scratch_directory()) as d:
+            core.save(d)
+            state["_checkpoint"] = {name: pathlib.Path(d, name).read_bytes() for name in sorted(os.listdir(d))}
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        checkpoint = state.pop("_checkpoint")
+        super().__setstate__(state)
+        self._core = Collection(self._specs, **self._options)
+        with tempfile.TemporaryDirectory(prefix="cemb-pickle-", dir=self._scratch_directory()) as d:
+            for name, data in checkpoint.items():
+                pathlib.Path(d, name).write_bytes(data)
+            self._core.load(d)
+
+    def _scratch_directory(self) -> Optional[str]:
+        """Where a pickled checkpoint passes: the first table's directory
+        that is not DRAM (room for ssd snapshots), else the system's."""
+        return next((t["directory"] for t in self._specs if t["storage"] != "dram" and t["directory"]), None)
 
     # Checkpoints and weights.
     def save(self, directory: str) -> None:

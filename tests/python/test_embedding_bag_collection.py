@@ -1,6 +1,8 @@
 """cemb.torch.EmbeddingBagCollection (python/cemb/torch.py) trained from a
 PyTorch loop: against nn.EmbeddingBag with sparse SGD, across storage kinds
 and prefetch, its checkpoints and weights, bad inputs, memory and threads."""
+import copy
+import io
 import os
 import threading
 
@@ -313,8 +315,12 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
         EmbeddingBagCollection(configs("ssd", str(tmp_path)), batch_size=BATCH)
     with pytest.raises(ValueError, match="cannot hold"):
         EmbeddingBagCollection(configs("ssd", str(tmp_path)), dram_budget=1000, batch_size=BATCH)
-    with pytest.raises(RuntimeError, match="backward: no step"):
-        ebc._core.backward(torch.zeros(BATCH, WIDTH).numpy(), LR)
+    with pytest.raises(RuntimeError, match="backward: step 12345 is not open"):
+        ebc._core.backward(12345, torch.zeros(BATCH, WIDTH).numpy(), LR)
+    pooled = ebc(batches(1)[0][0])
+    pooled.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="updated by an earlier backward"):
+        pooled.sum().backward()
     # After every refusal the collection still trains.
     assert len(train(ebc, batches(2))) == 2
 
@@ -358,3 +364,152 @@ def test_two_threads_on_separate_collections():
     for t in threads:
         t.join()
     assert results == [expected, expected]
+
+
+# --- each backward updates the rows of its own forward ------------------------
+
+def linear_loss(pooled, seed):
+    """A loss whose gradient does not depend on the rows (a fixed matrix), so
+    that a reference may run the same updates in another interleaving."""
+    g = torch.Generator().manual_seed(seed)
+    return (pooled * torch.randn(pooled.shape, generator=g)).sum()
+
+
+def eval_pooled(ebc, kjt):
+    with torch.no_grad():
+        return ebc(kjt)
+
+
+@pytest.mark.parametrize("storage", ["dram", "dynamic", "ssd"])
+@pytest.mark.parametrize("optimizer", ["sgd", "rowwise_adagrad"])
+@pytest.mark.parametrize("order", ["first_forward_first", "last_forward_first"])
+def test_two_forwards_then_their_backwards_in_either_order(tmp_path, storage, optimizer, order):
+    a, b = [kjt for kjt, _, _ in batches(2, seed=11)]
+    ebc = make(tmp_path, storage, optimizer=optimizer)
+    reference = make(tmp_path, storage, optimizer=optimizer)
+    expected_a, expected_b = eval_pooled(reference, a), eval_pooled(reference, b)
+    # Two towers over one collection: both forwards, then both backwards.
+    pooled_a, pooled_b = ebc(a), ebc(b)
+    assert torch.equal(pooled_a, expected_a) and torch.equal(pooled_b, expected_b)
+    steps = [(pooled_a, a, 1), (pooled_b, b, 2)]
+    if order == "last_forward_first":
+        steps.reverse()
+    for pooled, _, seed in steps:
+        linear_loss(pooled, seed).backward()
+    assert ebc._core.open_steps == 0
+    # The reference runs each forward right before its backward, in the same
+    # order: the same updates of the same rows, bit for bit.
+    for _, kjt, seed in steps:
+        linear_loss(reference(kjt), seed).backward()
+    for key, value in reference.state_dict().items():
+        assert torch.equal(ebc.state_dict()[key], value), key
+
+
+def test_the_issues_example_moves_row_1_by_its_gradient():
+    ebc = EmbeddingBagCollection([EmbeddingBagConfig(name="t0", num_embeddings=10, embedding_dim=4,
+                                                     feature_names=["f0"])], learning_rate=0.1)
+    before = ebc.state_dict()["t0.weight"].clone()
+    o1 = ebc(KeyedJaggedTensor(keys=["f0"], values=torch.tensor([1]), lengths=torch.tensor([1])))
+    o2 = ebc(KeyedJaggedTensor(keys=["f0"], values=torch.tensor([2]), lengths=torch.tensor([1])))
+    o1.sum().backward()
+    after = ebc.state_dict()["t0.weight"]
+    assert torch.equal(after[1], before[1] - 0.1)  # o1's gradient is all ones
+    assert torch.equal(after[2], before[2])
+    (2 * o2).sum().backward()
+    assert torch.equal(ebc.state_dict()["t0.weight"][2], before[2] - 0.1 * 2)
+
+
+@pytest.mark.parametrize("storage", ["dram", "ssd"])
+def test_an_eval_or_no_grad_forward_between_a_forward_and_its_backward(tmp_path, storage):
+    a, c = [kjt for kjt, _, _ in batches(2, seed=12)]
+    ebc = make(tmp_path, storage)
+    reference = make(tmp_path, storage)
+    expected_c = eval_pooled(reference, c)
+    pooled = ebc(a)
+    ebc.eval()
+    assert torch.equal(ebc(c), expected_c)
+    ebc.train()
+    with torch.no_grad():
+        assert torch.equal(ebc(c), expected_c)
+    linear_loss(pooled, 1).backward()
+    linear_loss(reference(a), 1).backward()
+    for key, value in reference.state_dict().items():
+        assert torch.equal(ebc.state_dict()[key], value), key
+
+
+def test_open_steps_are_bounded_and_a_dropped_output_releases_its_step(tmp_path):
+    ebc = make(tmp_path, "ssd", max_open_steps=2)
+    data = [kjt for kjt, _, _ in batches(4, seed=13)]
+    ebc(data[0])  # the output is dropped: its step ends, its rows are unpinned
+    assert ebc._core.open_steps == 0
+    first, second = ebc(data[0]), ebc(data[1])
+    before = ebc.state_dict()
+    with pytest.raises(RuntimeError, match=r"2 training forwards await their backward \(max_open_steps = 2\)"):
+        ebc(data[2])
+    for key, value in before.items():  # refused before anything was written
+        assert torch.equal(ebc.state_dict()[key], value), key
+    linear_loss(second, 2).backward()
+    third = ebc(data[2])
+    del first
+    assert ebc._core.open_steps == 1
+    linear_loss(third, 3).backward()
+    assert ebc._core.open_steps == 0
+    # An output dropped inside a reference cycle: the bound collects it.
+    cycle = [ebc(data[0]), ebc(data[1])]
+    cycle.append(cycle)
+    del cycle
+    linear_loss(ebc(data[2]), 4).backward()
+    # A thousand forwards whose outputs are dropped pin nothing for good.
+    for k in range(1000):
+        ebc(data[k % len(data)])
+    assert ebc._core.open_steps == 0
+
+
+def test_a_load_drops_the_steps_that_await_their_backward(tmp_path):
+    ebc = make()
+    pooled = ebc(batches(1)[0][0])
+    ebc.save(str(tmp_path))
+    ebc.load(str(tmp_path))
+    with pytest.raises(RuntimeError, match="is not open"):
+        pooled.sum().backward()
+
+
+@pytest.mark.parametrize("storage", ["dram", "ssd"])
+def test_deepcopy_and_torch_save_copy_the_rows_and_the_optimizer_state(tmp_path, storage):
+    data = batches(12)
+    ebc = make(tmp_path, storage, optimizer="rowwise_adagrad")
+    train(ebc, data[:6])
+    model = torch.nn.ModuleDict({"sparse": ebc, "dense": top()})
+    copied = copy.deepcopy(model)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer)
+    state = ebc.state_dict()
+    for other in (copied, loaded):
+        assert other["sparse"] is not ebc
+        for key, value in state.items():
+            assert torch.equal(other["sparse"].state_dict()[key], value), key
+    # The copies are the collection's, not views of it: training one leaves
+    # the others; and they train on bit for bit alike (the optimizer state
+    # came with them).
+    losses = train(copied["sparse"], data[6:], mlp=copied["dense"])
+    for key, value in state.items():
+        assert torch.equal(ebc.state_dict()[key], value), key
+    assert train(loaded["sparse"], data[6:], mlp=loaded["dense"]) == losses
+    assert train(ebc, data[6:], mlp=model["dense"]) == losses
+
+
+def test_keyed_jagged_tensor_has_torchrecs_accessors():
+    kjt = KeyedJaggedTensor(["a", "b"], torch.tensor([5, 6, 7, 8, 9]), lengths=torch.tensor([2, 0, 1, 2]))
+    assert kjt.stride() == 2
+    assert kjt.offsets().tolist() == [0, 2, 2, 3, 5]
+    d = kjt.to_dict()
+    assert list(d) == ["a", "b"]
+    assert d["a"].values().tolist() == [5, 6] and d["a"].lengths().tolist() == [2, 0]
+    assert d["b"].values().tolist() == [7, 8, 9] and d["b"].offsets().tolist() == [0, 1, 3]
+    assert kjt["b"].lengths().tolist() == [1, 2]
+    with pytest.raises(KeyError, match="no key 'c'"):
+        kjt["c"]
+    from_offsets = KeyedJaggedTensor.from_offsets_sync(["a", "b"], kjt.values(), kjt.offsets())
+    assert from_offsets.lengths().tolist() == [2, 0, 1, 2]
