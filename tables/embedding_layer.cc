@@ -173,7 +173,11 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   absl::StatusOr<int> EndStep(int64_t batch_id) override {
     for (auto& scope : scopes_) scope.reset();
     RecyclePlans(batch_id);
-    for (SsdTable<T, D>* s : ssd_) CEMB_RETURN_IF_ERROR(s->Unpin(batch_id));
+    // Every ssd table unpins, even after one failed (a batch whose prefetch
+    // failed may be pinned in some tables and not in others).
+    absl::Status unpinned;
+    for (SsdTable<T, D>* s : ssd_) unpinned.Update(s->Unpin(batch_id));
+    CEMB_RETURN_IF_ERROR(unpinned);
     int flushed = 0;
     for (CachedTable<T, D>* c : cached_) {
       if (c->policy() == CachePolicy::kDynamic && c->isfull()) {
