@@ -80,7 +80,7 @@ def main():
         kjt = batches[k]
         s = time.perf_counter()
         if args.impl == "cemb":
-            ebc(kjt).backward(grad)
+            ebc(kjt).values().backward(grad)
         else:
             per_table = kjt.values().view(len(sizes), -1)
             pooled = torch.cat([b(per_table[t], offsets) for t, b in enumerate(bags)], dim=1)

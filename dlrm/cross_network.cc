@@ -550,8 +550,15 @@ absl::Status CrossNetwork::LoadNpy(const std::string& dir, const std::string& pr
   const std::vector<ParameterInfo> params = Parameters();
   std::vector<std::vector<float>> values(params.size());
   for (int i = 0; i < num_parameters(); ++i) {
-    CEMB_RETURN_IF_ERROR(
-        ReadNpyFloats(absl::StrCat(dir, "/", prefix, params[i].name, ".npy"), params[i].shape, values[i]));
+    const std::string path = absl::StrCat(dir, "/", prefix, params[i].name, ".npy");
+    std::vector<int64_t> shape = params[i].shape;
+    if (params[i].name.starts_with("bias.")) {
+      // TorchRec's full-rank CrossNet keeps each bias as [N, 1] (its
+      // LowRankCrossNet as [N], our shape): both are the same N values.
+      CEMB_ASSIGN_OR_RETURN(NpyReader r, NpyReader::Open(path));
+      if (r.shape() == std::vector<int64_t>{shape[0], 1}) shape.push_back(1);
+    }
+    CEMB_RETURN_IF_ERROR(ReadNpyFloats(path, shape, values[i]));
   }
   for (int i = 0; i < num_parameters(); ++i) impl_->Set(i, values[i]);
   return absl::OkStatus();

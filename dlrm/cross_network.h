@@ -120,7 +120,8 @@ class CrossNetwork {
   // Parameters(), e.g. "crossnet.W_kernels.0.npy"), as Mlp::SaveNpy /
   // LoadNpy: float32 written (the master values in bf16), float32 or
   // bfloat16 read, every file checked (dtype, shape; errors name it) before
-  // any parameter changes.
+  // any parameter changes. A bias is written [N] and read as [N] or [N, 1]
+  // (TorchRec's LowRankCrossNet and CrossNet keep it so).
   [[nodiscard]] absl::Status SaveNpy(const std::string& dir, const std::string& prefix) const;
   [[nodiscard]] absl::Status LoadNpy(const std::string& dir, const std::string& prefix);
 

@@ -29,16 +29,20 @@ struct Collection::Group {
   std::vector<std::span<const Bags<int32_t>>> ahead;  // Begin's batches ahead, reused
 };
 
-// A converted batch: per group, per table, int32 offsets (F x B + 1) and
-// indices, and the Bags over them. Owned until its step ends (the
-// prefetcher threads read them).
+// A converted batch: per group, per table, int32 offsets (F x B + 1),
+// indices and, when the features are weighted, one weight per index; and
+// the Bags over them. Owned until its step ends (the prefetcher threads
+// read them).
 struct Collection::Batch {
   int64_t id = 0;
   int64_t size = 0;  // B
   std::vector<std::vector<std::vector<int32_t>>> offsets, indices;  // [group][table]
+  std::vector<std::vector<std::vector<float>>> weights;             // [group][table]; empty: unweighted
   std::vector<std::vector<Bags<int32_t>>> bags;                     // [group][table]
 
-  bool SameAs(const Batch& o) const { return size == o.size && offsets == o.offsets && indices == o.indices; }
+  bool SameAs(const Batch& o) const {
+    return size == o.size && offsets == o.offsets && indices == o.indices && weights == o.weights;
+  }
 };
 
 namespace {
@@ -190,6 +194,10 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
     return absl::InvalidArgumentError(absl::StrCat("features: got ", in.values.size(), " where the collection has ", nf,
                                                    " (", absl::StrJoin(features_, ", "), ")"));
   }
+  if (!in.weights.empty() && in.weights.size() != nf) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("features: weights for ", in.weights.size(), " features where the collection has ", nf));
+  }
   const int64_t batch = in.lengths ? in.splits[0].size : in.splits[0].size - 1;
   if (batch < 0) return absl::InvalidArgumentError(absl::StrCat("feature '", features_[0], "': offsets are empty"));
   std::unique_ptr<Batch> b;
@@ -200,10 +208,12 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
     b = std::make_unique<Batch>();
     b->offsets.resize(groups_.size());
     b->indices.resize(groups_.size());
+    b->weights.resize(groups_.size());
     b->bags.resize(groups_.size());
     for (size_t g = 0; g < groups_.size(); ++g) {
       b->offsets[g].resize(groups_[g]->tables.size());
       b->indices[g].resize(groups_[g]->tables.size());
+      b->weights[g].resize(groups_[g]->tables.size());
       b->bags[g].resize(groups_[g]->tables.size());
     }
   }
@@ -214,13 +224,23 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
     auto [g, p] = where_[i];
     std::vector<int32_t>& offsets = b->offsets[g][p];
     std::vector<int32_t>& indices = b->indices[g][p];
+    std::vector<float>& weights = b->weights[g][p];
     offsets.assign(1, 0);
     indices.clear();
+    weights.clear();
     for (size_t f = 0; f < t.features.size(); ++f, ++feature) {
       const IndexArray& values = in.values[feature];
       const IndexArray& splits = in.splits[feature];
       // For messages only: made when one is (no allocation per batch).
       auto where = [&] { return absl::StrCat("table '", t.name, "', feature '", t.features[f], "'"); };
+      if (!in.weights.empty()) {
+        const std::span<const float> w = in.weights[feature];
+        if (static_cast<int64_t>(w.size()) != values.size) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where(), ": ", w.size(), " weights for ", values.size, " values (one weight per value)"));
+        }
+        weights.insert(weights.end(), w.begin(), w.end());
+      }
       const int64_t bags = in.lengths ? splits.size : splits.size - 1;
       if (bags != batch) {
         return absl::InvalidArgumentError(absl::StrCat(where(), ": ", bags, " bags where feature '", features_[0],
@@ -267,7 +287,7 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
         indices.push_back(static_cast<int32_t>(row));
       }
     }
-    b->bags[g][p] = Bags<int32_t>{offsets, indices};
+    b->bags[g][p] = Bags<int32_t>{offsets, indices, weights};
   }
   return b;
 }

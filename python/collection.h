@@ -32,7 +32,7 @@
 // before anything is pinned or written. Each open step keeps its ssd rows
 // pinned: the ssd tables' slots must hold them beside the prefetched ones.
 // A Forward after Prefetch must get the prefetched batches, in order (it
-// checks: the same values and offsets). Save, Export and ReadTable drop the
+// checks: the same values, offsets and weights). Save, Export and ReadTable drop the
 // prefetched batches (their rows unpinned; prefetch again after) and keep
 // the open steps; Load, Import and WriteTable drop the open steps too (a
 // later Backward of one is refused).
@@ -94,6 +94,11 @@ struct IndexArray {
 struct FeatureArrays {
   std::vector<IndexArray> values;  // one per feature, in Collection::features() order
   std::vector<IndexArray> splits;  // offsets or lengths, as `lengths` says
+  // Per-value weights: empty (every weight 1), or one array per feature, a
+  // float32 per value. A bag pools sum_j w_j row(j), and the update scales
+  // value j's gradient by w_j (TorchRec's weighted EmbeddingBagCollection,
+  // nn.EmbeddingBag's per_sample_weights in mode "sum").
+  std::vector<std::span<const float>> weights;
   bool lengths = false;
 };
 

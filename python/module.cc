@@ -58,8 +58,21 @@ IndexArray Indices(const py::handle& h, const std::string& what) {
   return out;
 }
 
+// A 1-D C-contiguous float32 array, or TypeError / ValueError naming it.
+std::span<const float> Weights(const py::handle& h, const std::string& what) {
+  if (!py::isinstance<py::array>(h)) throw py::type_error(absl::StrCat(what, ": not an array"));
+  py::array a = py::reinterpret_borrow<py::array>(h);
+  if (!a.dtype().is(py::dtype::of<float>())) {
+    throw py::type_error(absl::StrCat(what, ": dtype ", std::string(py::str(a.dtype())), " where float32 is needed"));
+  }
+  if (a.ndim() != 1) throw py::value_error(absl::StrCat(what, ": ", a.ndim(), "-D where 1-D is needed"));
+  if (!(a.flags() & py::array::c_style)) throw py::value_error(absl::StrCat(what, ": not contiguous"));
+  return {static_cast<const float*>(a.data()), static_cast<size_t>(a.size())};
+}
+
+// weights: None (unweighted) or a list of one float32 array per feature.
 FeatureArrays Features(const std::vector<std::string>& names, const py::list& values, const py::list& splits,
-                       bool lengths) {
+                       bool lengths, const py::object& weights = py::none()) {
   if (values.size() != names.size() || splits.size() != names.size()) {
     throw py::value_error(absl::StrCat("features: ", values.size(), " values and ", splits.size(), " ",
                                        lengths ? "lengths" : "offsets", " where the collection has ", names.size(),
@@ -69,6 +82,16 @@ FeatureArrays Features(const std::vector<std::string>& names, const py::list& va
   for (size_t i = 0; i < names.size(); ++i) {
     f.values.push_back(Indices(values[i], absl::StrCat("feature '", names[i], "' values")));
     f.splits.push_back(Indices(splits[i], absl::StrCat("feature '", names[i], "' ", lengths ? "lengths" : "offsets")));
+  }
+  if (!weights.is_none()) {
+    const py::list w = weights.cast<py::list>();
+    if (w.size() != names.size()) {
+      throw py::value_error(absl::StrCat("features: ", w.size(), " weights arrays where the collection has ",
+                                         names.size(), " features"));
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      f.weights.push_back(Weights(w[i], absl::StrCat("feature '", names[i], "' weights")));
+    }
   }
   return f;
 }
@@ -193,19 +216,22 @@ PYBIND11_MODULE(_cemb, m) {
       .def_property_readonly("features", [](PyCollection& p) { return p.c->features(); })
       .def_property_readonly("output_width", [](PyCollection& p) { return p.c->output_width(); })
       .def("prefetch",
-           [](PyCollection& p, const py::list& values, const py::list& splits, bool lengths) {
-             const cp::FeatureArrays f = cp::Features(p.c->features(), values, splits, lengths);
+           [](PyCollection& p, const py::list& values, const py::list& splits, bool lengths,
+              const py::object& weights) {
+             const cp::FeatureArrays f = cp::Features(p.c->features(), values, splits, lengths, weights);
              p.Run([&](cp::Collection& c) { return c.Prefetch(f); });
-           })
+           },
+           py::arg("values"), py::arg("splits"), py::arg("lengths"), py::arg("weights") = py::none())
       .def_property_readonly("open_steps", [](PyCollection& p) {
         std::lock_guard<std::mutex> lock(p.mu);
         return p.c->open_steps();
       })
       // Returns the step's id: under training, for backward or release.
+      // weights: None, or one float32 array per feature (pooled by weighted sum).
       .def("forward",
            [](PyCollection& p, const py::list& values, const py::list& splits, bool lengths, py::array out,
-              bool train) {
-             const cp::FeatureArrays f = cp::Features(p.c->features(), values, splits, lengths);
+              bool train, const py::object& weights) {
+             const cp::FeatureArrays f = cp::Features(p.c->features(), values, splits, lengths, weights);
              const cemb::MatrixView view = cp::Matrix(out, "forward's output");
              int64_t step = -1;
              p.Run([&](cp::Collection& c) -> absl::Status {
@@ -214,7 +240,9 @@ PYBIND11_MODULE(_cemb, m) {
                return s.status();
              });
              return step;
-           })
+           },
+           py::arg("values"), py::arg("splits"), py::arg("lengths"), py::arg("out"), py::arg("train"),
+           py::arg("weights") = py::none())
       .def("backward",
            [](PyCollection& p, int64_t step, const py::array& grad, float lr) {
              const cemb::ConstMatrixView view = cp::Matrix(grad, "backward's gradient");

@@ -54,8 +54,6 @@ std::string Amount(uint64_t done, uint64_t total) {
                          gib ? "GiB" : "MiB");
 }
 
-std::string SeedName(bool has, uint64_t seed) { return has ? absl::StrCat(seed) : "none"; }
-
 // Errors of base/ name the file and the call; this adds the table.
 absl::Status Prefix(const std::string& table, absl::Status s) {
   if (s.ok()) return s;
@@ -229,9 +227,6 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
   if (h.row_bytes != static_cast<int64_t>(row_bytes_)) {
     return differs("row_bytes", absl::StrCat(h.row_bytes), absl::StrCat(row_bytes_));
   }
-  if ((h.has_seed != 0) != seed_.has_value() || (seed_.has_value() && h.seed != *seed_)) {
-    return differs("init_seed", SeedName(h.has_seed != 0, h.seed), SeedName(seed_.has_value(), seed_.value_or(0)));
-  }
   if (h.rows < 0 || h.rows > nvectors_ || h.ids_offset != kIdsOffset || h.data_offset != DataOffset(h.rows)) {
     return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: ", h.rows, " rows, ids at offset ",
                                             h.ids_offset, ", rows at offset ", h.data_offset));
@@ -272,6 +267,9 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
   CEMB_RETURN_IF_ERROR(DrainIo());
   // Every row goes, resident, dirty or in the log; until the copy is done the rows are undefined.
   Reset();
+  // The rows the snapshot does not hold are its table's initial rows: the
+  // table takes the snapshot's init seed (or none), whatever its own was.
+  seed_ = h.has_seed != 0 ? std::optional<uint64_t>(h.seed) : std::nullopt;
   Progress progress(options, absl::StrCat(name_, ": loading snapshot "), static_cast<uint64_t>(h.rows) * row_bytes_);
   std::vector<std::byte> data(static_cast<size_t>(std::min(h.rows, kChunkRows)) * row_bytes_);
   auto copy = [&]() -> absl::Status {

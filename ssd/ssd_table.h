@@ -173,7 +173,9 @@ class SsdTable {
                                                           const SnapshotOptions& options = {});
   // Replaces every row by the snapshot's: resident rows are dropped without
   // write-back, the snapshot's rows are appended to an empty log, the others
-  // become lazy. A snapshot of another shape or seed is InvalidArgument
+  // become lazy, computed from the snapshot's init seed, which the table
+  // takes (a snapshot of another seed loads as the table it was taken of).
+  // A snapshot of another shape (nvectors, row bytes) is InvalidArgument
   // naming the field, a short or corrupt one DataLoss naming the offset;
   // both leave the table as it was (the whole file is checked first). A
   // failure while copying leaves the table refusing use (status(),

@@ -414,9 +414,9 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
 
   // The snapshot of an ssd table into table t of another kind (a run resumed
   // with the table moved to DRAM or a cache): through a temporary ssd table
-  // of the same shape and seed in the table's slow-tier directory (the
-  // snapshot's written blocks copied in, its other rows computed), row by
-  // row in prefetched chunks.
+  // of the same shape in the table's slow-tier directory (the snapshot's
+  // rows copied in, its other rows computed from the snapshot's seed, which
+  // LoadSnapshot gives the temporary table), row by row in prefetched chunks.
   absl::Status LoadSnapshotElsewhere(int t, const std::string& snapshot) {
     SsdOptions o;
     o.file.directory = options_.tables[t].storage.ssd.file.directory;

@@ -181,7 +181,7 @@ def main():
     for k in range(steps):
         features, x, y = current
         e0 = time.perf_counter()
-        pooled = ebc(features)
+        pooled = ebc(features).values()  # the KeyedTensor's [B, tables x dim], as TorchRec's
         emb_s += time.perf_counter() - e0
         if k + 1 < steps:
             current = batch(k + 1)
@@ -207,7 +207,7 @@ def main():
     with torch.no_grad():
         for k in range(train_batches, batches):
             features, x, y = batch(k)
-            p_ = model(x, ebc(features))
+            p_ = model(x, ebc(features).values())
             eval_loss += float(loss_fn(p_, y)) * len(y)
             scores.append(p_.view(-1).numpy())
             truth.append(y.view(-1).numpy())

@@ -1,11 +1,14 @@
 """cemb.torch: an EmbeddingBagCollection whose tables live in DRAM, behind a
 DRAM cache, or on an NVMe drive, for a PyTorch training loop (docs/python.md).
 
-The vocabulary is TorchRec's where it fits: tables are ``EmbeddingBagConfig``s,
-inputs are jagged features per key (a ``KeyedJaggedTensor``, this module's or
-TorchRec's when it is installed), the output is the pooled
-``[batch, sum of embedding_dim x features]`` tensor in the order of the tables'
-``feature_names``. The tables are not ``nn.Parameter``s: ``backward`` applies
+The contract is TorchRec's, so that code written for
+torchrec.EmbeddingBagCollection runs unchanged: tables are
+``EmbeddingBagConfig``s, inputs are jagged features per key (a
+``KeyedJaggedTensor``, this module's or TorchRec's when it is installed, with
+per-value weights in a weighted collection), the output is a ``KeyedTensor``
+whose ``values()`` are the pooled ``[batch, sum of embedding_dim x features]``
+in the order of the tables' ``feature_names``, and ``state_dict()`` holds
+``embedding_bags.<table>.weight``. The tables are not ``nn.Parameter``s: ``backward`` applies
 the optimizer to the rows the batch read, in place, fused with the gradient's
 reduction (the pattern of FBGEMM's table-batched embeddings), so a torch
 optimizer never sees them and the dense parameters keep theirs.
@@ -15,7 +18,7 @@ optimizer never sees them and the dense parameters keep theirs.
     ebc = EmbeddingBagCollection(tables, dram_budget="2GiB", batch_size=2048,
                                  optimizer="sgd", learning_rate=0.05)
     for features, next_features, dense, label in batches:
-        pooled = ebc(features)            # [B, 64]; waits only for rows still in flight
+        pooled = ebc(features).values()   # [B, 64]; waits only for rows still in flight
         ebc.prefetch(next_features)       # the next batch's rows are read meanwhile
         loss = model(dense, pooled, label)
         loss.backward()                   # the tables' rows are updated here
@@ -29,13 +32,14 @@ import os
 import pathlib
 import re
 import tempfile
+import warnings
 from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 
 from cemb._cemb import Collection
 
-__all__ = ["PoolingType", "DataType", "EmbeddingBagConfig", "JaggedTensor", "KeyedJaggedTensor",
+__all__ = ["PoolingType", "DataType", "EmbeddingBagConfig", "JaggedTensor", "KeyedJaggedTensor", "KeyedTensor",
            "EmbeddingBagCollection"]
 
 
@@ -74,13 +78,19 @@ def _offsets(lengths: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.zeros(1, dtype=lengths.dtype), torch.cumsum(lengths, 0).to(lengths.dtype)])
 
 
+def _no_weights(what):
+    return ValueError(f"{what}: no weights (give KeyedJaggedTensor(weights=...), one per value)")
+
+
 class JaggedTensor:
     """One key's jagged values (``kjt["f0"]``, ``kjt.to_dict()``): its
-    ``values`` and one length per bag, as TorchRec's JaggedTensor."""
+    ``values``, one length per bag and its weights, if any, as TorchRec's
+    JaggedTensor."""
 
-    def __init__(self, values: torch.Tensor, lengths: torch.Tensor):
+    def __init__(self, values: torch.Tensor, lengths: torch.Tensor, weights: Optional[torch.Tensor] = None):
         self._values = values
         self._lengths = lengths
+        self._weights = weights
 
     def values(self) -> torch.Tensor:
         return self._values
@@ -91,23 +101,29 @@ class JaggedTensor:
     def offsets(self) -> torch.Tensor:
         return _offsets(self._lengths)
 
-    def weights_or_none(self):
-        return None
+    def weights(self) -> torch.Tensor:
+        if self._weights is None:
+            raise _no_weights("JaggedTensor.weights()")
+        return self._weights
+
+    def weights_or_none(self) -> Optional[torch.Tensor]:
+        return self._weights
 
 
 class KeyedJaggedTensor:
     """Jagged features by key, laid out as TorchRec's: ``values`` of every key
     one after the other, and ``lengths`` (len(keys) x B, key-major) or
-    ``offsets`` (len(keys) x B + 1) into them; int32 or int64, CPU, contiguous."""
+    ``offsets`` (len(keys) x B + 1) into them; int32 or int64, CPU, contiguous.
+    ``weights``: one float per value (a weighted collection pools
+    sum_j w_j row(j)), or None."""
 
-    def __init__(self, keys: Sequence[str], values: torch.Tensor, weights=None,
+    def __init__(self, keys: Sequence[str], values: torch.Tensor, weights: Optional[torch.Tensor] = None,
                  lengths: Optional[torch.Tensor] = None, offsets: Optional[torch.Tensor] = None):
-        if weights is not None:
-            raise ValueError("KeyedJaggedTensor: per-value weights are not supported")
         if (lengths is None) == (offsets is None):
             raise ValueError("KeyedJaggedTensor: give lengths or offsets, one of them")
         self._keys = list(keys)
         self._values = values
+        self._weights = weights
         self._lengths = lengths if lengths is not None else offsets[1:] - offsets[:-1]
 
     @staticmethod
@@ -127,8 +143,13 @@ class KeyedJaggedTensor:
     def lengths(self) -> torch.Tensor:
         return self._lengths
 
-    def weights_or_none(self):
-        return None
+    def weights(self) -> torch.Tensor:
+        if self._weights is None:
+            raise _no_weights("KeyedJaggedTensor.weights()")
+        return self._weights
+
+    def weights_or_none(self) -> Optional[torch.Tensor]:
+        return self._weights
 
     def offsets(self) -> torch.Tensor:
         """len(keys) x B + 1 offsets into values(), from 0."""
@@ -139,12 +160,13 @@ class KeyedJaggedTensor:
         return self._lengths.shape[0] // len(self._keys) if self._keys else 0
 
     def to_dict(self) -> Dict[str, JaggedTensor]:
-        """Each key's values and lengths (views), in key order."""
+        """Each key's values, lengths and weights (views), in key order."""
         b = self.stride()
         counts = self._lengths.view(len(self._keys), b).sum(dim=1).tolist() if self._keys else []
         out, start = {}, 0
         for i, (key, n) in enumerate(zip(self._keys, counts)):
-            out[key] = JaggedTensor(self._values[start:start + n], self._lengths[i * b:(i + 1) * b])
+            w = self._weights[start:start + n] if self._weights is not None else None
+            out[key] = JaggedTensor(self._values[start:start + n], self._lengths[i * b:(i + 1) * b], w)
             start += n
         return out
 
@@ -152,6 +174,68 @@ class KeyedJaggedTensor:
         if key not in self._keys:
             raise KeyError(f"KeyedJaggedTensor: no key '{key}' (it has {self._keys})")
         return self.to_dict()[key]
+
+
+class KeyedTensor:
+    """Dense tensors by key, concatenated along ``key_dim``, as TorchRec's
+    KeyedTensor: the collection's output, ``values()`` ``[B, sum of widths]``
+    with key k's columns at ``offset_per_key()[k]``, ``length_per_key()[k]``
+    of them. ``kt["f0"]`` and ``to_dict()`` are views of ``values()``, so
+    gradients through them reach the collection's backward."""
+
+    def __init__(self, keys: Sequence[str], length_per_key: Sequence[int], values: torch.Tensor, key_dim: int = 1):
+        if len(keys) != len(length_per_key):
+            raise ValueError(f"KeyedTensor: {len(keys)} keys and {len(length_per_key)} lengths")
+        if values.dim() > key_dim and values.shape[key_dim] != sum(length_per_key):
+            raise ValueError(f"KeyedTensor: values have {values.shape[key_dim]} along dim {key_dim} where the "
+                             f"lengths sum to {sum(length_per_key)}")
+        self._keys = list(keys)
+        self._length_per_key = list(length_per_key)
+        self._values = values
+        self._key_dim = key_dim
+        self._index = {k: i for i, k in enumerate(self._keys)}
+
+    @staticmethod
+    def from_tensor_list(keys: Sequence[str], tensors: Sequence[torch.Tensor], key_dim: int = 1,
+                         cat_dim: int = 1) -> "KeyedTensor":
+        return KeyedTensor(keys, [t.shape[key_dim] for t in tensors], torch.cat(list(tensors), dim=cat_dim), key_dim)
+
+    def keys(self) -> List[str]:
+        return self._keys
+
+    def values(self) -> torch.Tensor:
+        return self._values
+
+    def key_dim(self) -> int:
+        return self._key_dim
+
+    def length_per_key(self) -> List[int]:
+        return self._length_per_key
+
+    def offset_per_key(self) -> List[int]:
+        """len(keys) + 1 offsets along key_dim, from 0."""
+        out = [0]
+        for n in self._length_per_key:
+            out.append(out[-1] + n)
+        return out
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        i = self._index.get(key)
+        if i is None:
+            raise KeyError(f"KeyedTensor: no key '{key}' (it has {self._keys})")
+        return self._values.narrow(self._key_dim, self.offset_per_key()[i], self._length_per_key[i])
+
+    def to_dict(self) -> Dict[str, torch.Tensor]:
+        """Each key's slice of values() (views), in key order."""
+        return dict(zip(self._keys, self._values.split(self._length_per_key, dim=self._key_dim)))
+
+    def to(self, device, non_blocking: bool = False) -> "KeyedTensor":
+        return KeyedTensor(self._keys, self._length_per_key, self._values.to(device, non_blocking=non_blocking),
+                           self._key_dim)
+
+    def __repr__(self) -> str:
+        return (f"KeyedTensor(keys={self._keys}, length_per_key={self._length_per_key}, "
+                f"values={self._values!r})")
 
 
 _UNITS = {"": 1, "B": 1, "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
@@ -194,14 +278,32 @@ def _array(t: torch.Tensor, what: str):
     return t.numpy()
 
 
-def _feature_arrays(features, order):
+def _weights_array(w: torch.Tensor, count: int):
+    """A KeyedJaggedTensor's weights as a float32 NumPy array (a view when
+    they are float32 already), one per value."""
+    what = "features.weights()"
+    if not isinstance(w, torch.Tensor):
+        raise TypeError(f"{what}: a {type(w).__name__} where a tensor is needed")
+    if w.device.type != "cpu":
+        raise ValueError(f"{what}: on {w.device}, where the CPU is needed")
+    if w.dim() != 1:
+        raise ValueError(f"{what}: {w.dim()}-D where 1-D is needed")
+    if not w.is_floating_point():
+        raise TypeError(f"{what}: dtype {w.dtype} where a floating dtype (torch.float32) is needed")
+    if w.shape[0] != count:
+        raise ValueError(f"{what}: {w.shape[0]} weights for {count} values (one weight per value)")
+    if w.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{what}: requires grad, and the collection gives per-value weights no gradient "
+                         "(pass weights.detach())")
+    return w.detach().to(torch.float32).contiguous().numpy()
+
+
+def _feature_arrays(features, order, weighted=False):
     """Per feature of `order`: its values and lengths as NumPy views of the
-    KeyedJaggedTensor's tensors, and B."""
+    KeyedJaggedTensor's tensors; its weights (weighted: float32, else None);
+    and B. An unweighted collection ignores the weights, as TorchRec's does."""
     if isinstance(features, dict):
         raise TypeError("features: a KeyedJaggedTensor is needed (keys, values, lengths or offsets)")
-    weights = getattr(features, "weights_or_none", lambda: None)()
-    if weights is not None:
-        raise ValueError("features: per-value weights are not supported")
     keys = list(features.keys())
     values = _array(features.values(), "features.values()")
     lengths = _array(features.lengths(), "features.lengths()")
@@ -219,15 +321,24 @@ def _feature_arrays(features, order):
     starts = [0]
     for c in counts:
         starts.append(starts[-1] + int(c))
+    weights = None
+    if weighted:
+        w = getattr(features, "weights_or_none", lambda: None)()
+        if w is None:
+            raise ValueError("features: no weights, and the collection is weighted (is_weighted=True): give "
+                             "KeyedJaggedTensor(weights=...), one per value")
+        weights = _weights_array(w, values.shape[0])
     where = {k: i for i, k in enumerate(keys)}
-    v, l = [], []
+    v, l, w = [], [], ([] if weighted else None)
     for f in order:
         i = where.get(f)
         if i is None:
             raise ValueError(f"features: no key '{f}' (the input has {keys})")
         v.append(values[starts[i]:starts[i + 1]])
         l.append(lengths[i * batch:(i + 1) * batch])
-    return v, l, batch
+        if weighted:
+            w.append(weights[starts[i]:starts[i + 1]])
+    return v, l, w, batch
 
 
 class _Step:
@@ -254,9 +365,9 @@ class _PooledLookup(torch.autograd.Function):
     on the rows of this forward's batch (its step, held by the ctx)."""
 
     @staticmethod
-    def forward(ctx, anchor, ebc, values, lengths, batch):
+    def forward(ctx, anchor, ebc, values, lengths, weights, batch):
         out = torch.empty(batch, ebc._core.output_width, dtype=torch.float32)
-        ctx.step = _Step(ebc._core, ebc._core.forward(values, lengths, True, out.numpy(), True))
+        ctx.step = _Step(ebc._core, ebc._core.forward(values, lengths, True, out.numpy(), True, weights))
         ctx.ebc = ebc
         return out
 
@@ -269,14 +380,20 @@ class _PooledLookup(torch.autograd.Function):
         grad = grad.to(torch.float32).contiguous()
         ctx.ebc._core.backward(step.id, grad.numpy(), ctx.ebc.learning_rate)
         step.id = None
-        return None, None, None, None, None
+        return None, None, None, None, None, None
 
 
 class EmbeddingBagCollection(torch.nn.Module):
     """Pooled embedding lookups of jagged features; the tables train in place.
 
-    ``forward(features)`` returns ``[B, sum of embedding_dim x features]``
-    (features in table order; ``to_dict`` splits it per key). Under autograd,
+    ``forward(features)`` returns a ``KeyedTensor``, as TorchRec's: its
+    ``values()`` are ``[B, sum of embedding_dim x features]`` (features in
+    table order), its keys the features, ``kt["f0"]`` and ``kt.to_dict()``
+    their columns. ``is_weighted=True``: the features carry one weight per
+    value (``KeyedJaggedTensor(weights=...)``), each bag pools
+    ``sum_j w_j row(j)`` and the update scales value j's gradient by w_j
+    (sum-pooled tables only, as nn.EmbeddingBag's per_sample_weights); an
+    unweighted collection ignores weights, as TorchRec's does. Under autograd,
     ``backward`` runs the optimizer (``"sgd"`` or ``"rowwise_adagrad"``, at
     ``learning_rate``) on the rows the batch read, in place, and returns no
     gradient for them: the pattern of FBGEMM's table-batched embeddings. Each
@@ -305,20 +422,26 @@ class EmbeddingBagCollection(torch.nn.Module):
     the values per bag it plans for): an ssd table pins the rows of
     ``prefetch_batches + 1`` batches.
 
-    ``state_dict()`` holds ``<name>.weight`` per table (fp32, or bf16 for
-    bf16 tables): the whole table in memory, for small tables. ``export(dir)``
+    ``state_dict()`` holds ``embedding_bags.<name>.weight`` per table,
+    TorchRec's keys (fp32, or bf16 for bf16 tables): the whole table in
+    memory, for small tables; ``load_state_dict`` takes those keys or the
+    ``<name>.weight`` of earlier versions. ``export(dir)``
     and ``init_from(dir)`` stream ``emb_l.<i>.weight.npy`` files, table i of
     the collection, dlrm-train's names; ``save(dir)``/``load(dir)`` are
     checkpoints with the optimizer state, which resume bit for bit.
     Errors are exceptions with the engine's message.
     """
 
-    def __init__(self, tables: Sequence[EmbeddingBagConfig], *, dram_budget: Union[int, str, None] = None,
+    def __init__(self, tables: Sequence[EmbeddingBagConfig], is_weighted: bool = False, device=None, *,
+                 dram_budget: Union[int, str, None] = None,
                  batch_size: int = 0, bag_size: int = 1, prefetch_batches: int = 1, max_open_steps: int = 4,
                  optimizer: str = "sgd",
                  learning_rate: float = 0.01, eps: float = 1e-8, directory: Optional[str] = None,
                  threads: int = 0, seed: int = 1, traffic_sample: Sequence = ()):
         super().__init__()
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError(f"device: {device}, where the collection computes on the CPU (device=None or 'cpu')")
+        self._is_weighted = bool(is_weighted)
         # Ours, or a config of TorchRec's (its names; storage and directory,
         # which it has not, default to DRAM).
         self.tables = [EmbeddingBagConfig(num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim, name=t.name,
@@ -333,11 +456,15 @@ class EmbeddingBagCollection(torch.nn.Module):
                 t.feature_names = [t.name]
             t.pooling = _enum(PoolingType, t.pooling, f"table '{t.name}': pooling")
             t.data_type = _enum(DataType, t.data_type, f"table '{t.name}': data_type")
+            if self._is_weighted and t.pooling != PoolingType.SUM:
+                raise ValueError(f"table '{t.name}': pooling {t.pooling.value.lower()} in a weighted collection "
+                                 "(is_weighted=True): per-value weights pool by weighted sum only (nn.EmbeddingBag "
+                                 "takes per_sample_weights in mode 'sum' only)")
             specs.append(dict(name=t.name, num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim,
                               feature_names=list(t.feature_names), bf16=t.data_type == DataType.BF16,
                               storage=t.storage, directory=t.directory or directory or ""))
         order = [f for t in self.tables for f in t.feature_names]
-        sample = [tuple(_feature_arrays(kjt, order)[:2]) for kjt in traffic_sample]
+        sample = [tuple(_feature_arrays(kjt, order)[:2]) for kjt in traffic_sample]  # rows only: no weights
         # What makes the engine again (pickling, copy.deepcopy).
         self._specs = specs
         self._options = dict(dram_budget=_bytes(dram_budget), batch_size=batch_size, bag_size=bag_size,
@@ -354,6 +481,7 @@ class EmbeddingBagCollection(torch.nn.Module):
                 self._slices[f] = (col, t.embedding_dim, t.pooling == PoolingType.MEAN)
                 col += t.embedding_dim
         self._any_mean = any(mean for _, _, mean in self._slices.values())
+        self._widths = [dim for _, dim, _ in self._slices.values()]
         # Autograd calls a Function's backward only when an input needs a
         # gradient: this empty tensor is that input (not a parameter).
         self._anchor = torch.zeros(0, requires_grad=True)
@@ -361,18 +489,28 @@ class EmbeddingBagCollection(torch.nn.Module):
     def feature_names(self) -> List[str]:
         return list(self._features)
 
-    def forward(self, features) -> torch.Tensor:
-        values, lengths, batch = _feature_arrays(features, self._features)
+    def is_weighted(self) -> bool:
+        return self._is_weighted
+
+    def embedding_bag_configs(self) -> List[EmbeddingBagConfig]:
+        return self.tables
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def forward(self, features) -> KeyedTensor:
+        values, lengths, weights, batch = _feature_arrays(features, self._features, self._is_weighted)
         if torch.is_grad_enabled() and self.training:
             if self._core.open_steps >= self._options["max_open_steps"]:
                 gc.collect()  # outputs dropped inside reference cycles release their steps
-            out = _PooledLookup.apply(self._anchor, self, values, lengths, batch)
+            out = _PooledLookup.apply(self._anchor, self, values, lengths, weights, batch)
         else:
             out = torch.empty(batch, self._core.output_width, dtype=torch.float32)
-            self._core.forward(values, lengths, True, out.numpy(), False)
-        if self._any_mean:
+            self._core.forward(values, lengths, True, out.numpy(), False, weights)
+        if self._any_mean:  # never weighted: a weighted collection's tables are sum-pooled
             out = out / self._mean_divisor(lengths, batch)
-        return out
+        return KeyedTensor(self._features, self._widths, out)
 
     def _mean_divisor(self, lengths, batch) -> torch.Tensor:
         divisor = torch.ones(batch, self._core.output_width)
@@ -383,11 +521,17 @@ class EmbeddingBagCollection(torch.nn.Module):
 
     def prefetch(self, features) -> None:
         """Starts reading the rows of the batch after the current one (ssd tables)."""
-        values, lengths, _ = _feature_arrays(features, self._features)
-        self._core.prefetch(values, lengths, True)
+        values, lengths, weights, _ = _feature_arrays(features, self._features, self._is_weighted)
+        self._core.prefetch(values, lengths, True, weights)
 
-    def to_dict(self, pooled: torch.Tensor) -> Dict[str, torch.Tensor]:
-        """The pooled output per feature: views of its columns."""
+    def to_dict(self, pooled) -> Dict[str, torch.Tensor]:
+        """Deprecated: ``pooled.to_dict()`` (the output is a KeyedTensor).
+        The pooled output per feature, views of its columns; takes the
+        KeyedTensor or its ``values()``."""
+        warnings.warn("EmbeddingBagCollection.to_dict(pooled) is deprecated: the output is a KeyedTensor, "
+                      "call pooled.to_dict()", DeprecationWarning, stacklevel=2)
+        if isinstance(pooled, KeyedTensor):
+            pooled = pooled.values()
         return {f: pooled[:, col:col + dim] for f, (col, dim, _) in self._slices.items()}
 
     def report(self) -> List[dict]:
@@ -411,6 +555,9 @@ class EmbeddingBagCollection(torch.nn.Module):
     def __setstate__(self, state):
         state = dict(state)
         checkpoint = state.pop("_checkpoint")
+        # A pickle of an earlier version: unweighted, and its output's widths.
+        state.setdefault("_is_weighted", False)
+        state.setdefault("_widths", [dim for _, dim, _ in state["_slices"].values()])
         super().__setstate__(state)
         self._core = Collection(self._specs, **self._options)
         with tempfile.TemporaryDirectory(prefix="cemb-pickle-", dir=self._scratch_directory()) as d:
@@ -436,18 +583,23 @@ class EmbeddingBagCollection(torch.nn.Module):
     def init_from(self, directory: str) -> None:
         self._core.import_npy(str(directory), "emb_l.")
 
+    # state_dict keys: TorchRec's, "embedding_bags.<table>.weight"; loading
+    # takes "<table>.weight" too (this module's keys before).
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         for i, t in enumerate(self.tables):
             w = torch.empty(t.num_embeddings, t.embedding_dim, dtype=torch.float32)
             self._core.read_table(i, w.numpy())
-            destination[f"{prefix}{t.name}.weight"] = w.to(torch.bfloat16) if t.data_type == DataType.BF16 else w
+            destination[f"{prefix}embedding_bags.{t.name}.weight"] = \
+                w.to(torch.bfloat16) if t.data_type == DataType.BF16 else w
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
         for i, t in enumerate(self.tables):
-            key = f"{prefix}{t.name}.weight"
+            key = f"{prefix}embedding_bags.{t.name}.weight"
+            if key not in state_dict and f"{prefix}{t.name}.weight" in state_dict:
+                key = f"{prefix}{t.name}.weight"
             if key not in state_dict:
-                missing_keys.append(key)
+                missing_keys.append(f"{prefix}embedding_bags.{t.name}.weight")
                 continue
             w = state_dict[key]
             if tuple(w.shape) != (t.num_embeddings, t.embedding_dim):
@@ -456,5 +608,6 @@ class EmbeddingBagCollection(torch.nn.Module):
                 continue
             self._core.write_table(i, w.detach().to(torch.float32).contiguous().numpy())
         if strict:
-            names = {f"{prefix}{t.name}.weight" for t in self.tables}
+            names = {k for t in self.tables for k in (f"{prefix}embedding_bags.{t.name}.weight",
+                                                     f"{prefix}{t.name}.weight")}
             unexpected_keys.extend(k for k in state_dict if k.startswith(prefix) and k not in names)

@@ -3,10 +3,13 @@
 // a planted-signal training run.
 #include "dlrm/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "base/npy.h"
 #include "base/random.h"
 #include "dlrm/loss.h"
 #include "gmock/gmock.h"
@@ -237,6 +240,48 @@ TEST(Dlrm, DcnExportsAndImportsItsCrossNetwork) {
   ASSERT_TRUE(c.ok());
   const absl::Status s = (*c)->ImportNpy(dir);
   EXPECT_THAT(s.message(), ::testing::HasSubstr("crossnet.kernels.0.npy")) << s;
+}
+
+// TorchRec's full-rank CrossNet keeps each layer's bias as [N, 1] (its
+// LowRankCrossNet as [N]): a full-rank model imports such files as it
+// imports its own [N] ones; a bias of any other shape is refused, named.
+TEST(Dlrm, DcnImportsAFullRankCrossNetBiasOfShapeNBy1AsTorchRecsCrossNetKeepsIt) {
+  const TestBatch batch;
+  DlrmOptions full = TinyOptions(InteractionKind::kDcn);
+  full.dcn_rank = 0;
+  DlrmOptions other = full;
+  other.seed = 99;
+  auto a = Dlrm::Create(full);
+  auto b = Dlrm::Create(other);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->TrainStep(batch.view(), 0.1f, nullptr).ok());  // the bias moves off zero
+  const std::string dir = ::testing::TempDir() + "/dcn_bias_n1";
+  ASSERT_TRUE((*a)->ExportNpy(dir).ok());
+  for (int l = 0; l < full.dcn_layers; ++l) {
+    const std::string path = dir + "/crossnet.bias." + std::to_string(l) + ".npy";
+    absl::StatusOr<NpyArray<float>> bias = ReadNpy<float>(path);
+    ASSERT_TRUE(bias.ok()) << bias.status();
+    ASSERT_EQ(bias->shape.size(), 1u);
+    EXPECT_TRUE(std::ranges::any_of(bias->data, [](float v) { return v != 0.0f; })) << path;
+    ASSERT_TRUE(WriteNpy<float>(path, bias->data, {bias->shape[0], 1}).ok());
+  }
+  std::vector<float> pa(kBatch), pb(kBatch);
+  ASSERT_TRUE((*a)->Predict(batch.view(), pa, nullptr).ok());
+  ASSERT_TRUE((*b)->Predict(batch.view(), pb, nullptr).ok());
+  EXPECT_NE(pa, pb);
+  ASSERT_TRUE((*b)->ImportNpy(dir).ok());
+  ASSERT_TRUE((*b)->Predict(batch.view(), pb, nullptr).ok());
+  EXPECT_EQ(pa, pb);
+
+  const std::string bias0 = dir + "/crossnet.bias.0.npy";
+  absl::StatusOr<NpyArray<float>> bias = ReadNpy<float>(bias0);
+  ASSERT_TRUE(bias.ok());
+  const int64_t n = bias->shape[0];
+  bias->data.resize(static_cast<size_t>(2 * n));
+  ASSERT_TRUE(WriteNpy<float>(bias0, bias->data, {n, 2}).ok());
+  const absl::Status s = (*b)->ImportNpy(dir);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr(absl::StrCat("crossnet.bias.0.npy: shape (", n, ", 2) where (", n)))
+      << s;
 }
 
 // A DCN model in bf16 runs its cross network in bf16 too, and trains: the

@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 
-from cemb.torch import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor
+from cemb.torch import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor, KeyedTensor
 
 BATCH = 64
 DENSE = 4
@@ -61,7 +61,7 @@ def train(ebc, data, prefetch=False, mlp=None):
     for k, (kjt, dense, label) in enumerate(data):
         if prefetch and k == 0:
             ebc.prefetch(kjt)
-        pooled = ebc(kjt)
+        pooled = ebc(kjt).values()
         if prefetch and k + 1 < len(data):
             ebc.prefetch(data[k + 1][0])
         logit = mlp(torch.cat([pooled, dense], dim=1)).squeeze(1)
@@ -97,7 +97,7 @@ def test_losses_match_nn_embedding_bag_with_sparse_sgd_or_adagrad(optimizer):
     for t in TABLES:
         bags[t["name"]] = torch.nn.EmbeddingBag(t["num_embeddings"], t["embedding_dim"], mode=t["pooling"],
                                                 sparse=True)
-        bags[t["name"]].weight.data.copy_(state[t["name"] + ".weight"])
+        bags[t["name"]].weight.data.copy_(state["embedding_bags." + t["name"] + ".weight"])
     sparse_opt = torch.optim.SGD(bags.parameters(), lr=LR) if optimizer == "sgd" else \
         torch.optim.Adagrad(bags.parameters(), lr=LR, eps=1e-8)
     data = batches(20)
@@ -127,7 +127,7 @@ def test_losses_match_nn_embedding_bag_with_sparse_sgd_or_adagrad(optimizer):
     # The tables moved the same way too.
     after = ebc.state_dict()
     for t in TABLES:
-        torch.testing.assert_close(after[t["name"] + ".weight"], bags[t["name"]].weight.data, rtol=1e-5, atol=1e-7)
+        torch.testing.assert_close(after["embedding_bags." + t["name"] + ".weight"], bags[t["name"]].weight.data, rtol=1e-5, atol=1e-7)
 
 
 def test_dram_dynamic_and_ssd_give_bit_identical_losses(tmp_path):
@@ -193,7 +193,7 @@ def test_bf16_rows():
     ebc = EmbeddingBagCollection(configs(data_type="bf16"), learning_rate=LR)
     losses = train(ebc, batches(5))
     assert all(l == l for l in losses)
-    w = ebc.state_dict()["t0.weight"]
+    w = ebc.state_dict()["embedding_bags.t0.weight"]
     assert w.dtype == torch.bfloat16
 
 
@@ -210,8 +210,8 @@ def test_a_torchrec_style_config_is_taken():
                                     pooling=Pooling.MEAN)
     ebc = EmbeddingBagCollection([foreign], learning_rate=LR)
     kjt = KeyedJaggedTensor(["f"], torch.tensor([1, 2, 3]), lengths=torch.tensor([2, 1]))
-    pooled = ebc(kjt)
-    w = ebc.state_dict()["t.weight"]
+    pooled = ebc(kjt).values()
+    w = ebc.state_dict()["embedding_bags.t.weight"]
     torch.testing.assert_close(pooled[0], (w[1] + w[2]) / 2)  # mean pooling
     assert ebc.tables[0].storage == "dram"
 
@@ -219,21 +219,61 @@ def test_a_torchrec_style_config_is_taken():
 def test_eval_forward_updates_nothing():
     ebc = make()
     kjt = batches(1)[0][0]
-    before = ebc.state_dict()["t0.weight"].clone()
+    before = ebc.state_dict()["embedding_bags.t0.weight"].clone()
     ebc.eval()
-    first = ebc(kjt)
-    second = ebc(kjt)
+    first = ebc(kjt).values()
+    second = ebc(kjt).values()
     assert torch.equal(first, second)
-    assert torch.equal(ebc.state_dict()["t0.weight"], before)
+    assert torch.equal(ebc.state_dict()["embedding_bags.t0.weight"], before)
 
 
-def test_to_dict_splits_the_output_per_feature():
+def test_the_output_is_a_keyed_tensor_as_torchrecs():
+    """TorchRec's KeyedTensor (torchrec/sparse/jagged_tensor.py): keys, length_per_key, values
+    concatenated along key_dim=1, offset_per_key from 0, kt[key] = values.narrow(1, offset, length),
+    to_dict = values.split(length_per_key, dim=1)."""
     ebc = make()
-    pooled = ebc(batches(1)[0][0])
-    d = ebc.to_dict(pooled)
+    kt = ebc(batches(1)[0][0])
+    assert isinstance(kt, KeyedTensor)
+    pooled = kt.values()
+    assert pooled.shape == (BATCH, WIDTH)
+    assert kt.keys() == ["f0", "f1", "f2a", "f2b"]
+    assert kt.length_per_key() == [8, 4, 8, 8]
+    assert kt.offset_per_key() == [0, 8, 12, 20, 28]
+    assert kt.key_dim() == 1
+    d = kt.to_dict()
     assert list(d) == ["f0", "f1", "f2a", "f2b"]
-    assert [v.shape[1] for v in d.values()] == [8, 4, 8, 8]
-    assert torch.equal(d["f1"], pooled[:, 8:12])
+    for key, (start, width) in {"f0": (0, 8), "f1": (8, 4), "f2a": (12, 8), "f2b": (20, 8)}.items():
+        assert torch.equal(d[key], pooled[:, start:start + width]), key
+        assert torch.equal(kt[key], pooled[:, start:start + width]), key
+    with pytest.raises(KeyError, match="no key 'f9'"):
+        kt["f9"]
+    # ebc.to_dict(pooled), the earlier way, still works, and says it is deprecated.
+    with pytest.deprecated_call():
+        old = ebc.to_dict(kt)
+    assert all(torch.equal(old[k], d[k]) for k in d)
+    with pytest.deprecated_call():
+        assert torch.equal(ebc.to_dict(pooled)["f1"], pooled[:, 8:12])
+    # from_tensor_list, as TorchRec's.
+    built = KeyedTensor.from_tensor_list(["a", "b"], [torch.ones(2, 3), torch.zeros(2, 1)])
+    assert built.length_per_key() == [3, 1] and built.values().shape == (2, 4)
+
+
+def test_gradients_through_a_keyed_tensors_pieces_reach_the_tables():
+    """A loss built from kt["f0"] and kt.to_dict()["f2b"] updates exactly the rows it read,
+    as the same loss over values() does (the backward of the pooled values is the collection's)."""
+    kjt = batches(1, seed=21)[0][0]
+    via_keys, via_values = make(), make()
+    kt = via_keys(kjt)
+    loss = (kt["f0"] * 2).sum() + (kt.to_dict()["f2b"] * kt.to_dict()["f2b"]).sum()
+    loss.backward()
+    pooled = via_values(kjt).values()
+    ((pooled[:, 0:8] * 2).sum() + (pooled[:, 20:28] * pooled[:, 20:28]).sum()).backward()
+    fresh = make().state_dict()
+    moved = False
+    for key, value in via_values.state_dict().items():
+        assert torch.equal(via_keys.state_dict()[key], value), key
+        moved |= not torch.equal(value, fresh[key])
+    assert moved  # the backward did update rows
 
 
 def test_save_and_load_resume_bit_for_bit(tmp_path):
@@ -242,12 +282,12 @@ def test_save_and_load_resume_bit_for_bit(tmp_path):
         # Element-wise AdaGrad's rows carry their accumulators: twice the bytes.
         budget = {"dram_budget": 800 << 10} if optimizer == "adagrad" else {}
         whole = make(tmp_path, "ssd", optimizer=optimizer, **budget)
-        mlp_free = lambda ebc, d: [float(ebc(kjt).sum()) for kjt, _, _ in d]  # noqa: E731
+        mlp_free = lambda ebc, d: [float(ebc(kjt).values().sum()) for kjt, _, _ in d]  # noqa: E731
         # A made-up loss per step so that the dense model plays no part.
         def steps(ebc, d):
             out = []
             for kjt, _, _ in d:
-                pooled = ebc(kjt)
+                pooled = ebc(kjt).values()
                 loss = (pooled * pooled).sum() * 1e-2
                 loss.backward()
                 out.append(loss.item())
@@ -279,9 +319,9 @@ def test_state_dict_and_export_round_trip(tmp_path):
     for k, v in a.state_dict().items():
         assert torch.equal(c.state_dict()[k], v)
     with pytest.raises(RuntimeError, match="Unexpected key"):
-        b.load_state_dict({**a.state_dict(), "t9.weight": torch.zeros(1)})
+        b.load_state_dict({**a.state_dict(), "embedding_bags.t9.weight": torch.zeros(1)})
     with pytest.raises(RuntimeError, match="shape"):
-        b.load_state_dict({**a.state_dict(), "t0.weight": torch.zeros(3, 8)})
+        b.load_state_dict({**a.state_dict(), "embedding_bags.t0.weight": torch.zeros(3, 8)})
 
 
 def kjt_of(values, lengths, dtype=torch.int64):
@@ -317,7 +357,7 @@ def test_bad_inputs_raise_clear_errors(tmp_path):
         EmbeddingBagCollection(configs("ssd", str(tmp_path)), dram_budget=1000, batch_size=BATCH)
     with pytest.raises(RuntimeError, match="backward: step 12345 is not open"):
         ebc._core.backward(12345, torch.zeros(BATCH, WIDTH).numpy(), LR)
-    pooled = ebc(batches(1)[0][0])
+    pooled = ebc(batches(1)[0][0]).values()
     pooled.sum().backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="updated by an earlier backward"):
         pooled.sum().backward()
@@ -337,7 +377,7 @@ def test_a_thousand_steps_do_not_grow_resident_memory(tmp_path):
     def run(steps):
         for k in range(steps):
             kjt, dense, label = data[k % len(data)]
-            pooled = ebc(kjt)
+            pooled = ebc(kjt).values()
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
                 mlp(torch.cat([pooled, dense], dim=1)).squeeze(1), label)
             loss.backward()
@@ -377,7 +417,7 @@ def linear_loss(pooled, seed):
 
 def eval_pooled(ebc, kjt):
     with torch.no_grad():
-        return ebc(kjt)
+        return ebc(kjt).values()
 
 
 @pytest.mark.parametrize("storage", ["dram", "dynamic", "ssd"])
@@ -389,7 +429,7 @@ def test_two_forwards_then_their_backwards_in_either_order(tmp_path, storage, op
     reference = make(tmp_path, storage, optimizer=optimizer)
     expected_a, expected_b = eval_pooled(reference, a), eval_pooled(reference, b)
     # Two towers over one collection: both forwards, then both backwards.
-    pooled_a, pooled_b = ebc(a), ebc(b)
+    pooled_a, pooled_b = ebc(a).values(), ebc(b).values()
     assert torch.equal(pooled_a, expected_a) and torch.equal(pooled_b, expected_b)
     steps = [(pooled_a, a, 1), (pooled_b, b, 2)]
     if order == "last_forward_first":
@@ -400,7 +440,7 @@ def test_two_forwards_then_their_backwards_in_either_order(tmp_path, storage, op
     # The reference runs each forward right before its backward, in the same
     # order: the same updates of the same rows, bit for bit.
     for _, kjt, seed in steps:
-        linear_loss(reference(kjt), seed).backward()
+        linear_loss(reference(kjt).values(), seed).backward()
     for key, value in reference.state_dict().items():
         assert torch.equal(ebc.state_dict()[key], value), key
 
@@ -408,15 +448,15 @@ def test_two_forwards_then_their_backwards_in_either_order(tmp_path, storage, op
 def test_the_issues_example_moves_row_1_by_its_gradient():
     ebc = EmbeddingBagCollection([EmbeddingBagConfig(name="t0", num_embeddings=10, embedding_dim=4,
                                                      feature_names=["f0"])], learning_rate=0.1)
-    before = ebc.state_dict()["t0.weight"].clone()
-    o1 = ebc(KeyedJaggedTensor(keys=["f0"], values=torch.tensor([1]), lengths=torch.tensor([1])))
-    o2 = ebc(KeyedJaggedTensor(keys=["f0"], values=torch.tensor([2]), lengths=torch.tensor([1])))
+    before = ebc.state_dict()["embedding_bags.t0.weight"].clone()
+    o1 = ebc(KeyedJaggedTensor(keys=["f0"], values=torch.tensor([1]), lengths=torch.tensor([1]))).values()
+    o2 = ebc(KeyedJaggedTensor(keys=["f0"], values=torch.tensor([2]), lengths=torch.tensor([1]))).values()
     o1.sum().backward()
-    after = ebc.state_dict()["t0.weight"]
+    after = ebc.state_dict()["embedding_bags.t0.weight"]
     assert torch.equal(after[1], before[1] - 0.1)  # o1's gradient is all ones
     assert torch.equal(after[2], before[2])
     (2 * o2).sum().backward()
-    assert torch.equal(ebc.state_dict()["t0.weight"][2], before[2] - 0.1 * 2)
+    assert torch.equal(ebc.state_dict()["embedding_bags.t0.weight"][2], before[2] - 0.1 * 2)
 
 
 @pytest.mark.parametrize("storage", ["dram", "ssd"])
@@ -425,14 +465,14 @@ def test_an_eval_or_no_grad_forward_between_a_forward_and_its_backward(tmp_path,
     ebc = make(tmp_path, storage)
     reference = make(tmp_path, storage)
     expected_c = eval_pooled(reference, c)
-    pooled = ebc(a)
+    pooled = ebc(a).values()
     ebc.eval()
-    assert torch.equal(ebc(c), expected_c)
+    assert torch.equal(ebc(c).values(), expected_c)
     ebc.train()
     with torch.no_grad():
-        assert torch.equal(ebc(c), expected_c)
+        assert torch.equal(ebc(c).values(), expected_c)
     linear_loss(pooled, 1).backward()
-    linear_loss(reference(a), 1).backward()
+    linear_loss(reference(a).values(), 1).backward()
     for key, value in reference.state_dict().items():
         assert torch.equal(ebc.state_dict()[key], value), key
 
@@ -448,17 +488,17 @@ def test_open_steps_are_bounded_and_a_dropped_output_releases_its_step(tmp_path)
         ebc(data[2])
     for key, value in before.items():  # refused before anything was written
         assert torch.equal(ebc.state_dict()[key], value), key
-    linear_loss(second, 2).backward()
+    linear_loss(second.values(), 2).backward()
     third = ebc(data[2])
     del first
     assert ebc._core.open_steps == 1
-    linear_loss(third, 3).backward()
+    linear_loss(third.values(), 3).backward()
     assert ebc._core.open_steps == 0
     # An output dropped inside a reference cycle: the bound collects it.
     cycle = [ebc(data[0]), ebc(data[1])]
     cycle.append(cycle)
     del cycle
-    linear_loss(ebc(data[2]), 4).backward()
+    linear_loss(ebc(data[2]).values(), 4).backward()
     # A thousand forwards whose outputs are dropped pin nothing for good.
     for k in range(1000):
         ebc(data[k % len(data)])
@@ -467,7 +507,7 @@ def test_open_steps_are_bounded_and_a_dropped_output_releases_its_step(tmp_path)
 
 def test_a_load_drops_the_steps_that_await_their_backward(tmp_path):
     ebc = make()
-    pooled = ebc(batches(1)[0][0])
+    pooled = ebc(batches(1)[0][0]).values()
     ebc.save(str(tmp_path))
     ebc.load(str(tmp_path))
     with pytest.raises(RuntimeError, match="is not open"):
@@ -513,3 +553,181 @@ def test_keyed_jagged_tensor_has_torchrecs_accessors():
         kjt["c"]
     from_offsets = KeyedJaggedTensor.from_offsets_sync(["a", "b"], kjt.values(), kjt.offsets())
     assert from_offsets.lengths().tolist() == [2, 0, 1, 2]
+
+
+# --- TorchRec's contract: per-value weights, state_dict keys, checkpoints -------
+
+SUM_TABLES = [dict(t, pooling="sum") for t in TABLES]
+
+
+def weighted(data, seed=5):
+    """The batches with one weight per value in [-1, 2) (negative ones too)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for kjt, dense, label in data:
+        w = torch.rand(kjt.values().shape[0], generator=g) * 3 - 1
+        out.append((KeyedJaggedTensor(kjt.keys(), kjt.values(), weights=w, lengths=kjt.lengths()), dense, label))
+    return out
+
+
+def make_weighted(tmp_path=None, storage="dram", **kw):
+    directory = None
+    if storage != "dram":
+        directory = str(tmp_path / storage)
+        os.makedirs(directory, exist_ok=True)
+        kw.setdefault("dram_budget", 400 << 10 if storage == "ssd" else 200 << 10)
+        kw.setdefault("batch_size", BATCH)
+        kw.setdefault("bag_size", 3 if storage == "ssd" else 1)
+    tables = [EmbeddingBagConfig(**t, storage=storage, directory=directory) for t in SUM_TABLES]
+    return EmbeddingBagCollection(tables, is_weighted=True, learning_rate=LR, **kw)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
+def test_weighted_features_match_nn_embedding_bag_with_per_sample_weights(optimizer):
+    """TorchRec's weighted EmbeddingBagCollection pools each feature with
+    nn.EmbeddingBag(mode="sum")(values, offsets, per_sample_weights=weights); the reference is
+    that, with sparse SGD or Adagrad: the pooled values every step and the tables after."""
+    ebc = make_weighted(optimizer=optimizer)
+    assert ebc.is_weighted()
+    state = ebc.state_dict()
+    bags = torch.nn.ModuleDict()
+    for t in SUM_TABLES:
+        bags[t["name"]] = torch.nn.EmbeddingBag(t["num_embeddings"], t["embedding_dim"], mode="sum", sparse=True)
+        bags[t["name"]].weight.data.copy_(state["embedding_bags." + t["name"] + ".weight"])
+    sparse_opt = torch.optim.SGD(bags.parameters(), lr=LR) if optimizer == "sgd" else \
+        torch.optim.Adagrad(bags.parameters(), lr=LR, eps=1e-8)
+    for step, (kjt, _, _) in enumerate(weighted(batches(12))):
+        jagged = kjt.to_dict()
+        expected = torch.cat([bags[t["name"]](jagged[f].values(), jagged[f].offsets()[:-1],
+                                              per_sample_weights=jagged[f].weights())
+                              for t in SUM_TABLES for f in t["feature_names"]], dim=1)
+        pooled = ebc(kjt).values()
+        torch.testing.assert_close(pooled, expected, rtol=1e-5, atol=1e-6, msg=lambda m: f"step {step}: {m}")
+        sparse_opt.zero_grad()
+        linear_loss(expected, step).backward()
+        sparse_opt.step()
+        linear_loss(pooled, step).backward()
+    after = ebc.state_dict()
+    for t in SUM_TABLES:
+        key = "embedding_bags." + t["name"] + ".weight"
+        torch.testing.assert_close(after[key], bags[t["name"]].weight.data, rtol=1e-5, atol=1e-6, msg=key)
+        assert not torch.equal(after[key], state[key])
+
+
+def test_a_weighted_value_scales_its_row_and_its_update_by_hand():
+    ebc = EmbeddingBagCollection([EmbeddingBagConfig(name="t0", num_embeddings=10, embedding_dim=4,
+                                                     feature_names=["f0"])], is_weighted=True, learning_rate=0.1)
+    w = ebc.state_dict()["embedding_bags.t0.weight"].clone()
+    kjt = KeyedJaggedTensor(["f0"], torch.tensor([1, 2, 1, 3]), weights=torch.tensor([0.5, 2.0, -1.0, 0.0]),
+                            lengths=torch.tensor([2, 0, 2]))
+    pooled = ebc(kjt).values()
+    torch.testing.assert_close(pooled, torch.stack([0.5 * w[1] + 2.0 * w[2], torch.zeros(4), -w[1] + 0.0 * w[3]]))
+    pooled.sum().backward()  # every bag's gradient is ones
+    after = ebc.state_dict()["embedding_bags.t0.weight"]
+    torch.testing.assert_close(after[1], w[1] - 0.1 * (0.5 - 1.0))
+    torch.testing.assert_close(after[2], w[2] - 0.1 * 2.0)
+    torch.testing.assert_close(after[3], w[3])  # weight 0: no change (the row was read)
+
+
+@pytest.mark.parametrize("storage", ["dynamic", "ssd"])
+def test_weighted_features_train_bit_for_bit_alike_in_every_storage_with_prefetch(tmp_path, storage):
+    data = weighted(batches(10))
+    expected = train(make_weighted(), data)
+    ebc = make_weighted(tmp_path, storage, prefetch_batches=1)
+    assert train(ebc, data, prefetch=True) == expected
+
+
+def test_the_prefetched_batch_must_have_the_same_weights():
+    ebc = make_weighted(prefetch_batches=1)
+    kjt = weighted(batches(1))[0][0]
+    other = KeyedJaggedTensor(kjt.keys(), kjt.values(), weights=kjt.weights() + 1, lengths=kjt.lengths())
+    ebc.prefetch(kjt)
+    with pytest.raises(RuntimeError, match="not the batch prefetch"):
+        ebc(other)
+    ebc(kjt).values().sum().backward()  # the prefetched one is still taken
+
+
+def test_an_unweighted_collection_ignores_weights_as_torchrecs_does():
+    kjt, _, _ = batches(1)[0]
+    ebc = make()
+    assert not ebc.is_weighted()
+    with torch.no_grad():
+        plain = ebc(kjt).values()
+        assert torch.equal(ebc(weighted([(kjt, None, None)])[0][0]).values(), plain)
+
+
+def test_weights_errors_name_what_is_wrong():
+    kjt, _, _ = batches(1)[0]
+    ebc = make_weighted()
+    with pytest.raises(ValueError, match=r"no weights, and the collection is weighted \(is_weighted=True\)"):
+        ebc(kjt)
+    n = kjt.values().shape[0]
+    short = KeyedJaggedTensor(kjt.keys(), kjt.values(), weights=torch.ones(n - 1), lengths=kjt.lengths())
+    with pytest.raises(ValueError, match=f"features.weights\\(\\): {n - 1} weights for {n} values"):
+        ebc(short)
+    ints = KeyedJaggedTensor(kjt.keys(), kjt.values(), weights=torch.ones(n, dtype=torch.int64), lengths=kjt.lengths())
+    with pytest.raises(TypeError, match="features.weights\\(\\): dtype torch.int64"):
+        ebc(ints)
+    learned = KeyedJaggedTensor(kjt.keys(), kjt.values(), weights=torch.ones(n, requires_grad=True),
+                                lengths=kjt.lengths())
+    with pytest.raises(ValueError, match="no gradient"):
+        ebc(learned)
+    with torch.no_grad():
+        ebc(learned)  # no gradient asked for: taken
+    with pytest.raises(ValueError, match=r"table 't1': pooling mean in a weighted collection"):
+        EmbeddingBagCollection(configs(), is_weighted=True)
+    with pytest.raises(ValueError, match="KeyedJaggedTensor.weights\\(\\): no weights"):
+        kjt.weights()
+    # float64 weights are taken (as float32), as TorchRec's float weights are.
+    f64 = KeyedJaggedTensor(kjt.keys(), kjt.values(), weights=torch.full((n,), 0.5, dtype=torch.float64),
+                            lengths=kjt.lengths())
+    halves = KeyedJaggedTensor(kjt.keys(), kjt.values(), weights=torch.full((n,), 0.5), lengths=kjt.lengths())
+    with torch.no_grad():
+        assert torch.equal(ebc(f64).values(), ebc(halves).values())
+    # The engine's own check, reached without the Python layer's.
+    with pytest.raises(ValueError, match="table 't0', feature 'f0': 2 weights for 3 values"):
+        v = [torch.tensor([1, 2, 3]).numpy()] + [torch.zeros(0, dtype=torch.int64).numpy()] * 3
+        l = [torch.tensor([3]).numpy()] + [torch.zeros(1, dtype=torch.int64).numpy()] * 3
+        w = [torch.ones(2).numpy()] + [torch.ones(0).numpy()] * 3
+        ebc._core.forward(v, l, True, torch.empty(1, WIDTH).numpy(), False, w)
+
+
+def test_state_dict_keys_are_torchrecs_and_the_earlier_keys_still_load():
+    a = make()
+    train(a, batches(3))
+    state = a.state_dict()
+    assert list(state) == ["embedding_bags.t0.weight", "embedding_bags.t1.weight", "embedding_bags.t2.weight"]
+    # Inside a parent module, under its prefix, as TorchRec's model.sparse.embedding_bags.<table>.weight.
+    parent = torch.nn.ModuleDict({"sparse": a})
+    assert "sparse.embedding_bags.t2.weight" in parent.state_dict()
+    # The keys of earlier versions, "<table>.weight", load too.
+    b = make(seed=99)
+    b.load_state_dict({k[len("embedding_bags."):]: v for k, v in state.items()})
+    for k, v in state.items():
+        assert torch.equal(b.state_dict()[k], v), k
+    c = torch.nn.ModuleDict({"sparse": make(seed=98)})
+    c.load_state_dict(parent.state_dict())
+    for k, v in state.items():
+        assert torch.equal(c["sparse"].state_dict()[k], v), k
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\).*embedding_bags.t1.weight"):
+        make().load_state_dict({k: v for k, v in state.items() if "t1" not in k})
+
+
+@pytest.mark.parametrize("into", ["ssd", "dram"])
+def test_an_ssd_checkpoint_loads_into_a_collection_made_with_another_seed(tmp_path, into):
+    """An ssd table's checkpoint holds the rows written; the others are computed from the seed
+    the snapshot carries, which the loading table takes: the loaded collection is the saved one,
+    whatever seed it was made with, and trains on bit for bit alike."""
+    data = batches(12)
+    saved = make(tmp_path, "ssd", seed=1)
+    train(saved, data[:4])
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    saved.save(str(ckpt))
+    loaded = make(tmp_path, into, seed=7)
+    assert not torch.equal(loaded.state_dict()["embedding_bags.t2.weight"],
+                           saved.state_dict()["embedding_bags.t2.weight"])
+    loaded.load(str(ckpt))
+    for k, v in saved.state_dict().items():
+        assert torch.equal(loaded.state_dict()[k], v), k
+    assert train(loaded, data[4:]) == train(saved, data[4:])

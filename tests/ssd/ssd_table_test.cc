@@ -449,7 +449,7 @@ TEST(SsdTable, SnapshotReportsProgressLines) {
   std::remove(path.c_str());
 }
 
-TEST(SsdTable, SnapshotOfAnotherShapeOrSeedIsRefusedNamingTheFieldAndTheTableIsUnchanged) {
+TEST(SsdTable, SnapshotOfAnotherShapeIsRefusedNamingTheFieldAndTheTableIsUnchanged) {
   auto src = SsdTable<float, 16>::Create({.name = "src", .nvectors = 1000}, Options(1 << 12, 7));
   ASSERT_TRUE(src.ok());
   src->rowpointer(1, Access::kUpdate)[0] = 9.0f;
@@ -472,14 +472,6 @@ TEST(SsdTable, SnapshotOfAnotherShapeOrSeedIsRefusedNamingTheFieldAndTheTableIsU
     expect_refused(t, "the snapshot's nvectors is 1000, the table's is 2000");
   }
   {
-    auto t = SsdTable<float, 16>::Create({.name = "dst", .nvectors = 1000}, Options(1 << 12, 8));
-    expect_refused(t, "the snapshot's init_seed is 7, the table's is 8");
-  }
-  {
-    auto t = SsdTable<float, 16>::Create({.name = "dst", .nvectors = 1000}, Options(1 << 12, std::nullopt));
-    expect_refused(t, "the snapshot's init_seed is 7, the table's is none");
-  }
-  {
     auto t = SsdTable<bfloat16, 16>::Create({.name = "dst", .nvectors = 1000}, Options(1 << 12, 7));
     expect_refused(t, "the snapshot's row_bytes is 64, the table's is 32");
   }
@@ -490,6 +482,41 @@ TEST(SsdTable, SnapshotOfAnotherShapeOrSeedIsRefusedNamingTheFieldAndTheTableIsU
     EXPECT_EQ(t->rowpointer(1, Access::kRead)[0], 9.0f);
   }
   std::remove(path.c_str());
+}
+
+// A snapshot loads into a table made with another init seed (or none): the
+// table takes the snapshot's seed, so the rows the snapshot does not hold
+// (never written) read as the source table's, and a snapshot of the loaded
+// table carries that seed on.
+TEST(SsdTable, SnapshotOfAnotherSeedLoadsAndTheRowsItDoesNotHoldAreTheSourcesInitialRows) {
+  constexpr int64_t kRows = 1000;
+  auto src = SsdTable<float, 16>::Create({.name = "src", .nvectors = kRows}, Options(1 << 12, 7));
+  ASSERT_TRUE(src.ok());
+  src->rowpointer(1, Access::kUpdate)[0] = 9.0f;
+  std::vector<float> expected(kRows * 16);
+  for (int64_t r = 0; r < kRows; ++r) std::memcpy(&expected[r * 16], src->rowpointer(r, Access::kRead), 64);
+  const std::string path = SnapshotPath("seed");
+  ASSERT_TRUE(src->SaveSnapshot(path).ok());
+  const std::string again = SnapshotPath("seed_again");
+  for (std::optional<uint64_t> seed : {std::optional<uint64_t>(8), std::optional<uint64_t>()}) {
+    auto t = SsdTable<float, 16>::Create({.name = "dst", .nvectors = kRows}, Options(1 << 12, seed));
+    ASSERT_TRUE(t.ok());
+    ASSERT_NE(t->rowpointer(2, Access::kRead)[0], expected[2 * 16]);  // its own initial row before the load
+    ASSERT_TRUE(t->LoadSnapshot(path).ok());
+    for (int64_t r = 0; r < kRows; ++r) {
+      ASSERT_EQ(std::memcmp(t->rowpointer(r, Access::kRead), &expected[r * 16], 64), 0) << "row " << r;
+    }
+    // Its own snapshot holds the seed it took: a third table loads the same rows.
+    ASSERT_TRUE(t->SaveSnapshot(again).ok());
+    auto u = SsdTable<float, 16>::Create({.name = "u", .nvectors = kRows}, Options(1 << 12, 3));
+    ASSERT_TRUE(u.ok());
+    ASSERT_TRUE(u->LoadSnapshot(again).ok());
+    for (int64_t r = 0; r < kRows; ++r) {
+      ASSERT_EQ(std::memcmp(u->rowpointer(r, Access::kRead), &expected[r * 16], 64), 0) << "row " << r;
+    }
+  }
+  std::remove(path.c_str());
+  std::remove(again.c_str());
 }
 
 TEST(SsdTable, TruncatedSnapshotIsDataLossNamingTheFileAndTheOffset) {
