@@ -160,7 +160,8 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
       // Every table on ssd with a DRAM budget that holds part of the rows:
       // the accumulators go through slots, evictions, the log and snapshots.
       {"adagrad_ssd",
-       {"optimizer.embedding=adagrad", "model.storage.kind=ssd", "model.table_storage={}", "model.dram_budget=1MiB"}},
+       {"optimizer.embedding=adagrad", "model.storage.kind=ssd", "model.table_storage={}", "model.tables.rows=20000",
+        "model.dram_budget=8MiB"}},
       {"bf16", {"optimizer.embedding=sgd", "model.mlp_precision=bf16", "model.table_dtype=bf16"}},
       // DLRM-DCNv2 with Adagrad everywhere: the cross network and every
       // dense accumulator travel in the checkpoint.
@@ -184,6 +185,12 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
     absl::StatusOr<TrainSummary> a = Train(*full);
     ASSERT_TRUE(a.ok()) << a.status();
     ASSERT_EQ(a->losses.size(), 16u);
+    if (std::string(v.name) == "adagrad_ssd") {  // the premise: rows (and accumulators) left DRAM and came back
+      int64_t evicted = 0, fetched = 0;
+      for (const TableReport& t : a->tables) evicted += t.ssd_stats.dirty_evictions, fetched += t.ssd_stats.fetched_rows;
+      EXPECT_GT(evicted, 0);
+      EXPECT_GT(fetched, 0);
+    }
 
     const std::string ck = absl::StrCat("train.checkpoint_dir=", dir_, "/b-", v.name);
     absl::StatusOr<TrainConfig> first = Config(SmallYaml(), keys({"train.steps=7", "train.eval_every=5", ck}));
