@@ -210,6 +210,18 @@ TEST(Dlrm, DenseAdagradStateTravelsInCheckpoints) {
   EXPECT_NE(pc, pa);
 }
 
+// `b` predicts other than `a` until it imports `a`'s export from `dir`, then the same.
+void ExpectImportPredictsTheSame(Dlrm& a, Dlrm& b, const std::string& dir, const TestBatch& batch) {
+  std::vector<float> pa(kBatch), pb(kBatch);
+  ASSERT_TRUE(a.Predict(batch.view(), pa, nullptr).ok());
+  ASSERT_TRUE(b.Predict(batch.view(), pb, nullptr).ok());
+  EXPECT_NE(pa, pb);
+  const absl::Status s = b.ImportNpy(dir);
+  ASSERT_TRUE(s.ok()) << s;
+  ASSERT_TRUE(b.Predict(batch.view(), pb, nullptr).ok());
+  EXPECT_EQ(pa, pb);
+}
+
 // A DCN model's parameters leave as .npy files under the PyTorch names and
 // come back: a model imported from another's export predicts the same.
 TEST(Dlrm, DcnExportsAndImportsItsCrossNetwork) {
@@ -225,13 +237,7 @@ TEST(Dlrm, DcnExportsAndImportsItsCrossNetwork) {
   for (const char* name : {"crossnet.W_kernels.1.npy", "crossnet.V_kernels.0.npy", "crossnet.bias.1.npy"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + name)) << name;
   }
-  std::vector<float> pa(kBatch), pb(kBatch);
-  ASSERT_TRUE((*a)->Predict(batch.view(), pa, nullptr).ok());
-  ASSERT_TRUE((*b)->Predict(batch.view(), pb, nullptr).ok());
-  EXPECT_NE(pa, pb);
-  ASSERT_TRUE((*b)->ImportNpy(dir).ok());
-  ASSERT_TRUE((*b)->Predict(batch.view(), pb, nullptr).ok());
-  EXPECT_EQ(pa, pb);
+  ExpectImportPredictsTheSame(**a, **b, dir, batch);
 
   // A full-rank model finds no "kernels" files in a low-rank export, and says which.
   DlrmOptions full = TinyOptions(InteractionKind::kDcn);
@@ -265,13 +271,7 @@ TEST(Dlrm, DcnImportsAFullRankCrossNetBiasOfShapeNBy1AsTorchRecsCrossNetKeepsIt)
     EXPECT_TRUE(std::ranges::any_of(bias->data, [](float v) { return v != 0.0f; })) << path;
     ASSERT_TRUE(WriteNpy<float>(path, bias->data, {bias->shape[0], 1}).ok());
   }
-  std::vector<float> pa(kBatch), pb(kBatch);
-  ASSERT_TRUE((*a)->Predict(batch.view(), pa, nullptr).ok());
-  ASSERT_TRUE((*b)->Predict(batch.view(), pb, nullptr).ok());
-  EXPECT_NE(pa, pb);
-  ASSERT_TRUE((*b)->ImportNpy(dir).ok());
-  ASSERT_TRUE((*b)->Predict(batch.view(), pb, nullptr).ok());
-  EXPECT_EQ(pa, pb);
+  ExpectImportPredictsTheSame(**a, **b, dir, batch);
 
   const std::string bias0 = dir + "/crossnet.bias.0.npy";
   absl::StatusOr<NpyArray<float>> bias = ReadNpy<float>(bias0);

@@ -26,8 +26,9 @@ FEATURES = [("f0", 5000), ("f1", 3000), ("f2a", 8000), ("f2b", 8000)]
 WIDTH = 8 + 4 + 8 * 2
 
 
-def configs(storage="dram", directory=None, data_type="fp32"):
-    return [EmbeddingBagConfig(**t, storage=storage, directory=directory, data_type=data_type) for t in TABLES]
+def configs(storage="dram", directory=None, data_type="fp32", tables=None):
+    return [EmbeddingBagConfig(**t, storage=storage, directory=directory, data_type=data_type)
+            for t in (tables or TABLES)]
 
 
 def batches(steps, seed=3, index_dtype=torch.int64):
@@ -73,7 +74,8 @@ def train(ebc, data, prefetch=False, mlp=None):
     return losses
 
 
-def make(tmp_path=None, storage="dram", **kw):
+def make(tmp_path=None, storage="dram", tables=None, **kw):
+    """A collection of `tables` (dicts; TABLES by default) in `storage`."""
     directory = None
     if storage != "dram":
         directory = str(tmp_path / storage)
@@ -84,7 +86,7 @@ def make(tmp_path=None, storage="dram", **kw):
         kw.setdefault("dram_budget", 400 << 10 if storage == "ssd" else 200 << 10)
         kw.setdefault("batch_size", BATCH)
         kw.setdefault("bag_size", 3 if storage == "ssd" else 1)
-    return EmbeddingBagCollection(configs(storage, directory), learning_rate=LR, **kw)
+    return EmbeddingBagCollection(configs(storage, directory, tables=tables), learning_rate=LR, **kw)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
@@ -571,15 +573,7 @@ def weighted(data, seed=5):
 
 
 def make_weighted(tmp_path=None, storage="dram", **kw):
-    directory = None
-    if storage != "dram":
-        directory = str(tmp_path / storage)
-        os.makedirs(directory, exist_ok=True)
-        kw.setdefault("dram_budget", 400 << 10 if storage == "ssd" else 200 << 10)
-        kw.setdefault("batch_size", BATCH)
-        kw.setdefault("bag_size", 3 if storage == "ssd" else 1)
-    tables = [EmbeddingBagConfig(**t, storage=storage, directory=directory) for t in SUM_TABLES]
-    return EmbeddingBagCollection(tables, is_weighted=True, learning_rate=LR, **kw)
+    return make(tmp_path, storage, tables=SUM_TABLES, is_weighted=True, **kw)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
