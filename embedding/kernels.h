@@ -231,7 +231,9 @@ class TableKernels {
                                    float* state) const {
     const bool stream = options.store == Store::kNonTemporal &&
                         internal::StreamableRows(table_->rowpointer(0, Access::kPrefetch),
-                                                 table_->featuresize() * sizeof(value_type), table_->nvectors());
+                                                 table_->featuresize() * static_cast<int64_t>(sizeof(value_type)) +
+                                                     StateFloatsOf(*table_) * static_cast<int64_t>(sizeof(float)),
+                                                 table_->nvectors());
     return {plan.rows().data(), plan.offsets().data(), plan.sources().data(),
             plan.scales().empty() ? nullptr : plan.scales().data(), grad, options.learning_rate, stream, prefetch_,
             state, options.eps};

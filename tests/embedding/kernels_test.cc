@@ -174,7 +174,7 @@ TYPED_TEST(KernelsTest, AdagradMatchesReference) { CheckUpdate<TypeParam, int32_
 // updates (the second adds to the first's squares), duplicate rows' gradients
 // summed first; rows and accumulators of rows not in the batch untouched.
 template <typename Fixture>
-void CheckElementwiseAdagrad(bool weighted) {
+void CheckElementwiseAdagrad(bool weighted, Store store = Store::kStandard) {
   using Table = typename Fixture::Table;
   constexpr int64_t d = Fixture::d;
   constexpr int64_t n = 300;
@@ -202,7 +202,7 @@ void CheckElementwiseAdagrad(bool weighted) {
       UpdatePlan plan;
       ASSERT_TRUE(reindex(table->name(), n, Bags<int32_t>{bags.offsets, bags.indices, weights}, Pooling::kSum, &plan).ok());
       const absl::Status s = kernels->adagrad_update(
-          plan, gv, {.learning_rate = static_cast<float>(kLr), .eps = static_cast<float>(kEps)});
+          plan, gv, {.learning_rate = static_cast<float>(kLr), .store = store, .eps = static_cast<float>(kEps)});
       ASSERT_TRUE(s.ok()) << s;
       reference::ApplyElementwiseAdagrad(expected, expected_state, g, kLr, kEps);
       const reference::Rows got = reference::Snapshot(*table);
@@ -221,6 +221,9 @@ void CheckElementwiseAdagrad(bool weighted) {
 
 TYPED_TEST(KernelsTest, ElementwiseAdagradMatchesReference) { CheckElementwiseAdagrad<TypeParam>(false); }
 TYPED_TEST(KernelsTest, ElementwiseAdagradWeightedMatchesReference) { CheckElementwiseAdagrad<TypeParam>(true); }
+TYPED_TEST(KernelsTest, ElementwiseAdagradNonTemporalMatchesReference) {
+  CheckElementwiseAdagrad<TypeParam>(true, Store::kNonTemporal);
+}
 
 // A table without an accumulator per element is refused, and left as it was.
 TYPED_TEST(KernelsTest, ElementwiseAdagradNeedsTheStateWithTheRows) {
