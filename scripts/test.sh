@@ -23,5 +23,5 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 echo "== ThreadSanitizer build (clang, LLVM OpenMP) and the concurrency tests (label tsan)"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCEMB_SANITIZE=thread -DCEMB_BUILD_BENCH=OFF -DCEMB_BUILD_APPS=OFF -DCEMB_BUILD_PYTHON=OFF >/dev/null
-cmake --build build-tsan -j"$jobs" --target cache_stress_test ssd_stress_test data_loader_test tables_step_cycle_test
+cmake --build build-tsan -j"$jobs" --target cache_stress_test ssd_stress_test ssd_snapshot_stress_test data_loader_test tables_step_cycle_test
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L tsan

@@ -11,40 +11,16 @@
 #include "absl/strings/str_format.h"
 #include "base/file.h"
 #include "base/status_macros.h"
+#include "ssd/internal/snapshot_format.h"
 #include "ssd/internal/ssd_core.h"
 
 namespace cemb::ssd_internal {
 namespace {
 
-constexpr char kMagic[8] = {'C', 'E', 'M', 'B', 'S', 'S', 'D', 'S'};
-// 1: the written blocks of a block-addressed table file in row order (no
-// longer read); 2: the log's live rows, compacted.
-constexpr uint32_t kVersion = 2;
 constexpr int64_t kChunkRows = int64_t{1} << 16;  // rows per read or write of the snapshot file
 
-// The first bytes of a snapshot, in the machine's byte order (little-endian
-// on x86-64 and AArch64), zero-padded to 4 KiB; then `rows` row ids
-// (uint32) from ids_offset; then the rows, row_bytes each, from data_offset
-// (4 KiB-aligned), in the order of the ids.
-struct Header {
-  char magic[8];
-  uint32_t version;
-  uint32_t header_bytes;  // sizeof(Header)
-  int64_t nvectors;
-  int64_t row_bytes;
-  uint64_t seed;
-  uint32_t has_seed;  // 0: rows never written read as zeros
-  uint32_t reserved;
-  int64_t rows;       // rows in the snapshot; every other row is its initial value
-  uint64_t ids_offset;
-  uint64_t data_offset;
-};
-static_assert(sizeof(Header) == 72);
-
-constexpr uint64_t kIdsOffset = kBlockBytes;
-uint64_t DataOffset(int64_t rows) {
-  return (kIdsOffset + static_cast<uint64_t>(rows) * sizeof(uint32_t) + kBlockBytes - 1) / kBlockBytes * kBlockBytes;
-}
+using Header = SnapshotHeader;
+constexpr uint64_t kIdsOffset = kSnapshotIdsOffset;
 
 // "12.3 of 40.0 GiB" (MiB below a GiB).
 std::string Amount(uint64_t done, uint64_t total) {
@@ -122,8 +98,8 @@ absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, cons
   int64_t rows = 0;
   for (uint32_t live : seg_live_) rows += live;
   Header h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.version = kVersion;
+  std::memcpy(h.magic, kSnapshotMagic, sizeof kSnapshotMagic);
+  h.version = kSnapshotVersion;
   h.header_bytes = sizeof(Header);
   h.nvectors = nvectors_;
   h.row_bytes = static_cast<int64_t>(row_bytes_);
@@ -131,7 +107,7 @@ absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, cons
   h.seed = seed_.value_or(0);
   h.rows = rows;
   h.ids_offset = kIdsOffset;
-  h.data_offset = DataOffset(rows);
+  h.data_offset = SnapshotDataOffset(rows);
   SnapshotInfo info;
   info.rows = rows;
   info.file_bytes = h.data_offset + static_cast<uint64_t>(rows) * row_bytes_;
@@ -197,64 +173,24 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
   if (!in.ok()) return Prefix(name_, in.status());
   const uint64_t size = in->size();
   const std::string where = absl::StrCat(name_, ": ", path, ": ");
-  auto truncated = [&](const std::string& what, uint64_t end) {
-    return absl::DataLossError(absl::StrCat(where, "truncated ssd snapshot: it ends at offset ", size,
-                                            ", before the end of its ", what, " at offset ", end));
-  };
-
   // The whole file is checked before the table is touched.
   Header h{};
-  if (size < 16) return truncated("header", sizeof h);
-  CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(in->fd(), path, &h, 16)));
-  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(where, "not an ssd table snapshot (no CEMBSSDS magic)"));
+  const auto row_bytes = static_cast<int64_t>(row_bytes_);
+  if (size >= 16) CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(in->fd(), path, &h, 16)));
+  if (size >= sizeof h) {
+    CEMB_RETURN_IF_ERROR(
+        Prefix(name_, base::ReadExactly(in->fd(), path, reinterpret_cast<char*>(&h) + 16, sizeof h - 16)));
   }
-  if (h.version != kVersion || h.header_bytes != sizeof h) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "ssd snapshot format version ", h.version, ", this build reads version ", kVersion,
-        h.version == 1 ? " (version 1 was written before the ssd log: resume it with that build, or export the "
-                         "tables with it and import them here)"
-                       : ""));
-  }
-  if (size < sizeof h) return truncated("header", sizeof h);
-  CEMB_RETURN_IF_ERROR(
-      Prefix(name_, base::ReadExactly(in->fd(), path, reinterpret_cast<char*>(&h) + 16, sizeof h - 16)));
-  auto differs = [&](const char* field, const std::string& theirs, const std::string& ours) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, "the snapshot's ", field, " is ", theirs, ", the table's is ", ours));
-  };
-  if (h.nvectors != nvectors_) return differs("nvectors", absl::StrCat(h.nvectors), absl::StrCat(nvectors_));
-  if (h.row_bytes != static_cast<int64_t>(row_bytes_)) {
-    return differs("row_bytes", absl::StrCat(h.row_bytes), absl::StrCat(row_bytes_));
-  }
-  if (h.rows < 0 || h.rows > nvectors_ || h.ids_offset != kIdsOffset || h.data_offset != DataOffset(h.rows)) {
-    return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: ", h.rows, " rows, ids at offset ",
-                                            h.ids_offset, ", rows at offset ", h.data_offset));
-  }
-  const uint64_t end = h.data_offset + static_cast<uint64_t>(h.rows) * row_bytes_;
-  if (size < end) return truncated(absl::StrCat(h.rows, " rows"), end);
-  if (size > end) {
-    return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: ", size - end,
-                                            " bytes after its last row (offset ", end, ")"));
-  }
+  CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors_, row_bytes));
   // Every id in range, none twice.
   std::vector<uint32_t> ids(static_cast<size_t>(std::min(h.rows, kChunkRows)));
   {
-    std::vector<uint64_t> seen(static_cast<size_t>((nvectors_ + 63) / 64));
+    SnapshotIdCheck check(where, nvectors_, h.ids_offset);
     for (int64_t k = 0; k < h.rows; k += kChunkRows) {
       const int64_t n = std::min(kChunkRows, h.rows - k);
       CEMB_RETURN_IF_ERROR(Prefix(name_, ReadAt(in->fd(), path, ids.data(), static_cast<size_t>(n) * 4,
                                                              h.ids_offset + static_cast<uint64_t>(k) * 4)));
-      for (int64_t i = 0; i < n; ++i) {
-        const uint32_t row = ids[static_cast<size_t>(i)];
-        const bool bad = row >= nvectors_ || ((seen[row >> 6] >> (row & 63)) & 1);
-        if (bad) {
-          return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: row id ", row, " at offset ",
-                                                  h.ids_offset + static_cast<uint64_t>(k + i) * 4,
-                                                  row >= nvectors_ ? " is out of range" : " appears twice"));
-        }
-        seen[row >> 6] |= uint64_t{1} << (row & 63);
-      }
+      CEMB_RETURN_IF_ERROR(check.Add(ids.data(), n, k));
     }
   }
 

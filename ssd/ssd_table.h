@@ -35,11 +35,14 @@
 // resident, from any thread), which may evict it.
 //
 // rowpointer() of a row not resident (a user who did not prefetch): a
-// synchronous read of its block at queue depth 1 under the table's mutex
-// (a whole device latency per row), plus a copy of the victim into the log
-// if it is dirty; concurrent misses are
-// served one at a time. Correct from any number of threads. If it fails (an
-// I/O error, every slot pinned), it returns a row of NaNs and status() says why.
+// synchronous read of its block, submitted under the table's mutex (plus a
+// copy of the victim into the log if it is dirty) and waited for with the
+// mutex released, its slot pinned: misses of several threads are in flight
+// together, but each call reads one row, so a thread that misses k rows
+// pays k device latencies (a serving request: SnapshotTable, in
+// ssd/snapshot_table.h, reads them in one batch). Correct from any number
+// of threads. If it fails (an I/O error, every slot pinned), it returns a
+// row of NaNs and status() says why.
 //
 // Errors: I/O errors come back from Prefetch / WaitResident / FlushDirty as a
 // Status naming the table, the file, the operation and the offset

@@ -1,0 +1,480 @@
+// SnapshotCore (ssd/internal/snapshot_core.h): an ssd snapshot served in
+// place. ssd/snapshot_table.h is the contract, docs/ssd.md ("Serving
+// reads") the design.
+#include "ssd/snapshot_table.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "ssd/internal/snapshot_format.h"
+
+namespace cemb::ssd_internal {
+namespace {
+
+constexpr size_t kIdChunkBytes = size_t{1} << 20;  // the id area is read in chunks of this
+constexpr size_t kSlotAlignment = 64;
+
+using Buffer = std::unique_ptr<std::byte, decltype(&std::free)>;
+Buffer AlignedBuffer(size_t bytes) {
+  return Buffer(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, (bytes + kIoAlignment - 1) / kIoAlignment *
+                                                                             kIoAlignment)),
+                &std::free);
+}
+
+// Reads up to n bytes at offset (fewer only at the end of the file).
+absl::StatusOr<size_t> PreadUpTo(int fd, const std::string& path, void* buf, size_t n, uint64_t offset) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = ::pread(fd, static_cast<char*>(buf) + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return base::ErrnoStatus(errno, path, "read");
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  return done;
+}
+
+absl::Status Prefix(const std::string& table, const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(table, ": ", s.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SnapshotCore>> SnapshotCore::Open(std::string name, int64_t nvectors,
+                                                                 int64_t featuresize, size_t feature_bytes,
+                                                                 size_t row_bytes,
+                                                                 const SnapshotTableOptions& options,
+                                                                 SnapshotInitFn init_row) {
+  std::unique_ptr<SnapshotCore> c(new SnapshotCore());
+  c->name_ = std::move(name);
+  c->path_ = options.path;
+  c->options_ = options;
+  c->nvectors_ = nvectors;
+  c->featuresize_ = featuresize;
+  c->feature_bytes_ = feature_bytes;
+  c->row_bytes_ = row_bytes;
+  c->init_row_ = init_row;
+  c->stride_ = (feature_bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+  c->capacity_ = options.capacity_bytes / static_cast<int64_t>(c->stride_);
+  const std::string& table = c->name_;
+  if (c->capacity_ < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(table, ": capacity_bytes ", options.capacity_bytes,
+                                                   " holds no slot of ", c->stride_, " bytes"));
+  }
+  c->capacity_ = std::min<int64_t>(c->capacity_, int64_t{kLoading} - 2);
+  if (nvectors >= int64_t{kLoading} - 1) {
+    return absl::InvalidArgumentError(absl::StrCat(table, ": nvectors ", nvectors, " >= 2^31 - 1"));
+  }
+
+  // The file, opened once: O_DIRECT where the file system takes it.
+  int fd = -1;
+  if (options.direct == DirectIo::kAuto) {
+    fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    c->direct_ = fd >= 0;
+    if (fd < 0 && errno == EINVAL) {
+      std::fprintf(stderr, "%s: %s: the file system refuses O_DIRECT; serving through the page cache\n",
+                   table.c_str(), options.path.c_str());
+    }
+  }
+  if (fd < 0) fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Prefix(table, base::ErrnoStatus(errno, options.path, "open"));
+  c->file_ = base::File::Adopt(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Prefix(table, base::ErrnoStatus(errno, options.path, "fstat"));
+  const auto size = static_cast<uint64_t>(st.st_size);
+
+  // The header and the id area, checked whole before a row is served.
+  const std::string where = absl::StrCat(table, ": ", options.path, ": ");
+  SnapshotHeader h{};
+  {
+    Buffer head = AlignedBuffer(kBlockBytes);
+    absl::StatusOr<size_t> got = PreadUpTo(fd, options.path, head.get(), kBlockBytes, 0);
+    if (!got.ok()) return Prefix(table, got.status());
+    std::memcpy(&h, head.get(), std::min(*got, sizeof h));
+  }
+  CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors, static_cast<int64_t>(row_bytes)));
+  c->snapshot_rows_ = h.rows;
+  c->data_offset_ = h.data_offset;
+  c->seed_ = h.has_seed != 0 ? std::optional<uint64_t>(h.seed) : std::nullopt;
+  c->position_.assign(static_cast<size_t>(nvectors), kNoRow);
+  {
+    SnapshotIdCheck check(where, nvectors, h.ids_offset);
+    Buffer chunk = AlignedBuffer(kIdChunkBytes);
+    const uint64_t id_bytes = static_cast<uint64_t>(h.rows) * sizeof(uint32_t);
+    for (uint64_t at = 0; at < id_bytes; at += kIdChunkBytes) {
+      // Whole blocks (O_DIRECT): the id area is padded to data_offset.
+      const size_t want = static_cast<size_t>(std::min<uint64_t>(kIdChunkBytes, h.data_offset - h.ids_offset - at));
+      absl::StatusOr<size_t> got = PreadUpTo(fd, options.path, chunk.get(), want, h.ids_offset + at);
+      if (!got.ok()) return Prefix(table, got.status());
+      const int64_t n = static_cast<int64_t>(std::min<uint64_t>(*got, id_bytes - at) / sizeof(uint32_t));
+      const auto first = static_cast<int64_t>(at / sizeof(uint32_t));
+      if (first + n < h.rows && *got < want) {
+        return absl::DataLossError(absl::StrCat(where, "the id area ends early at offset ", h.ids_offset + at + *got));
+      }
+      const auto* ids = reinterpret_cast<const uint32_t*>(chunk.get());
+      CEMB_RETURN_IF_ERROR(check.Add(ids, n, first));
+      for (int64_t i = 0; i < n; ++i) c->position_[ids[i]] = static_cast<uint32_t>(first + i);
+    }
+  }
+
+  c->state_.reset(new std::atomic<uint32_t>[static_cast<size_t>(nvectors)]());
+  c->pins_.reset(new std::atomic<uint32_t>[static_cast<size_t>(c->capacity_)]());
+  c->referenced_.reset(new std::atomic<uint8_t>[static_cast<size_t>(c->capacity_)]());
+  c->slot_row_.assign(static_cast<size_t>(c->capacity_), kNoRow);
+  c->pool_ = Buffer(static_cast<std::byte*>(std::aligned_alloc(kSlotAlignment, static_cast<size_t>(c->capacity_) *
+                                                                                   c->stride_)),
+                    &std::free);
+  if (c->pool_ == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(table, ": cannot allocate ", c->capacity_ * static_cast<int64_t>(c->stride_), " bytes of slots"));
+  }
+  return c;
+}
+
+SnapshotCore::~SnapshotCore() = default;
+
+// --- the hit path ------------------------------------------------------------
+
+const std::byte* SnapshotCore::TryHit(uint32_t row, SnapshotPins* pins) {
+  const uint32_t w = state_[row].load(std::memory_order_acquire);
+  const uint32_t s = w - 1;
+  if (s >= kLoading - 1) return nullptr;  // not resident (0), or loading
+  // Pin, then check that the slot still holds the row: an eviction claims a
+  // slot only at pin count 0 (a CAS to kClaimed) and points the row's word
+  // elsewhere before it lets the count go, so a pin that sees no claim and
+  // the same word afterwards holds the row.
+  const uint32_t p = pins_[s].fetch_add(1, std::memory_order_acq_rel);
+  if ((p & kClaimed) != 0 || state_[row].load(std::memory_order_acquire) != w) {
+    pins_[s].fetch_sub(1, std::memory_order_release);
+    return nullptr;
+  }
+  if (referenced_[s].load(std::memory_order_relaxed) == 0) referenced_[s].store(1, std::memory_order_relaxed);
+  pins->slots_.push_back(s);
+  return Slot(s);
+}
+
+template <typename Index>
+absl::Status SnapshotCore::Resolve(std::span<const Index> rows, SnapshotPins* pins, const std::byte** out) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= nvectors_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ", index ", i, ": row ", rows[i], (rows[i] < 0 ? " < 0" : " >= "),
+                       rows[i] < 0 ? "" : absl::StrCat(nvectors_)));
+    }
+  }
+  const size_t first_pin = pins->slots_.size();
+  pins->misses_.clear();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto row = static_cast<uint32_t>(rows[i]);
+    if (const std::byte* p = TryHit(row, pins)) {
+      out[i] = p;
+    } else {
+      pins->misses_.push_back({row, static_cast<uint32_t>(i)});
+    }
+  }
+  lookups_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
+  hits_.fetch_add(static_cast<int64_t>(rows.size() - pins->misses_.size()), std::memory_order_relaxed);
+  if (pins->misses_.empty()) return absl::OkStatus();
+  absl::Status s = ResolveMisses(pins, out);
+  if (!s.ok()) {
+    for (size_t i = first_pin; i < pins->slots_.size(); ++i) {
+      pins_[pins->slots_[i]].fetch_sub(1, std::memory_order_release);
+    }
+    pins->slots_.resize(first_pin);
+  }
+  return s;
+}
+template absl::Status SnapshotCore::Resolve(std::span<const int32_t>, SnapshotPins*, const std::byte**);
+template absl::Status SnapshotCore::Resolve(std::span<const int64_t>, SnapshotPins*, const std::byte**);
+
+void SnapshotCore::Release(SnapshotPins* pins) {
+  for (uint32_t s : pins->slots_) pins_[s].fetch_sub(1, std::memory_order_release);
+  pins->slots_.clear();
+}
+
+// --- misses ----------------------------------------------------------------
+
+std::optional<uint32_t> SnapshotCore::TakeSlot() {
+  if (unused_ < capacity_) {
+    const auto s = static_cast<uint32_t>(unused_++);
+    pins_[s].fetch_add(kClaimed, std::memory_order_acq_rel);
+    return s;
+  }
+  // CLOCK: two sweeps clear every second chance; a slot pinned all along is skipped.
+  for (int64_t step = 0; step < 2 * capacity_ + 1; ++step) {
+    const auto s = static_cast<uint32_t>(hand_);
+    hand_ = hand_ + 1 == capacity_ ? 0 : hand_ + 1;
+    if (pins_[s].load(std::memory_order_relaxed) != 0) continue;
+    if (slot_row_[s] != kNoRow && referenced_[s].load(std::memory_order_relaxed) != 0) {
+      referenced_[s].store(0, std::memory_order_relaxed);
+      continue;
+    }
+    uint32_t expected = 0;
+    if (!pins_[s].compare_exchange_strong(expected, kClaimed, std::memory_order_acq_rel)) continue;
+    if (slot_row_[s] != kNoRow) {
+      state_[slot_row_[s]].store(0, std::memory_order_relaxed);  // published by the release of the claim
+      evictions_.fetch_add(1, std::memory_order_relaxed);
+    }
+    slot_row_[s] = kNoRow;
+    referenced_[s].store(0, std::memory_order_relaxed);
+    return s;
+  }
+  return std::nullopt;
+}
+
+absl::Status SnapshotCore::ResolveMisses(SnapshotPins* pins, const std::byte** out) {
+  std::vector<SnapshotPins::Miss>& misses = pins->misses_;
+  std::sort(misses.begin(), misses.end(),
+            [](const SnapshotPins::Miss& a, const SnapshotPins::Miss& b) { return a.row < b.row; });
+  pins->rows_.clear();
+  for (const SnapshotPins::Miss& m : misses) {
+    if (pins->rows_.empty() || pins->rows_.back() != m.row) pins->rows_.push_back(m.row);
+  }
+  const size_t nrows = pins->rows_.size();
+  misses_.fetch_add(static_cast<int64_t>(nrows), std::memory_order_relaxed);
+  pins->addresses_.assign(nrows, nullptr);
+  pins->pending_.resize(nrows);
+  for (size_t k = 0; k < nrows; ++k) pins->pending_[k] = static_cast<uint32_t>(k);
+
+  // Rounds: a row whose loader (another request) failed is tried again by this one.
+  while (!pins->pending_.empty()) {
+    pins->loads_.clear();
+    pins->waits_.clear();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (uint32_t k : pins->pending_) {
+        const uint32_t row = pins->rows_[k];
+        const uint32_t w = state_[row].load(std::memory_order_relaxed);  // changes only under mu_, but for hits' pins
+        if (w != 0 && (w & kLoading) == 0) {  // resident since the hit path looked
+          const uint32_t s = w - 1;
+          pins_[s].fetch_add(1, std::memory_order_relaxed);
+          referenced_[s].store(1, std::memory_order_relaxed);
+          pins->slots_.push_back(s);
+          pins->addresses_[k] = Slot(s);
+        } else if (w != 0) {  // another request is loading it: pinned now, waited for below
+          const uint32_t s = (w & ~kLoading) - 1;
+          pins_[s].fetch_add(1, std::memory_order_relaxed);
+          pins->waits_.push_back({row, s, k, 0, false});
+          shared_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          const std::optional<uint32_t> s = TakeSlot();
+          if (!s) {
+            const int64_t asked = static_cast<int64_t>(pins->loads_.size() + pins->waits_.size());
+            for (const SnapshotPins::Load& l : pins->loads_) {
+              state_[l.row].store(0, std::memory_order_relaxed);
+              slot_row_[l.slot] = kNoRow;
+              pins_[l.slot].fetch_sub(1, std::memory_order_release);
+            }
+            for (const SnapshotPins::Load& l : pins->waits_) pins_[l.slot].fetch_sub(1, std::memory_order_release);
+            return absl::ResourceExhaustedError(absl::StrCat(
+                name_, ": every one of the ", capacity_, " slots is pinned (a request has ",
+                static_cast<int64_t>(pins->slots_.size()) + asked, " rows pinned and needs more): give the table more ",
+                "capacity_bytes than the rows of the requests served at once"));
+          }
+          slot_row_[*s] = row;
+          state_[row].store(kLoading | (*s + 1), std::memory_order_relaxed);
+          pins_[*s].fetch_add(1 - kClaimed, std::memory_order_release);  // the claim becomes this request's pin
+          const uint32_t at = position_[row];
+          pins->loads_.push_back(
+              {row, *s, k, at == kNoRow ? kLazy : data_offset_ + static_cast<uint64_t>(at) * row_bytes_, false});
+        }
+      }
+    }
+
+    // The reads of this request's misses, all submitted at once, with no lock.
+    const absl::Status error = Load(pins);
+
+    std::unique_lock<std::mutex> lock(mu_);
+    for (const SnapshotPins::Load& l : pins->loads_) {
+      if (l.ok) {
+        state_[l.row].store(l.slot + 1, std::memory_order_release);
+        pins->slots_.push_back(l.slot);
+        pins->addresses_[l.index] = Slot(l.slot);
+      } else {  // not resident again; its slot is free once unpinned
+        state_[l.row].store(0, std::memory_order_relaxed);
+        slot_row_[l.slot] = kNoRow;
+        pins_[l.slot].fetch_sub(1, std::memory_order_release);
+      }
+    }
+    if (!pins->loads_.empty()) loaded_.notify_all();
+    if (!error.ok()) {
+      for (const SnapshotPins::Load& l : pins->waits_) pins_[l.slot].fetch_sub(1, std::memory_order_release);
+      return error;
+    }
+    pins->next_.clear();
+    for (const SnapshotPins::Load& l : pins->waits_) {
+      const uint32_t loading = kLoading | (l.slot + 1);
+      loaded_.wait(lock, [&] { return state_[l.row].load(std::memory_order_relaxed) != loading; });
+      if (state_[l.row].load(std::memory_order_relaxed) == l.slot + 1) {
+        pins->slots_.push_back(l.slot);
+        pins->addresses_[l.index] = Slot(l.slot);
+      } else {  // its loader failed
+        pins_[l.slot].fetch_sub(1, std::memory_order_release);
+        pins->next_.push_back(l.index);
+      }
+    }
+    std::swap(pins->pending_, pins->next_);
+  }
+
+  size_t k = 0;
+  for (const SnapshotPins::Miss& m : misses) {
+    while (pins->rows_[k] != m.row) ++k;
+    out[m.position] = pins->addresses_[k];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SnapshotCore::Load(SnapshotPins* pins) {
+  // The distinct blocks the rows' features lie in, as runs of adjacent blocks.
+  pins->blocks_.clear();
+  for (const SnapshotPins::Load& l : pins->loads_) {
+    if (l.begin == kLazy) continue;
+    for (uint64_t b = l.begin / kBlockBytes; b <= (l.begin + feature_bytes_ - 1) / kBlockBytes; ++b) {
+      pins->blocks_.push_back(b);
+    }
+  }
+  std::sort(pins->blocks_.begin(), pins->blocks_.end());
+  pins->blocks_.erase(std::unique(pins->blocks_.begin(), pins->blocks_.end()), pins->blocks_.end());
+  pins->runs_.clear();
+  for (uint64_t b : pins->blocks_) {
+    if (!pins->runs_.empty() && pins->runs_.back().first_block + pins->runs_.back().blocks == b) {
+      ++pins->runs_.back().blocks;
+    } else {
+      pins->runs_.push_back({b, 1, pins->runs_.empty() ? 0
+                                                       : pins->runs_.back().buffer_offset +
+                                                             pins->runs_.back().blocks * size_t{kBlockBytes},
+                             0});
+    }
+  }
+  const size_t bytes = pins->blocks_.size() * kBlockBytes;
+  if (bytes > pins->buffer_bytes_) {
+    pins->buffer_ = AlignedBuffer(bytes);
+    pins->buffer_bytes_ = bytes;
+  }
+
+  absl::Status error;
+  if (!pins->runs_.empty()) {
+    pins->requests_.clear();
+    for (size_t r = 0; r < pins->runs_.size(); ++r) {
+      const SnapshotPins::Run& run = pins->runs_[r];
+      pins->requests_.push_back({IoOp::kRead, run.first_block * kBlockBytes, pins->buffer_.get() + run.buffer_offset,
+                                 run.blocks * kBlockBytes, r});
+      pins->runs_[r].result = -EIO;  // until its completion says otherwise
+    }
+    std::unique_ptr<Ring> ring = BorrowRing(&error);
+    if (ring != nullptr) {
+      pins->done_.clear();
+      error = ring->io->Submit(pins->requests_);
+      while (error.ok() && ring->io->in_flight() > 0) error = ring->io->Reap(ring->io->in_flight(), &pins->done_);
+      for (const BlockCompletion& c : pins->done_) pins->runs_[c.tag].result = c.result;
+      ReturnRing(std::move(ring));
+      if (!error.ok()) error = Prefix(name_, absl::Status(error.code(), absl::StrCat(path_, ": ", error.message())));
+    }
+    reads_.fetch_add(static_cast<int64_t>(pins->runs_.size()), std::memory_order_relaxed);
+  }
+
+  int64_t lazy = 0, read = 0;
+  for (SnapshotPins::Load& l : pins->loads_) {
+    std::byte* slot = Slot(l.slot);
+    if (l.begin == kLazy) {
+      if (seed_) {
+        init_row_(*seed_, nvectors_, l.row, featuresize_, slot);
+      } else {
+        std::memset(slot, 0, feature_bytes_);
+      }
+      l.ok = true;
+      ++lazy;
+      continue;
+    }
+    const uint64_t block = l.begin / kBlockBytes;
+    const auto run = std::upper_bound(pins->runs_.begin(), pins->runs_.end(), block,
+                                      [](uint64_t b, const SnapshotPins::Run& r) { return b < r.first_block; }) -
+                     1;
+    const uint64_t run_begin = run->first_block * kBlockBytes;
+    l.ok = error.ok() && run->result >= 0 &&
+           static_cast<uint64_t>(run->result) >= l.begin + feature_bytes_ - run_begin;
+    if (l.ok) {
+      std::memcpy(slot, pins->buffer_.get() + run->buffer_offset + (l.begin - run_begin), feature_bytes_);
+      ++read;
+    } else if (error.ok()) {
+      error = ReadError(run_begin, run->blocks * uint64_t{kBlockBytes}, run->result);
+    }
+  }
+  if (!error.ok()) {
+    int64_t failed = 0;
+    for (const SnapshotPins::Run& r : pins->runs_) failed += r.result < 0 ? 1 : 0;
+    failed_reads_.fetch_add(std::max<int64_t>(failed, 1), std::memory_order_relaxed);
+  }
+  lazy_rows_.fetch_add(lazy, std::memory_order_relaxed);
+  rows_read_.fetch_add(read, std::memory_order_relaxed);
+  return error;
+}
+
+absl::Status SnapshotCore::ReadError(uint64_t offset, uint64_t bytes, int64_t result) const {
+  const std::string what = absl::StrCat(name_, ": ", path_, ": read of ", bytes, " bytes at offset ", offset);
+  if (result >= 0) return absl::DataLossError(absl::StrCat(what, " transferred only ", result, " bytes"));
+  return absl::DataLossError(absl::StrCat(what, " failed: ", std::strerror(static_cast<int>(-result))));
+}
+
+// --- rings -------------------------------------------------------------------
+
+std::unique_ptr<SnapshotCore::Ring> SnapshotCore::BorrowRing(absl::Status* error) {
+  int index;
+  {
+    std::lock_guard<std::mutex> lock(rings_mu_);
+    if (!free_rings_.empty()) {
+      std::unique_ptr<Ring> ring = std::move(free_rings_.back());
+      free_rings_.pop_back();
+      return ring;
+    }
+    index = rings_made_++;
+  }
+  auto ring = std::make_unique<Ring>();
+  absl::StatusOr<std::unique_ptr<BlockIo>> io = NewUringBlockIo(file_.fd(), options_.queue_depth);
+  ring->io = io.ok() ? *std::move(io) : NewPosixBlockIo(file_.fd());  // no io_uring: pread, one at a time
+  if (options_.wrap_io) ring->io = options_.wrap_io(std::move(ring->io), index);
+  *error = absl::OkStatus();
+  return ring;
+}
+
+void SnapshotCore::ReturnRing(std::unique_ptr<Ring> ring) {
+  const IoCounters& c = ring->io->counters();
+  std::lock_guard<std::mutex> lock(rings_mu_);
+  io_.reads += c.reads - ring->added.reads;
+  io_.writes += c.writes - ring->added.writes;
+  io_.bytes_read += c.bytes_read - ring->added.bytes_read;
+  io_.bytes_written += c.bytes_written - ring->added.bytes_written;
+  io_.submissions += c.submissions - ring->added.submissions;
+  io_.depth_sum += c.depth_sum - ring->added.depth_sum;
+  io_.registered += c.registered - ring->added.registered;
+  ring->added = c;
+  free_rings_.push_back(std::move(ring));
+}
+
+SnapshotStats SnapshotCore::stats() const {
+  SnapshotStats s;
+  s.lookups = lookups_.load(std::memory_order_relaxed);
+  s.hits = hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.shared = shared_.load(std::memory_order_relaxed);
+  s.rows_read = rows_read_.load(std::memory_order_relaxed);
+  s.lazy_rows = lazy_rows_.load(std::memory_order_relaxed);
+  s.reads = reads_.load(std::memory_order_relaxed);
+  s.failed_reads = failed_reads_.load(std::memory_order_relaxed);
+  s.evictions = evictions_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(rings_mu_);
+  s.rings = rings_made_;
+  s.io = io_;
+  return s;
+}
+
+}  // namespace cemb::ssd_internal
