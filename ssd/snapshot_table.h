@@ -135,8 +135,9 @@ class SnapshotTable {
 // A request's pooled rows from resolved row addresses (SnapshotTable::Resolve):
 //   out[b * ld + c] = s_b * sum_{j in [offsets[b], offsets[b+1])} w_j * rows[j][c]
 //   w_j = weights[j] or 1; s_b = 1/|bag| for kMean, else 1; fp32, in index order.
-// Equal bit for bit to TableKernels' pooled_lookup of the same rows (each
-// column summed in index order; a weighted row by fma, as the kernels do).
+// Equal to TableKernels' pooled_lookup of the same rows (each column summed
+// in index order; a weighted row by fma, as the kernels do): bit for bit
+// unweighted, and weighted in an optimised build.
 // Scalar: a plain loop, not the ISA-dispatched kernels.
 template <typename T>
 void PooledSumResolved(std::span<const T* const> rows, std::span<const int64_t> offsets, int64_t featuresize,
