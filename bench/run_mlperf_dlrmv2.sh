@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # configs/mlperf-dlrmv2.yaml as shipped: MLPerf Training's DLRM-DCNv2 in its
-# reference shape (26 tables, 204 M rows of dim 128 in bf16 = 52 GB on the ssd
-# tier, multi-hot up to 100, 3 low-rank cross layers, Adagrad, batch 16384),
+# reference shape (26 tables, 204 M rows of dim 128 in bf16 = 52 GB, each row
+# with its 128 fp32 Adagrad accumulators: 157 GB on the ssd tier, multi-hot up
+# to 100, 3 low-rank cross layers, element-wise Adagrad, batch 16384),
 # on synthetic Zipf multi-hot data, under a memory cap well below the tables.
 # Prints the machine, dlrm-train's own report (model and dram_budget lines,
 # samples/s, the phase breakdown, each table's ssd traffic), the cap's peak
@@ -11,8 +12,9 @@
 #   sudo bash bench/run_mlperf_dlrmv2.sh
 #   STEPS=50 CAP=12G SSD_DIR=/nvme sudo -E bash bench/run_mlperf_dlrmv2.sh
 #
-# Environment: BUILD_DIR (build), SSD_DIR ($TMPDIR or /tmp: needs about 58 GB
-# free, `ssd_file_space: 1.1`), STEPS (200), CAP (16G: ../shared/tools/memlimit;
+# Environment: BUILD_DIR (build), SSD_DIR ($TMPDIR or /tmp: needs about 173 GB
+# free, `ssd_file_space: 1.1`; where it has less, cap the tables in EXTRA, e.g.
+# --set data.max_ind_range=12000000: 54 GB), STEPS (200), CAP (16G: ../shared/tools/memlimit;
 # empty = none), OUT (a new temporary directory: the data, 3.9 GB, and the log),
 # EXTRA (more dlrm-train arguments, e.g. the config's scale-down:
 # EXTRA='--set data.max_ind_range=2000 --set data.samples=8192 --set train.batch_size=512').
