@@ -29,7 +29,7 @@
 #include "data/prepare.h"
 #include "distributed/comm.h"
 #include "distributed/shard_plan.h"
-#include "dlrm/sharded_step.h"
+#include "train/sharded_step.h"
 #include "train/checkpoint.h"
 #include "train/report.h"
 #include "train/stepper.h"
