@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "checkpoint/checkpoint.h"
+#include "data/preprocess.h"
 #include "dlrm/precision.h"
 #include "serve/embedding_source.h"
 
@@ -240,6 +241,36 @@ absl::Status Predictor::Predict(const dlrm::BatchView& batch, std::span<float> p
   }
   p.Give(c);
   return status;
+}
+
+absl::Status Predictor::PredictCriteo(std::span<const data::CriteoRow> rows, std::span<float> probabilities) const {
+  const ServingManifest& m = impl_->manifest;
+  if (m.ids != "modulo" || m.dense_transform != "log1p") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        impl_->checkpoint, ": raw Criteo features need the training's preprocessing, and this model's is ids=", m.ids,
+        m.ids == "vocabulary" ? " (its vocabulary was not kept with the checkpoint)" : " (not trained on Criteo TSV)",
+        ": send dense floats and row indices (Predict)"));
+  }
+  if (num_tables() != data::kNumCategorical || num_dense() != data::kNumDense) {
+    return absl::FailedPreconditionError(absl::StrCat("the model has ", num_tables(), " tables and ", num_dense(),
+                                                      " dense features, Criteo 26 and 13"));
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const data::CriteoTransform transform{.table_sizes = m.table_rows};
+  std::vector<float> dense(static_cast<size_t>(n * data::kNumDense));
+  std::vector<int32_t> by_sample(static_cast<size_t>(n * data::kNumCategorical));
+  for (int64_t i = 0; i < n; ++i) {
+    transform.Apply(rows[i], dense.data() + i * data::kNumDense, by_sample.data() + i * data::kNumCategorical);
+  }
+  // One index per bag: table t's indices are column t.
+  std::vector<int32_t> indices(by_sample.size()), offsets(static_cast<size_t>(n + 1));
+  for (int64_t i = 0; i <= n; ++i) offsets[i] = static_cast<int32_t>(i);
+  std::vector<Bags<int32_t>> bags(data::kNumCategorical);
+  for (int t = 0; t < data::kNumCategorical; ++t) {
+    for (int64_t i = 0; i < n; ++i) indices[t * n + i] = by_sample[i * data::kNumCategorical + t];
+    bags[t] = {.offsets = offsets, .indices = std::span<const int32_t>(indices).subspan(t * n, n)};
+  }
+  return Predict({.size = n, .dense = dense, .bags = bags}, probabilities);
 }
 
 }  // namespace cemb::serve

@@ -51,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "checkpoint/serving_manifest.h"
+#include "data/criteo.h"
 #include "dlrm/model.h"
 #include "tables/storage.h"
 
@@ -100,6 +101,15 @@ class Predictor {
   // malformed (sizes, offsets); OutOfRange naming the table, bag and index
   // of a row out of range.
   [[nodiscard]] absl::Status Predict(const dlrm::BatchView& batch, std::span<float> probabilities) const;
+
+  // As Predict, from raw Criteo features (13 integers and 26 categorical
+  // ids per sample, data/criteo.h's CriteoRow; labels not read) through the
+  // training's preprocessing (data::CriteoTransform: the dense transform
+  // and the id mapping the manifest names). FailedPrecondition for a model
+  // not trained on Criteo TSV (its manifest says ids=none) or whose ids
+  // were mapped by a vocabulary that the checkpoint does not hold.
+  [[nodiscard]] absl::Status PredictCriteo(std::span<const data::CriteoRow> rows,
+                                           std::span<float> probabilities) const;
 
   // The model (its tables, its dense master weights) the contexts were
   // copied from: for tests and inspection; change nothing through it.

@@ -17,6 +17,8 @@
 #include "base/file.h"
 #include "checkpoint/checkpoint.h"
 #include "dlrm/precision.h"
+#include "data/criteo.h"
+#include "data/dataset.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "train/config.h"
@@ -295,6 +297,9 @@ TEST_P(PredictorTest, ABadRowIsNamedAndNothingIsScored) {
   for (float v : out) EXPECT_EQ(v, -1.f);
   std::vector<float> wrong(3);
   EXPECT_TRUE(absl::IsInvalidArgument(p->Predict(samples.view(), wrong)));
+  // Synthetic data: raw Criteo features have no preprocessing to go through.
+  std::vector<data::CriteoRow> rows(2);
+  EXPECT_TRUE(absl::IsFailedPrecondition(p->PredictCriteo(rows, out)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PredictorTest, ::testing::Values("dot", "concat", "dcn", "dot-bf16"),
@@ -303,6 +308,78 @@ INSTANTIATE_TEST_SUITE_P(Models, PredictorTest, ::testing::Values("dot", "concat
                            std::replace(name.begin(), name.end(), '-', '_');
                            return name;
                          });
+
+// Raw Criteo features go through exactly what preprocessing made of the
+// same lines for training: scored from the TSV lines, they equal the scores
+// of the records the trainer's preprocessing wrote (train.bin, in line
+// order), bit for bit.
+TEST(Predictor, RawCriteoFeaturesGoThroughTheTrainingsPreprocessing) {
+  const std::string dir = TempDir();
+  std::mt19937_64 rng(21);
+  std::string tsv;
+  std::vector<std::string> lines;
+  for (int i = 0; i < 1400; ++i) {
+    std::string line = absl::StrCat(rng() % 2);
+    for (int j = 0; j < 13; ++j) {
+      const uint64_t r = rng() % 10;
+      absl::StrAppend(&line, "\t", r == 0 ? "" : absl::StrCat(static_cast<int64_t>(rng() % 3000) - 3));
+    }
+    for (int j = 0; j < 26; ++j) {
+      absl::StrAppend(&line, "\t", rng() % 10 == 0 ? "" : absl::StrCat(absl::Hex(rng() & 0xffffffff)));
+    }
+    lines.push_back(line);
+    absl::StrAppend(&tsv, line, "\n");
+  }
+  ASSERT_TRUE(base::WriteFileAtomically(dir + "/train.txt", tsv).ok());
+  absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(
+      absl::StrCat("data: {source: tsv, path: ", dir, "/train.txt, format: kaggle, max_ind_range: 997, work_dir: ",
+                   dir, "/data}\nmodel: {embedding_dim: 8, bottom_mlp: [16, 8], top_mlp: [16, 1], "
+                   "mlp_precision: fp32}\ntrain: {batch_size: 200, steps: 3, threads: 2, progress: false, "
+                   "checkpoint_dir: ", dir, "/ck}\n"),
+      "criteo.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  FILE* quiet = std::fopen("/dev/null", "w");
+  absl::StatusOr<std::unique_ptr<dlrm::Trainer>> trainer = dlrm::Trainer::Create(*c, {.out = quiet});
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  std::fclose(quiet);
+
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(dir + "/ck", {});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->manifest().ids, "modulo");
+  EXPECT_EQ((*p)->manifest().dense_transform, "log1p");
+  EXPECT_EQ((*p)->manifest().table_rows[2], 997u);  // capped by max_ind_range
+  EXPECT_EQ((*p)->manifest().table_rows[8], 3u);    // a Kaggle table smaller than the cap
+
+  // The first n records of train.bin are lines 0 .. n-1.
+  std::string train_bin;
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/data")) {
+    if (e.path().filename() == "train.bin") train_bin = e.path().string();
+  }
+  ASSERT_FALSE(train_bin.empty());
+  absl::StatusOr<std::unique_ptr<data::Dataset>> d = data::Dataset::Open(train_bin);
+  ASSERT_TRUE(d.ok()) << d.status();
+  constexpr int64_t n = 300;
+  std::vector<float> dense;
+  std::vector<std::vector<int32_t>> indices(26);
+  std::vector<int32_t> offsets;
+  for (int64_t i = 0; i <= n; ++i) offsets.push_back(static_cast<int32_t>(i));
+  std::vector<data::CriteoRow> rows(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* r = (*d)->record(i);
+    dense.insert(dense.end(), r + 1, r + 14);
+    for (int t = 0; t < 26; ++t) indices[t].push_back(std::bit_cast<int32_t>(r[14 + t]));
+    ASSERT_TRUE(data::ParseCriteoLine(lines[i], rows[i]).ok());
+  }
+  std::vector<Bags<int32_t>> bags;
+  for (int t = 0; t < 26; ++t) bags.push_back({.offsets = offsets, .indices = indices[t]});
+  std::vector<float> preprocessed(n), raw(n, -1.f);
+  ASSERT_TRUE((*p)->Predict({.size = n, .dense = dense, .bags = bags}, preprocessed).ok());
+  ASSERT_TRUE((*p)->PredictCriteo(rows, raw).ok());
+  EXPECT_EQ(Bits(raw), Bits(preprocessed));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
 
 // Where oneDNN has no bf16 matmul (run with ONEDNN_MAX_CPU_ISA=AVX2 on a
 // CPU that has one: tests/serve/CMakeLists.txt), a bf16 checkpoint is served
