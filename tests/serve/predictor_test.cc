@@ -66,6 +66,8 @@ model:
   storage: {kind: dram, slow_tier: )", dir, R"(}
   table_storage:
     "1": {kind: dynamic, cache_lower: 0.1, cache_slack: 0.02}
+    "2": {kind: ssd}
+  dram_budget: 16MiB
 optimizer:
   learning_rate: 0.1
 train:
@@ -119,7 +121,9 @@ std::vector<uint32_t> Bits(const std::vector<float>& v) {
   return b;
 }
 
-// One trained checkpoint per interaction, shared by the tests.
+// One trained checkpoint per model, shared by the tests: table 1 trained
+// behind a dynamic cache, table 2 on the ssd tier (its checkpoint file is an
+// ssd snapshot), the others in DRAM.
 class PredictorTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -191,6 +195,9 @@ class PredictorTest : public ::testing::TestWithParam<std::string> {
 std::string* PredictorTest::dir_ = nullptr;
 
 TEST_P(PredictorTest, ScoresEqualTheTrainersEvaluation) {
+  absl::StatusOr<std::string> step = ResolveCheckpoint(Checkpoint());
+  ASSERT_TRUE(step.ok());
+  EXPECT_TRUE(fs::exists(*step + "/model/emb_l.2.ssd"));  // the premise: an ssd table's snapshot is served
   const Samples samples(512, 11);
   const std::vector<float> expected = TrainerPredicts(samples);
   for (auto [contexts, threads] : {std::pair{2, 1}, std::pair{1, 2}}) {
