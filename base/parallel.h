@@ -23,10 +23,23 @@ namespace cemb {
 // The number of threads parallel_for uses when asked for 0 threads.
 inline int DefaultThreads() { return std::max(1, omp_get_max_threads()); }
 
+namespace internal {
+// The team, out of line: clang asks the runtime for the caller's thread
+// number on entry to any function that holds a parallel region.
+template <typename Fn>
+[[gnu::noinline]] void ParallelForTeam(int64_t n, int threads, Fn& fn) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (int64_t i = 0; i < n; ++i) fn(i);
+}
+}  // namespace internal
+
 // Runs fn(i) for every i in [0, n), items handed out dynamically, on
 // `threads` threads (<= 0: DefaultThreads()). Returns after all items ran.
 // NOTE: which thread runs an item is unspecified; results that must not
 // depend on the thread count must not depend on it.
+// With threads == 1 (or one item) it never enters the OpenMP runtime, so a
+// thread that is not OpenMP's (a request thread of a service) does not become
+// one of its roots.
 template <typename Fn>
 void parallel_for(int64_t n, int threads, Fn&& fn) {
   if (n <= 0) return;
@@ -35,8 +48,7 @@ void parallel_for(int64_t n, int threads, Fn&& fn) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int64_t i = 0; i < n; ++i) fn(i);
+  internal::ParallelForTeam(n, threads, fn);
 }
 
 // Runs fn(begin, end) over [0, n) cut into ranges of `chunk` elements (the

@@ -199,7 +199,7 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
 
   std::vector<float> records;
   const Vocabulary* vocab = vocabulary.get();
-  const uint64_t* table_size = sizes.data();
+  const CriteoTransform transform{.table_sizes = sizes, .vocabulary = vocab};
   auto write = [&](size_t input, const RowBlock& block) -> absl::Status {
         const int64_t n = static_cast<int64_t>(block.rows.size());
         records.resize(static_cast<size_t>(n) * kRecordFloats);
@@ -209,12 +209,8 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
             const CriteoRow& row = block.rows[i];
             float* r = out + i * kRecordFloats;
             r[0] = static_cast<float>(row.label);
-            for (int j = 0; j < kNumDense; ++j) r[1 + j] = DenseTransform(row.dense[j]);
             int32_t idx[kNumCategorical];
-            for (int t = 0; t < kNumCategorical; ++t) {
-              idx[t] = vocab ? vocab->Row(t, row.categorical[t])
-                             : static_cast<int32_t>(row.categorical[t] % table_size[t]);
-            }
+            transform.Apply(row, r + 1, idx);
             std::memcpy(r + 1 + kNumDense, idx, sizeof idx);
           }
         });

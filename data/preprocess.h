@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,24 @@ class Vocabulary {
   std::vector<absl::flat_hash_map<uint32_t, uint32_t>> counts_;
   std::vector<absl::flat_hash_map<uint32_t, int32_t>> rows_;
   std::vector<uint64_t> sizes_;
+};
+
+// One parsed line as training sees it: what Preprocess writes for it, and
+// what a predictor computes from a request's raw features.
+//   dense[j] = DenseTransform(row.dense[j])             (j < kNumDense)
+//   rows[t]  = row.categorical[t] % table_sizes[t]      (kModulo: vocabulary null)
+//            = vocabulary->Row(t, row.categorical[t])   (kVocabulary)
+// Thread safety: const; call it from any thread.
+struct CriteoTransform {
+  std::span<const uint64_t> table_sizes;  // kNumCategorical of them (kModulo)
+  const Vocabulary* vocabulary = nullptr;
+  void Apply(const CriteoRow& row, float* dense, int32_t* rows) const {
+    for (int j = 0; j < kNumDense; ++j) dense[j] = DenseTransform(row.dense[j]);
+    for (int t = 0; t < kNumCategorical; ++t) {
+      rows[t] = vocabulary != nullptr ? vocabulary->Row(t, row.categorical[t])
+                                      : static_cast<int32_t>(row.categorical[t] % table_sizes[t]);
+    }
+  }
 };
 
 // The reference's split points for `lines` lines of a Kaggle train.txt:

@@ -163,7 +163,7 @@ class Mlp {
   std::span<const float> bias_grad(int layer) const;
   // Every weight and bias gradient of the last Backward in one buffer (with
   // zero padding between them), for a data-parallel step to sum across
-  // processes in place before Update (dlrm/sharded_step.h).
+  // processes in place before Update (train/sharded_step.h).
   std::span<float> gradients();
 
   // Writes / reads every parameter as "<dir>/<prefix><name>.npy" (names from

@@ -501,4 +501,104 @@ absl::Status Dlrm::ImportNpy(const std::string& dir) {
   return impl_->embeddings->ImportNpy(dir, kTablePrefix);
 }
 
+struct DlrmForward::Impl {
+  DlrmForwardOptions options;
+  InteractionKind kind = InteractionKind::kDot;
+  int64_t dim = 0, num_tables = 0;
+  std::vector<int64_t> planned;  // sorted
+  std::optional<Mlp> bottom, top;
+  std::optional<Interaction> interaction;
+  std::optional<CrossNetwork> cross;
+  // As Dlrm::Impl's: the pooled rows (dot; concat and dcn write into
+  // top_in's columns [dim, (T+1)*dim)) and the interaction's output.
+  internal::AlignedBuffer emb, top_in;
+};
+
+absl::StatusOr<std::unique_ptr<DlrmForward>> Dlrm::MakeForward(const DlrmForwardOptions& options) const {
+  const Impl& m = *impl_;
+  if (m.options.peers != nullptr) return absl::FailedPreconditionError("MakeForward: a model of several processes");
+  if (options.max_batch <= 0) return absl::InvalidArgumentError("MakeForward: max_batch must be > 0");
+  auto f = std::make_unique<DlrmForward::Impl>();
+  f->options = options;
+  f->kind = m.options.interaction;
+  f->dim = m.dim;
+  f->num_tables = m.num_tables;
+  f->planned = options.batch_sizes;
+  f->planned.push_back(options.max_batch);
+  std::sort(f->planned.begin(), f->planned.end());
+  f->planned.erase(std::unique(f->planned.begin(), f->planned.end()), f->planned.end());
+  DlrmOptions o = m.options;
+  o.threads = options.threads;
+  CEMB_ASSIGN_OR_RETURN(f->interaction, MakeInteraction(o));
+  CEMB_ASSIGN_OR_RETURN(Mlps mlps, MakeMlps(o, f->interaction->output_width(), m.options.mlp_precision,
+                                            options.max_batch, options.batch_sizes));
+  f->bottom = std::move(mlps.bottom);
+  f->top = std::move(mlps.top);
+  // The weights: each layer's copied out of the model's and into the copy's.
+  for (auto [from, to] : {std::pair{&*m.bottom, &*f->bottom}, std::pair{&*m.top, &*f->top}}) {
+    const std::vector<int64_t>& sizes = from->options().sizes;
+    for (int l = 0; l < from->num_layers(); ++l) {
+      std::vector<float> w(static_cast<size_t>(sizes[l] * sizes[l + 1])), b(static_cast<size_t>(sizes[l + 1]));
+      CEMB_RETURN_IF_ERROR(from->GetWeight(l, w));
+      CEMB_RETURN_IF_ERROR(to->SetWeight(l, w));
+      CEMB_RETURN_IF_ERROR(from->GetBias(l, b));
+      CEMB_RETURN_IF_ERROR(to->SetBias(l, b));
+    }
+  }
+  if (m.cross) {
+    CrossNetworkOptions co = m.cross->options();
+    co.max_batch = options.max_batch;
+    co.batch_sizes = options.batch_sizes;
+    CEMB_ASSIGN_OR_RETURN(f->cross, CrossNetwork::Create(co));
+    const std::vector<ParameterInfo> params = m.cross->Parameters();
+    for (int i = 0; i < static_cast<int>(params.size()); ++i) {
+      int64_t count = 1;
+      for (int64_t s : params[i].shape) count *= s;
+      std::vector<float> p(static_cast<size_t>(count));
+      CEMB_RETURN_IF_ERROR(m.cross->GetParameter(i, p));
+      CEMB_RETURN_IF_ERROR(f->cross->SetParameter(i, p));
+    }
+  }
+  const size_t rows = static_cast<size_t>(options.max_batch);
+  if (f->kind == InteractionKind::kDot) {
+    f->emb = internal::AlignedBuffer(rows * f->num_tables * f->dim * sizeof(float));
+  }
+  f->top_in = internal::AlignedBuffer(rows * f->interaction->output_width() * sizeof(float));
+  return std::unique_ptr<DlrmForward>(new DlrmForward(std::move(f)));
+}
+
+DlrmForward::DlrmForward(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DlrmForward::~DlrmForward() = default;
+const DlrmForwardOptions& DlrmForward::options() const { return impl_->options; }
+
+bool DlrmForward::planned(int64_t n) const {
+  return std::binary_search(impl_->planned.begin(), impl_->planned.end(), n);
+}
+
+MatrixView DlrmForward::embeddings(int64_t n) const {
+  const Impl& f = *impl_;
+  const int64_t width = f.num_tables * f.dim;
+  if (f.kind == InteractionKind::kDot) return Rows(f.emb, n, width);
+  return {f.top_in.as<float>() + f.dim, n, width, width + f.dim};
+}
+
+absl::Status DlrmForward::Run(int64_t n, const float* dense, std::span<float> probabilities) {
+  Impl& f = *impl_;
+  if (!planned(n)) return absl::InvalidArgumentError(absl::StrCat("batch of ", n, " samples was not planned"));
+  if (static_cast<int64_t>(probabilities.size()) < n) {
+    return absl::InvalidArgumentError(absl::StrCat(probabilities.size(), " probabilities for ", n, " samples"));
+  }
+  CEMB_ASSIGN_OR_RETURN(std::span<const float> bottom_out, f.bottom->Forward(n, dense));
+  CEMB_RETURN_IF_ERROR(f.interaction->Forward({bottom_out.data(), n, f.dim, f.dim}, embeddings(n),
+                                              Rows(f.top_in, n, f.interaction->output_width())));
+  const float* z = f.top_in.as<float>();
+  if (f.cross) {
+    CEMB_ASSIGN_OR_RETURN(std::span<const float> x_l, f.cross->Forward(n, z));
+    z = x_l.data();
+  }
+  CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, f.top->Forward(n, z));
+  Sigmoid(logits, probabilities.first(static_cast<size_t>(n)));
+  return absl::OkStatus();
+}
+
 }  // namespace cemb::dlrm

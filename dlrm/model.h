@@ -134,7 +134,7 @@ struct BatchView {
 
 // The parts of a step that cross processes when a DLRM trains on several
 // (docs/distributed.md): the tables are sharded (each pooled and updated by
-// its owner), the MLPs replicated (their gradients summed). dlrm/sharded_step.h
+// its owner), the MLPs replicated (their gradients summed). train/sharded_step.h
 // implements it over MPI. Within a step Dlrm calls, in this order:
 // StartPooledRows, the bottom MLP forward (Progress between its layers),
 // FinishPooledRows, then in TrainStep StartGradients, the bottom MLP
@@ -166,6 +166,15 @@ class StepPeers {
   // `layer` applies the gradients of its tables (unless some `local` failed).
   [[nodiscard]] virtual absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
                                                      PhaseTimes* times) = 0;
+};
+
+class DlrmForward;
+
+// What a DlrmForward is planned for.
+struct DlrmForwardOptions {
+  int64_t max_batch = 256;           // REQUIRES: > 0; buffers are sized for it
+  std::vector<int64_t> batch_sizes;  // further batch sizes to plan (as DlrmOptions::extra_batch_sizes)
+  int threads = 1;                   // the interaction's OpenMP threads (the MLPs use the caller's)
 };
 
 class Dlrm {
@@ -232,9 +241,52 @@ class Dlrm {
   [[nodiscard]] absl::Status ExportNpy(const std::string& dir);
   [[nodiscard]] absl::Status ImportNpy(const std::string& dir);
 
+  // A forward-only copy of the model's dense part (below), planned for
+  // `options`, with the weights as they are now. REQUIRES: one process
+  // (no peers).
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<DlrmForward>> MakeForward(const DlrmForwardOptions& options) const;
+
  private:
   struct Impl;
   explicit Dlrm(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// DlrmForward: the forward pass of a Dlrm's dense part, for scoring: its own
+// bottom and top MLPs, interaction and cross network (the model's options and
+// precision, oneDNN plans for its batch sizes, its own buffers), holding a
+// copy of the model's weights taken by Dlrm::MakeForward. The tables are the
+// caller's: it writes a batch's pooled rows where embeddings(n) says, then
+// calls Run, which computes what Dlrm::Predict computes from them.
+// Several DlrmForwards score at once, one per thread (a predictor's pool);
+// each copy of the weights is read only.
+// NOTE: each copy also holds its MLPs' training buffers (gradients,
+// optimizer state), as Mlp::Create makes them.
+//
+// Thread safety: one caller at a time; the MLPs run on the caller's OpenMP
+// threads (omp_get_max_threads), the interaction on options.threads.
+//
+//   CEMB_ASSIGN_OR_RETURN(auto f, model->MakeForward({.max_batch = 256, .threads = 1}));
+//   CEMB_RETURN_IF_ERROR(layer.Lookup(bags, f->embeddings(n)));
+//   CEMB_RETURN_IF_ERROR(f->Run(n, dense.data(), probabilities));
+class DlrmForward {
+ public:
+  ~DlrmForward();
+  const DlrmForwardOptions& options() const;
+  // Whether Run accepts batches of n samples (planned).
+  bool planned(int64_t n) const;
+  // Where the batch's pooled rows go: [n x T*dim], table t in columns
+  // [t*dim, (t+1)*dim) (EmbeddingLayer::Lookup's layout). REQUIRES: planned(n).
+  MatrixView embeddings(int64_t n) const;
+  // probabilities[i] = sigmoid(logit of sample i) from dense [n x num_dense]
+  // and the rows written at embeddings(n). Errors: InvalidArgument for a
+  // batch not planned or too few probabilities.
+  [[nodiscard]] absl::Status Run(int64_t n, const float* dense, std::span<float> probabilities);
+
+ private:
+  friend class Dlrm;
+  struct Impl;
+  explicit DlrmForward(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

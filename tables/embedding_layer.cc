@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/npy.h"
+#include "base/parallel.h"
 #include "base/status_macros.h"
 #include "embedding/ensemble.h"
 #include "embedding/internal/feature_sizes.h"
@@ -114,6 +115,24 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     }
     CEMB_RETURN_IF_ERROR(ensemble_.pooled_lookup<int32_t>(bags, outs_, {}, {.checked = checked_}));
     looked_up_.assign(bags.begin(), bags.end());
+    return absl::OkStatus();
+  }
+
+  absl::Status LookupShared(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out, int threads) const override {
+    if (!ssd_.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "LookupShared: table ", ssd_.front()->name(), " is an ssd table, whose rows are looked up in steps"));
+    }
+    if (bags.size() != static_cast<size_t>(num_tables())) {
+      return absl::InvalidArgumentError(absl::StrCat(bags.size(), " tables of bags for ", num_tables(), " tables"));
+    }
+    for (int t = 0; t < num_tables(); ++t) {
+      CEMB_RETURN_IF_ERROR(ensemble_.table(t).validate(bags[t], out.slice(t * options_.dim, options_.dim)));
+    }
+    parallel_for(num_tables(), threads, [&](int64_t t) {
+      const int i = static_cast<int>(t);
+      ensemble_.table(i).pooled(bags[i], out.slice(i * options_.dim, options_.dim), {}, 0, bags[i].nbags());
+    });
     return absl::OkStatus();
   }
 

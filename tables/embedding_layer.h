@@ -152,6 +152,16 @@ class EmbeddingLayer {
   // out.row(b) columns [t*dim, (t+1)*dim) = pooled sum of bag b of table t.
   // Validates every table's bags first; on an error nothing is written.
   [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) = 0;
+  // Lookup for serving: any number of callers at once, while nothing
+  // changes the layer (no Update, step, Load or Sync meanwhile). Writes what
+  // Lookup writes, on `threads` OpenMP threads of the caller (1: on the
+  // calling thread alone, no team). Its buffers are the caller's, none of
+  // the layer's. Tables in DRAM, on the slow tier, and cached tables (a
+  // cache admits rows concurrently until it is full and is never flushed
+  // here). FailedPrecondition for a layer with ssd tables: their rows must
+  // be pinned first, which is the step protocol's (one caller).
+  [[nodiscard]] virtual absl::Status LookupShared(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out,
+                                                  int threads) const = 0;
   // Applies `grad` (the gradient of Lookup's output, same layout) to the rows
   // the bags read, with learning rate `lr`.
   [[nodiscard]] virtual absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) = 0;

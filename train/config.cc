@@ -850,4 +850,34 @@ std::optional<TrainConfig::FingerprintDiff> TrainConfig::DiffFingerprint(std::st
   return FingerprintDiff{};  // the same lines, other bytes (line ends)
 }
 
+ServingManifest TrainConfig::ToServingManifest(const DlrmOptions& model, std::span<const uint64_t> table_sizes,
+                                               std::span<const uint32_t> hotness) const {
+  ServingManifest m;
+  m.num_dense = model.num_dense;
+  m.dim = model.embeddings.dim;
+  m.bottom_mlp = model.bottom_mlp;
+  m.top_mlp = model.top_mlp;
+  m.interaction = InteractionKindName(model.interaction);
+  m.self_interaction = model.self_interaction;
+  m.dcn_layers = model.dcn_layers;
+  m.dcn_rank = model.dcn_rank;
+  m.mlp_precision = PrecisionName(model.mlp_precision);
+  m.table_dtype = NameOf(kTableDtypeNames, model.embeddings.bf16_rows);
+  m.embedding_optimizer = EmbeddingOptimizerName(model.embeddings.optimizer);
+  m.seed = model.seed;
+  m.table_seed = model.embeddings.seed;
+  m.table_rows.assign(table_sizes.begin(), table_sizes.end());
+  for (size_t t = 0; t < table_sizes.size(); ++t) {
+    m.table_storage.push_back(StorageKindName(this->model.StorageOf(static_cast<int>(t)).kind));
+    m.hotness.push_back(t < hotness.size() ? hotness[t] : 1);
+  }
+  m.batch_size = train.batch_size;
+  const bool tsv = data.source == DataSource::kTsv;
+  m.dense_transform = tsv ? "log1p" : "none";
+  m.ids = tsv ? data::IndexModeName(data.index_mode) : "none";
+  m.max_ind_range = data.max_ind_range;
+  m.data_source = DataSourceName(data.source);
+  return m;
+}
+
 }  // namespace cemb::dlrm

@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/enum_names.h"
+#include "checkpoint/serving_manifest.h"
 #include "data/generator.h"
 #include "data/prepare.h"
 #include "data/preprocess.h"
@@ -215,6 +216,13 @@ struct TrainConfig {
   // per table of `emb`.
   [[nodiscard]] absl::Status ApplyDramBudget(std::span<const uint32_t> hotness, const TableTraffic* traffic,
                                              EmbeddingLayerOptions& emb, DramSplit* split) const;
+  // What a predictor needs to rebuild and feed the model (the checkpoint's
+  // SERVING file): the model's options as `model` resolved them (the MLPs'
+  // precision never auto), every table of `table_sizes` with its storage
+  // here and its `hotness`, and the data's preprocessing (tsv: log1p of
+  // the integers, ids by modulo or a vocabulary; synthetic and binary: none).
+  ServingManifest ToServingManifest(const DlrmOptions& model, std::span<const uint64_t> table_sizes,
+                                    std::span<const uint32_t> hotness) const;
   // What data::PrepareData needs: the data section, data.work_dir defaulted
   // to <train.checkpoint_dir>/data, the model's table sizes when given
   // (model.tables), train.threads, and messages naming this file. The

@@ -53,7 +53,7 @@
 #include "data/loader.h"
 #include "distributed/comm.h"
 #include "dlrm/model.h"
-#include "dlrm/sharded_step.h"
+#include "train/sharded_step.h"
 #include "tables/step_cycle.h"
 
 namespace cemb::dlrm {

@@ -29,7 +29,7 @@
 #include "data/prepare.h"
 #include "distributed/comm.h"
 #include "distributed/shard_plan.h"
-#include "dlrm/sharded_step.h"
+#include "train/sharded_step.h"
 #include "train/checkpoint.h"
 #include "train/report.h"
 #include "train/stepper.h"
@@ -436,8 +436,13 @@ absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* pat
                    std::error_code ec;
                    fs::create_directories(dir + "/model", ec);
                    if (ec) return absl::InternalError(absl::StrCat(dir, "/model: ", ec.message()));
-                   // Rank 0: the MLPs and its tables; the others: their tables.
-                   return rank() == 0 ? model->Save(dir + "/model") : model->embeddings().Save(dir + "/model", "emb_l.");
+                   // Rank 0: the MLPs, its tables and the serving manifest; the others: their tables.
+                   if (rank() != 0) return model->embeddings().Save(dir + "/model", "emb_l.");
+                   CEMB_RETURN_IF_ERROR(base::WriteFileAtomically(
+                       absl::StrCat(dir, "/", kServingManifest),
+                       SerializeServingManifest(
+                           config.ToServingManifest(model->options(), table_sizes, datasets.train->hotness()))));
+                   return model->Save(dir + "/model");
                  },
                  static_cast<int>(config.train.keep_checkpoints)));
   last_checkpoint_step = step;

@@ -34,7 +34,7 @@
 // lookups, printed at start), each rank builds only its tables (its own
 // storage, slow tier and model.dram_budget), reads its slice of every global
 // batch (data::LoaderOptions::rank) and trains through a ShardedStep
-// (dlrm/sharded_step.h). Data is prepared by rank 0 first (the others reuse
+// (train/sharded_step.h). Data is prepared by rank 0 first (the others reuse
 // it). Evaluation gathers every rank's probabilities, so every rank computes
 // the same metrics. A checkpoint is one directory: rank 0 writes the MLPs
 // and the manifest, every rank its tables under their model-wide names,

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/random.h"
@@ -157,6 +158,56 @@ TEST(EmbeddingLayer, AnIndexOutOfRangeIsRefusedBeforeAnyRowIsWritten) {
   EXPECT_EQ(update.code(), absl::StatusCode::kOutOfRange) << update;
   for (float v : out) ASSERT_EQ(v, 0.0f);
   ExpectSameRows(*untouched, *layer);
+}
+
+// LookupShared: what Lookup writes, from several threads at once, each
+// into its own output (no buffer of the layer's), for every kind but ssd.
+TEST(EmbeddingLayer, LookupSharedWritesWhatLookupWritesFromManyThreads) {
+  data::testing::TempDir dir;
+  EmbeddingLayerOptions o{.dim = kDim, .threads = 1, .seed = 5};
+  for (StorageKind kind : kKinds) {
+    if (kind != StorageKind::kSsd) o.tables.push_back({.rows = kRows, .storage = Storage(kind, dir.path(), {})});
+  }
+  const int tables = static_cast<int>(o.tables.size());
+  absl::StatusOr<std::unique_ptr<EmbeddingLayer>> layer = EmbeddingLayer::Create(o);
+  ASSERT_TRUE(layer.ok()) << layer.status();
+  const Batches batches(4);
+  auto bags_of = [&](int k) {
+    std::vector<Bags<int32_t>> b = batches.Of(k);
+    b.resize(tables);
+    return b;
+  };
+  const int64_t width = tables * kDim;
+  std::vector<std::vector<float>> expected(4, std::vector<float>(kBatch * width));
+  for (int k = 0; k < 4; ++k) {
+    ASSERT_TRUE((*layer)->Lookup(bags_of(k), MatrixView{expected[k].data(), kBatch, width, width}).ok());
+  }
+  std::vector<std::vector<float>> got(8, std::vector<float>(kBatch * width, -1.f));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      const std::vector<Bags<int32_t>> bags = bags_of(i % 4);
+      EXPECT_TRUE((*layer)->LookupShared(bags, MatrixView{got[i].data(), kBatch, width, width}, 1).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(got[i], expected[i % 4]) << i;
+  // An index out of range is named as Lookup names it; nothing is written.
+  Batches bad(1);
+  bad.indices[0][7] = static_cast<int32_t>(kRows);
+  std::vector<Bags<int32_t>> bad_bags = bad.Of(0);
+  bad_bags.resize(tables);
+  std::vector<float> out(kBatch * width, 0.f);
+  const absl::Status s = (*layer)->LookupShared(bad_bags, MatrixView{out.data(), kBatch, width, width}, 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+  EXPECT_TRUE(std::string(s.message()).starts_with("table emb0, bag 2, index 1: ")) << s;
+  for (float v : out) ASSERT_EQ(v, 0.f);
+  // An ssd table's rows are pinned by the step protocol: refused.
+  std::unique_ptr<EmbeddingLayer> mixed = MakeLayer(dir.path(), /*all_dram=*/false);
+  ASSERT_NE(mixed, nullptr);
+  std::vector<float> all(kBatch * kTables * kDim);
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      mixed->LookupShared(batches.Of(0), MatrixView{all.data(), kBatch, kTables * kDim, kTables * kDim}, 1)));
 }
 
 // The optimizer state moves too: training on after the move equals training

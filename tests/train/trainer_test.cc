@@ -417,6 +417,46 @@ absl::StatusOr<std::string> RewriteCheckpoint(const std::string& dir, const Chec
   }, /*keep=*/3);
 }
 
+// Every checkpoint holds SERVING, the model as a predictor rebuilds it: the
+// options the trainer ran (the precision resolved), every table's rows,
+// storage and hotness, and the data's preprocessing; it is one of the
+// files the MANIFEST checksums.
+TEST_F(TrainerTest, CheckpointHoldsTheServingManifest) {
+  const std::string ck = absl::StrCat(dir_, "/ck");
+  absl::StatusOr<TrainConfig> c =
+      Config(SmallYaml(), {"train.steps=2", "train.checkpoint_dir=" + ck, "model.mlp_precision=fp32"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(Train(*c).ok());
+  absl::StatusOr<std::string> path = ResolveCheckpoint(ck);
+  ASSERT_TRUE(path.ok()) << path.status();
+  absl::StatusOr<ServingManifest> m = ReadServingManifest(*path);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->num_dense, 13);
+  EXPECT_EQ(m->dim, 16);
+  EXPECT_EQ(m->bottom_mlp, (std::vector<int64_t>{64, 16}));
+  EXPECT_EQ(m->top_mlp, (std::vector<int64_t>{64, 1}));
+  EXPECT_EQ(m->interaction, "dot");
+  EXPECT_FALSE(m->self_interaction);
+  EXPECT_EQ(m->mlp_precision, "fp32");
+  EXPECT_EQ(m->table_dtype, "fp32");
+  EXPECT_EQ(m->embedding_optimizer, "sgd");
+  EXPECT_EQ(m->seed, 3u);
+  EXPECT_EQ(m->table_seed, 3u);
+  EXPECT_EQ(m->table_rows, std::vector<uint64_t>(8, 2000));
+  EXPECT_EQ(m->table_storage, (std::vector<std::string>{"dram", "dynamic", "dram", "dram", "dram", "dynamic", "dram",
+                                                        "dram"}));
+  EXPECT_EQ(m->hotness, std::vector<uint32_t>(8, 1));
+  EXPECT_EQ(m->batch_size, 512);
+  EXPECT_EQ(m->dense_transform, "none");  // synthetic data: inputs are given preprocessed
+  EXPECT_EQ(m->ids, "none");
+  EXPECT_EQ(m->data_source, "synthetic");
+  absl::StatusOr<CheckpointState> state = ReadCheckpoint(*path);
+  ASSERT_TRUE(state.ok()) << state.status();
+  bool listed = false;
+  for (const CheckpointFile& f : state->files) listed |= f.name == kServingManifest;
+  EXPECT_TRUE(listed);
+}
+
 // A checkpoint records the precision the model ran in, not "auto". Resuming,
 // auto keeps the checkpoint's precision (a second measurement could choose
 // the other: on another number of ranks, say), so a bf16 checkpoint never

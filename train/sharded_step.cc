@@ -1,4 +1,4 @@
-#include "dlrm/sharded_step.h"
+#include "train/sharded_step.h"
 
 #include <chrono>
 #include <cstdio>

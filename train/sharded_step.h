@@ -41,8 +41,8 @@
 // `embedding lookup` and `embedding update`.
 //
 // Thread safety: the trainer's thread only (MPI_THREAD_FUNNELED).
-#ifndef CEMB_DLRM_SHARDED_STEP_H_
-#define CEMB_DLRM_SHARDED_STEP_H_
+#ifndef CEMB_TRAIN_SHARDED_STEP_H_
+#define CEMB_TRAIN_SHARDED_STEP_H_
 
 #include <cstdint>
 #include <memory>
@@ -115,4 +115,4 @@ class ShardedStep final : public StepPeers {
 
 }  // namespace cemb::dlrm
 
-#endif  // CEMB_DLRM_SHARDED_STEP_H_
+#endif  // CEMB_TRAIN_SHARDED_STEP_H_

@@ -1,0 +1,179 @@
+// The predictor's threading, measured: request-level parallelism (one
+// inference context per core, one OpenMP thread each) against batch-level
+// (one context whose scoring uses every core), at batch 1, 16 and 256, with
+// 1 and 2 closed-loop client threads. Prints samples/s and the p50 / p99
+// latency of a request for each; docs/serving.md's default comes from it.
+//
+// The model is the Kaggle-shaped DLRM (26 tables of the Kaggle
+// cardinalities capped at --rows, dim 16, bottom 512-256-64-16, top
+// 512-256-1, dot, fp32), trained for one step by the trainer into a
+// temporary checkpoint (or --checkpoint DIR, written before).
+// Not Google Benchmark: its loop has no notion of concurrent clients whose
+// request latencies are the result.
+//
+//   predictor_bench [--rows 100000] [--seconds 2] [--batches 1,16,256] [--clients 1,2]
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "bench/bench_util.h"
+#include "serve/predictor.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  int64_t n = 0;
+  std::vector<float> dense;
+  std::vector<std::vector<int32_t>> indices, offsets;
+  std::vector<cemb::Bags<int32_t>> bags;
+};
+
+Request MakeRequest(int64_t n, const std::vector<uint64_t>& rows, std::mt19937_64& rng) {
+  Request r;
+  r.n = n;
+  std::uniform_real_distribution<float> x(0.f, 8.f);
+  for (int64_t i = 0; i < n * 13; ++i) r.dense.push_back(x(rng));
+  r.indices.resize(rows.size());
+  r.offsets.resize(rows.size());
+  for (size_t t = 0; t < rows.size(); ++t) {
+    std::uniform_int_distribution<int64_t> row(0, static_cast<int64_t>(rows[t]) - 1);
+    for (int64_t i = 0; i <= n; ++i) r.offsets[t].push_back(static_cast<int32_t>(i));
+    for (int64_t i = 0; i < n; ++i) r.indices[t].push_back(static_cast<int32_t>(row(rng)));
+  }
+  for (size_t t = 0; t < rows.size(); ++t) r.bags.push_back({.offsets = r.offsets[t], .indices = r.indices[t]});
+  return r;
+}
+
+std::vector<int64_t> ParseList(const std::string& s) {
+  std::vector<int64_t> v;
+  for (absl::string_view p : absl::StrSplit(s, ',')) {
+    int64_t x = 0;
+    if (!absl::SimpleAtoi(p, &x) || x <= 0) {
+      std::fprintf(stderr, "bad list '%s'\n", s.c_str());
+      std::exit(2);
+    }
+    v.push_back(x);
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cemb::bench::RequireOptimizedBuild("predictor_bench");
+  int64_t rows = 100000;
+  double seconds = 2;
+  std::vector<int64_t> batches = {1, 16, 256}, clients = {1, 2};
+  std::string checkpoint;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--rows") rows = ParseList(value)[0];
+    else if (flag == "--seconds") seconds = std::atof(value.c_str());
+    else if (flag == "--batches") batches = ParseList(value);
+    else if (flag == "--clients") clients = ParseList(value);
+    else if (flag == "--checkpoint") checkpoint = value;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  std::string tmp;
+  if (checkpoint.empty()) {
+    const char* base = std::getenv("TMPDIR");
+    tmp = std::string(base ? base : "/tmp") + "/predictor_bench_XXXXXX";
+    if (::mkdtemp(tmp.data()) == nullptr) return 1;
+    checkpoint = tmp + "/ck";
+    absl::StatusOr<cemb::dlrm::TrainConfig> c = cemb::dlrm::TrainConfig::Parse(
+        absl::StrCat("data: {source: synthetic, samples: 4096, max_ind_range: ", rows, ", work_dir: ", tmp,
+                     "/data}\nmodel: {embedding_dim: 16, bottom_mlp: [512, 256, 64, 16], top_mlp: [512, 256, 1], "
+                     "mlp_precision: fp32}\ntrain: {batch_size: 1024, steps: 1, progress: false, checkpoint_dir: ",
+                     checkpoint, "}\n"),
+        "predictor_bench");
+    if (!c.ok()) {
+      std::fprintf(stderr, "%s\n", c.status().ToString().c_str());
+      return 1;
+    }
+    absl::StatusOr<std::unique_ptr<cemb::dlrm::Trainer>> t = cemb::dlrm::Trainer::Create(*c, {.out = nullptr});
+    absl::StatusOr<cemb::dlrm::TrainSummary> s = t.ok() ? (*t)->Run() : t.status();
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
+      return 1;
+    }
+  }
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  struct Mode {
+    const char* name;
+    int contexts, threads;
+  };
+  const Mode modes[] = {{"request-level", cores, 1}, {"batch-level", 1, cores}};
+  std::printf("%-14s %5s %7s %12s %10s %10s\n", "mode", "batch", "clients", "samples/s", "p50 us", "p99 us");
+  for (const Mode& mode : modes) {
+    absl::StatusOr<std::unique_ptr<cemb::serve::Predictor>> p = cemb::serve::Predictor::Open(
+        checkpoint, {.max_batch = 256, .contexts = mode.contexts, .threads_per_context = mode.threads});
+    if (!p.ok()) {
+      std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
+      return 1;
+    }
+    const std::vector<uint64_t>& table_rows = (*p)->manifest().table_rows;
+    for (int64_t b : batches) {
+      for (int64_t nc : clients) {
+        std::atomic<bool> failed{false};
+        std::vector<std::vector<double>> latencies(nc);
+        std::vector<std::thread> threads;
+        const Clock::time_point start = Clock::now();
+        for (int64_t c = 0; c < nc; ++c) {
+          threads.emplace_back([&, c] {
+            std::mt19937_64 rng(1000 + c);
+            std::vector<Request> pool;
+            for (int i = 0; i < 16; ++i) pool.push_back(MakeRequest(b, table_rows, rng));
+            std::vector<float> out(b);
+            const Clock::time_point warm_end = Clock::now() + std::chrono::milliseconds(200);
+            for (size_t i = 0; Clock::now() < warm_end; ++i) {
+              const Request& r = pool[i % pool.size()];
+              if (!(*p)->Predict({.size = r.n, .dense = r.dense, .bags = r.bags}, out).ok()) failed = true;
+            }
+            const Clock::time_point end =
+                Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+            for (size_t i = 0; Clock::now() < end; ++i) {
+              const Request& r = pool[i % pool.size()];
+              const Clock::time_point t0 = Clock::now();
+              if (!(*p)->Predict({.size = r.n, .dense = r.dense, .bags = r.bags}, out).ok()) failed = true;
+              latencies[c].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+            }
+          });
+        }
+        for (std::thread& t : threads) t.join();
+        (void)start;
+        if (failed) {
+          std::fprintf(stderr, "a Predict failed\n");
+          return 1;
+        }
+        std::vector<double> all;
+        for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+        std::sort(all.begin(), all.end());
+        const double rate = static_cast<double>(all.size() * b) / seconds;
+        std::printf("%-14s %5lld %7lld %12.0f %10.1f %10.1f\n", mode.name, static_cast<long long>(b),
+                    static_cast<long long>(nc), rate, all[all.size() / 2], all[all.size() * 99 / 100]);
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (!tmp.empty()) std::filesystem::remove_all(tmp);
+  return 0;
+}

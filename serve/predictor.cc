@@ -1,0 +1,276 @@
+#include "serve/predictor.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "checkpoint/checkpoint.h"
+#include "data/preprocess.h"
+#include "dlrm/precision.h"
+#include "serve/embedding_source.h"
+
+namespace cemb::serve {
+namespace {
+
+// The OpenMP threads of the calling thread's parallel regions, for a scope.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~ScopedOmpThreads() { omp_set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// The sizes a context plans: 1, 2, 4, ... below max_batch, and max_batch.
+std::vector<int64_t> PlannedSizes(int64_t max_batch) {
+  std::vector<int64_t> sizes;
+  for (int64_t b = 1; b < max_batch; b *= 2) sizes.push_back(b);
+  sizes.push_back(max_batch);
+  return sizes;
+}
+
+// The model the manifest describes, its tables stored as `options` says.
+absl::StatusOr<dlrm::DlrmOptions> ModelOptions(const ServingManifest& m, const PredictorOptions& options,
+                                               dlrm::Precision precision) {
+  dlrm::DlrmOptions o;
+  o.num_dense = m.num_dense;
+  o.bottom_mlp = m.bottom_mlp;
+  o.top_mlp = m.top_mlp;
+  CEMB_ASSIGN_OR_RETURN(o.interaction, ParseName(dlrm::kInteractionKindNames, m.interaction, "SERVING: interaction"));
+  o.self_interaction = m.self_interaction;
+  o.dcn_layers = static_cast<int>(m.dcn_layers);
+  o.dcn_rank = m.dcn_rank;
+  o.mlp_precision = precision;
+  o.embeddings.dim = m.dim;
+  o.embeddings.bf16_rows = m.table_dtype == "bf16";
+  if (m.table_dtype != "bf16" && m.table_dtype != "fp32") {
+    return absl::DataLossError(absl::StrCat("SERVING: table_dtype '", m.table_dtype, "' is neither fp32 nor bf16"));
+  }
+  CEMB_ASSIGN_OR_RETURN(o.embeddings.optimizer,
+                        ParseName(kEmbeddingOptimizerNames, m.embedding_optimizer, "SERVING: embedding_optimizer"));
+  o.embeddings.seed = m.table_seed;
+  for (size_t t = 0; t < m.table_rows.size(); ++t) {
+    auto it = options.table_storage.find(static_cast<int>(t));
+    o.embeddings.tables.push_back({.rows = static_cast<int64_t>(m.table_rows[t]),
+                                   .id = static_cast<int>(t),
+                                   .storage = it != options.table_storage.end() ? it->second : options.storage});
+  }
+  o.seed = m.seed;
+  o.batch_size = 1;  // the model scores nothing itself: its contexts do
+  o.threads = 1;
+  return o;
+}
+
+}  // namespace
+
+// One scoring's own state: the dense part and its buffers.
+struct Context {
+  std::unique_ptr<dlrm::DlrmForward> forward;
+  std::vector<float> dense;                   // [max_batch x num_dense], padded with zeros
+  std::vector<std::vector<int32_t>> offsets;  // per table, max_batch + 1
+  std::vector<Bags<int32_t>> bags;            // per table, over offsets and the request's indices
+  std::vector<float> probabilities;           // max_batch
+};
+
+struct Predictor::Impl {
+  PredictorOptions options;
+  std::string checkpoint;
+  ServingManifest manifest;
+  dlrm::Precision precision = dlrm::Precision::kFp32;
+  std::string warning;
+  int threads = 1;
+  std::vector<int64_t> planned;
+  std::unique_ptr<dlrm::Dlrm> model;
+  std::unique_ptr<EmbeddingSource> source;
+  std::vector<std::unique_ptr<Context>> contexts;
+
+  // The pool: contexts not in use. Its lock is held to take or give one back.
+  mutable std::mutex mu;
+  mutable std::condition_variable freed;
+  mutable std::vector<Context*> idle;
+
+  Context* Take() const {
+    std::unique_lock<std::mutex> lock(mu);
+    freed.wait(lock, [&] { return !idle.empty(); });
+    Context* c = idle.back();
+    idle.pop_back();
+    return c;
+  }
+  void Give(Context* c) const {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      idle.push_back(c);
+    }
+    freed.notify_one();
+  }
+
+  // Scores samples [s, s + m) of `batch` (m <= max_batch) with context c.
+  absl::Status ScorePiece(Context& c, const dlrm::BatchView& batch, int64_t s, int64_t m, float* out) const {
+    const int64_t p = *std::lower_bound(planned.begin(), planned.end(), m);
+    const int64_t nd = manifest.num_dense;
+    std::copy_n(batch.dense.data() + s * nd, m * nd, c.dense.data());
+    std::fill(c.dense.begin() + m * nd, c.dense.begin() + p * nd, 0.f);
+    for (size_t t = 0; t < c.bags.size(); ++t) {
+      const Bags<int32_t>& b = batch.bags[t];
+      const int32_t first = b.offsets[s], last = b.offsets[s + m];
+      if (first < 0 || last < first || static_cast<size_t>(last) > b.indices.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("table ", t, ": offsets[", s, "] = ", first, " and offsets[",
+                                                       s + m, "] = ", last, " do not lie in its ",
+                                                       b.indices.size(), " indices"));
+      }
+      std::vector<int32_t>& off = c.offsets[t];
+      for (int64_t i = 0; i <= m; ++i) off[i] = b.offsets[s + i] - first;
+      std::fill(off.begin() + m + 1, off.begin() + p + 1, last - first);  // empty bags: the padding
+      c.bags[t] = {.offsets = std::span<const int32_t>(off.data(), p + 1),
+                   .indices = b.indices.subspan(first, last - first),
+                   .weights = b.weights.empty() ? b.weights : b.weights.subspan(first, last - first)};
+    }
+    CEMB_RETURN_IF_ERROR(source->Lookup(c.bags, c.forward->embeddings(p), threads));
+    CEMB_RETURN_IF_ERROR(c.forward->Run(p, c.dense.data(), c.probabilities));
+    std::copy_n(c.probabilities.data(), m, out);
+    return absl::OkStatus();
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& path, const PredictorOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  Impl& p = *impl;
+  p.options = options;
+  if (options.max_batch <= 0 || options.contexts < 0 || options.threads_per_context < 0) {
+    return absl::InvalidArgumentError("predictor: max_batch must be > 0, contexts and threads_per_context >= 0");
+  }
+  CEMB_ASSIGN_OR_RETURN(p.checkpoint, ResolveCheckpoint(path));
+  CEMB_ASSIGN_OR_RETURN(p.manifest, ReadServingManifest(p.checkpoint));
+  CEMB_RETURN_IF_ERROR(
+      ReadCheckpoint(p.checkpoint, [&](const std::string&) { return options.verify_checksums; }).status());
+
+  // The checkpoint's precision, nothing timed; bf16 without a bf16 matmul: fp32.
+  CEMB_ASSIGN_OR_RETURN(const dlrm::Precision trained,
+                        ParseName(dlrm::kPrecisionNames, p.manifest.mlp_precision, "SERVING: mlp_precision"));
+  p.precision = trained;
+  if (trained == dlrm::Precision::kBf16 && dlrm::DetectMatmulCpu().bf16_matmul.empty()) {
+    p.precision = dlrm::Precision::kFp32;
+    p.warning = absl::StrCat("the checkpoint's MLPs are bf16 but oneDNN has no bf16 matmul on this CPU (",
+                             dlrm::DetectMatmulCpu().isa, "): served in fp32 from the fp32 master weights; "
+                             "scores differ from the training's evaluation by bf16 rounding");
+  } else if (trained == dlrm::Precision::kAuto) {
+    return absl::DataLossError(absl::StrCat(p.checkpoint, "/SERVING: mlp_precision is auto, never resolved"));
+  }
+  if (options.log && !p.warning.empty()) options.log(absl::StrCat("warning: ", p.warning));
+
+  CEMB_ASSIGN_OR_RETURN(dlrm::DlrmOptions model_options, ModelOptions(p.manifest, options, p.precision));
+  CEMB_ASSIGN_OR_RETURN(p.model, dlrm::Dlrm::Create(model_options));
+  CEMB_RETURN_IF_ERROR(p.model->Load(p.checkpoint + "/model"));
+  p.source = MakeLayerSource(p.model->embeddings());
+
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int contexts = options.contexts > 0 ? options.contexts : hardware;
+  p.threads = options.threads_per_context > 0 ? options.threads_per_context : 1;
+  p.planned = PlannedSizes(options.max_batch);
+  {
+    ScopedOmpThreads scope(p.threads);  // oneDNN plans for the threads it will run on
+    for (int i = 0; i < contexts; ++i) {
+      auto c = std::make_unique<Context>();
+      CEMB_ASSIGN_OR_RETURN(c->forward, p.model->MakeForward({.max_batch = options.max_batch,
+                                                              .batch_sizes = p.planned,
+                                                              .threads = p.threads}));
+      c->dense.resize(static_cast<size_t>(options.max_batch * p.manifest.num_dense));
+      c->offsets.assign(p.manifest.table_rows.size(), std::vector<int32_t>(options.max_batch + 1));
+      c->bags.resize(p.manifest.table_rows.size());
+      c->probabilities.resize(static_cast<size_t>(options.max_batch));
+      p.idle.push_back(c.get());
+      p.contexts.push_back(std::move(c));
+    }
+  }
+  if (options.log) {
+    options.log(absl::StrCat("predictor: ", p.checkpoint, ": ", p.manifest.table_rows.size(), " tables of dim ",
+                             p.manifest.dim, ", ", p.manifest.interaction, " interaction, ",
+                             dlrm::PrecisionName(p.precision), " MLPs; ", contexts, " context(s) of ", p.threads,
+                             " thread(s), batches up to ", options.max_batch,
+                             p.source->serialised() ? "; ssd tables: lookups one request at a time" : ""));
+  }
+  return std::unique_ptr<Predictor>(new Predictor(std::move(impl)));
+}
+
+Predictor::Predictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Predictor::~Predictor() = default;
+
+const std::string& Predictor::checkpoint() const { return impl_->checkpoint; }
+const ServingManifest& Predictor::manifest() const { return impl_->manifest; }
+dlrm::Precision Predictor::precision() const { return impl_->precision; }
+const std::string& Predictor::warning() const { return impl_->warning; }
+int Predictor::contexts() const { return static_cast<int>(impl_->contexts.size()); }
+int Predictor::threads_per_context() const { return impl_->threads; }
+int Predictor::num_tables() const { return static_cast<int>(impl_->manifest.table_rows.size()); }
+int64_t Predictor::num_dense() const { return impl_->manifest.num_dense; }
+dlrm::Dlrm& Predictor::model() const { return *impl_->model; }
+
+absl::Status Predictor::Predict(const dlrm::BatchView& batch, std::span<float> probabilities) const {
+  const Impl& p = *impl_;
+  const int64_t n = batch.size;
+  if (n < 0 || static_cast<int64_t>(probabilities.size()) < n) {
+    return absl::InvalidArgumentError(absl::StrCat(probabilities.size(), " probabilities for ", n, " samples"));
+  }
+  if (static_cast<int64_t>(batch.dense.size()) != n * num_dense() ||
+      static_cast<int>(batch.bags.size()) != num_tables()) {
+    return absl::InvalidArgumentError(absl::StrCat("batch of ", n, " samples has ", batch.dense.size(),
+                                                   " dense values and ", batch.bags.size(), " tables; expected ",
+                                                   n * num_dense(), " and ", num_tables()));
+  }
+  for (int t = 0; t < num_tables(); ++t) {
+    if (batch.bags[t].nbags() != n) {
+      return absl::InvalidArgumentError(absl::StrCat("table ", t, " has ", batch.bags[t].nbags(), " bags for ", n,
+                                                     " samples"));
+    }
+  }
+  if (n == 0) return absl::OkStatus();
+  ScopedOmpThreads scope(p.threads);
+  Context* c = p.Take();
+  absl::Status status;
+  for (int64_t s = 0; s < n && status.ok(); s += p.options.max_batch) {
+    status = p.ScorePiece(*c, batch, s, std::min(p.options.max_batch, n - s), probabilities.data() + s);
+  }
+  p.Give(c);
+  return status;
+}
+
+absl::Status Predictor::PredictCriteo(std::span<const data::CriteoRow> rows, std::span<float> probabilities) const {
+  const ServingManifest& m = impl_->manifest;
+  if (m.ids != "modulo" || m.dense_transform != "log1p") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        impl_->checkpoint, ": raw Criteo features need the training's preprocessing, and this model's is ids=", m.ids,
+        m.ids == "vocabulary" ? " (its vocabulary was not kept with the checkpoint)" : " (not trained on Criteo TSV)",
+        ": send dense floats and row indices (Predict)"));
+  }
+  if (num_tables() != data::kNumCategorical || num_dense() != data::kNumDense) {
+    return absl::FailedPreconditionError(absl::StrCat("the model has ", num_tables(), " tables and ", num_dense(),
+                                                      " dense features, Criteo 26 and 13"));
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const data::CriteoTransform transform{.table_sizes = m.table_rows};
+  std::vector<float> dense(static_cast<size_t>(n * data::kNumDense));
+  std::vector<int32_t> by_sample(static_cast<size_t>(n * data::kNumCategorical));
+  for (int64_t i = 0; i < n; ++i) {
+    transform.Apply(rows[i], dense.data() + i * data::kNumDense, by_sample.data() + i * data::kNumCategorical);
+  }
+  // One index per bag: table t's indices are column t.
+  std::vector<int32_t> indices(by_sample.size()), offsets(static_cast<size_t>(n + 1));
+  for (int64_t i = 0; i <= n; ++i) offsets[i] = static_cast<int32_t>(i);
+  std::vector<Bags<int32_t>> bags(data::kNumCategorical);
+  for (int t = 0; t < data::kNumCategorical; ++t) {
+    for (int64_t i = 0; i < n; ++i) indices[t * n + i] = by_sample[i * data::kNumCategorical + t];
+    bags[t] = {.offsets = offsets, .indices = std::span<const int32_t>(indices).subspan(t * n, n)};
+  }
+  return Predict({.size = n, .dense = dense, .bags = bags}, probabilities);
+}
+
+}  // namespace cemb::serve

@@ -1,0 +1,454 @@
+#include "serve/predictor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/file.h"
+#include "checkpoint/checkpoint.h"
+#include "dlrm/precision.h"
+#include "data/criteo.h"
+#include "data/dataset.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace cemb::serve {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr int kTables = 8;
+// docs/serving.md: how far a bf16 model's score of a sample may move with
+// the size of the batch it is scored in (fp32: not at all).
+constexpr double kBf16BatchTolerance = 1e-4;
+constexpr int64_t kRows = 2000;
+
+std::string TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base ? base : "/tmp") + "/cemb_predictor_test_XXXXXX";
+  EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+  return pattern;
+}
+
+// "dot", "concat", "dcn": fp32 MLPs; "dot-bf16": bf16 MLPs.
+std::string Yaml(const std::string& dir, const std::string& model) {
+  const std::string interaction = model.substr(0, model.find('-'));
+  const std::string precision = model.ends_with("-bf16") ? "bf16" : "fp32";
+  return absl::StrCat(R"(
+data:
+  source: synthetic
+  samples: 8192
+  distribution: zipf
+  alpha: 1.1
+  validation_fraction: 0.25
+  seed: 5
+  work_dir: )", dir, R"(/data
+model:
+  embedding_dim: 16
+  bottom_mlp: [512, 256, 64, 16]
+  top_mlp: [512, 256, 1]
+  interaction: )", interaction, interaction == "dcn" ? "\n  dcn_layers: 2\n  dcn_rank: 8" : "", R"(
+  mlp_precision: )", precision, R"(
+  tables: {count: 8, rows: 2000}
+  storage: {kind: dram, slow_tier: )", dir, R"(}
+  table_storage:
+    "1": {kind: dynamic, cache_lower: 0.1, cache_slack: 0.02}
+    "2": {kind: ssd}
+  dram_budget: 16MiB
+optimizer:
+  learning_rate: 0.1
+train:
+  batch_size: 512
+  steps: 6
+  threads: 2
+  seed: 3
+  progress: false
+  checkpoint_dir: )", dir, R"(/ck
+)");
+}
+
+// A batch of n samples: dense features and one row per table, from `seed`.
+struct Samples {
+  int64_t n = 0;
+  std::vector<float> dense;
+  std::vector<std::vector<int32_t>> indices, offsets;
+  std::vector<Bags<int32_t>> bags;
+
+  Samples(int64_t count, uint64_t seed) : n(count), indices(kTables), offsets(kTables) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> x(0.f, 5.f);
+    std::uniform_int_distribution<int32_t> row(0, kRows - 1);
+    for (int64_t i = 0; i < n * 13; ++i) dense.push_back(x(rng));
+    for (int t = 0; t < kTables; ++t) {
+      for (int64_t i = 0; i <= n; ++i) offsets[t].push_back(static_cast<int32_t>(i));
+      for (int64_t i = 0; i < n; ++i) indices[t].push_back(row(rng));
+    }
+    for (int t = 0; t < kTables; ++t) bags.push_back({.offsets = offsets[t], .indices = indices[t]});
+  }
+  dlrm::BatchView view() const { return {.size = n, .dense = dense, .bags = bags}; }
+  // Samples [s, s + m) as a batch of their own.
+  Samples Slice(int64_t s, int64_t m) const {
+    Samples out(0, 0);
+    out.n = m;
+    out.dense.assign(dense.begin() + s * 13, dense.begin() + (s + m) * 13);
+    out.bags.clear();
+    for (int t = 0; t < kTables; ++t) {
+      out.indices[t].assign(indices[t].begin() + s, indices[t].begin() + s + m);
+      out.offsets[t].clear();
+      for (int64_t i = 0; i <= m; ++i) out.offsets[t].push_back(static_cast<int32_t>(i));
+    }
+    for (int t = 0; t < kTables; ++t) out.bags.push_back({.offsets = out.offsets[t], .indices = out.indices[t]});
+    return out;
+  }
+};
+
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b;
+  for (float f : v) b.push_back(std::bit_cast<uint32_t>(f));
+  return b;
+}
+
+// One trained checkpoint per model, shared by the tests: table 1 trained
+// behind a dynamic cache, table 2 on the ssd tier (its checkpoint file is an
+// ssd snapshot), the others in DRAM.
+class PredictorTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam().ends_with("-bf16") && dlrm::DetectMatmulCpu().bf16_matmul.empty()) {
+      GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU";
+    }
+  }
+  static void SetUpTestSuite() { dir_ = new std::string(TempDir()); }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+  }
+
+  // The checkpoint directory of GetParam()'s model, trained on first use.
+  std::string Checkpoint() {
+    const std::string dir = absl::StrCat(*dir_, "/", GetParam());
+    if (fs::exists(dir + "/ck/LATEST")) return dir + "/ck";
+    fs::create_directories(dir);
+    absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(Yaml(dir, GetParam()), "test.yaml");
+    EXPECT_TRUE(c.ok()) << c.status();
+    FILE* quiet = std::fopen("/dev/null", "w");
+    absl::StatusOr<std::unique_ptr<dlrm::Trainer>> t = dlrm::Trainer::Create(*c, {.out = quiet});
+    EXPECT_TRUE(t.ok()) << t.status();
+    absl::StatusOr<dlrm::TrainSummary> s = (*t)->Run();
+    EXPECT_TRUE(s.ok()) << s.status();
+    std::fclose(quiet);
+    return dir + "/ck";
+  }
+
+  // What dlrm-train's evaluation computes: the model the trainer builds
+  // from the config (batch 512, 2 threads), loaded from the checkpoint,
+  // Dlrm::Predict over `samples`.
+  std::vector<float> TrainerPredicts(const Samples& samples) {
+    Checkpoint();
+    const std::string dir = absl::StrCat(*dir_, "/", GetParam());
+    absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(Yaml(dir, GetParam()), "test.yaml");
+    EXPECT_TRUE(c.ok()) << c.status();
+    const std::vector<uint64_t> sizes(kTables, kRows);
+    absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(sizes);
+    EXPECT_TRUE(o.ok()) << o.status();
+    o->extra_batch_sizes = {samples.n};
+    absl::StatusOr<std::unique_ptr<dlrm::Dlrm>> model = dlrm::Dlrm::Create(*o);
+    EXPECT_TRUE(model.ok()) << model.status();
+    absl::StatusOr<std::string> path = ResolveCheckpoint(dir + "/ck");
+    EXPECT_TRUE(path.ok());
+    EXPECT_TRUE((*model)->Load(*path + "/model").ok());
+    std::vector<float> p(samples.n);
+    absl::Status s = (*model)->Predict(samples.view(), p, nullptr);
+    EXPECT_TRUE(s.ok()) << s;
+    return p;
+  }
+
+  std::unique_ptr<Predictor> Open(PredictorOptions options = {}) {
+    absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(Checkpoint(), options);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  }
+
+  std::vector<float> Predict(const Predictor& p, const Samples& s) {
+    std::vector<float> out(s.n, -1.f);
+    absl::Status st = p.Predict(s.view(), out);
+    EXPECT_TRUE(st.ok()) << st;
+    return out;
+  }
+
+  static std::string* dir_;
+};
+std::string* PredictorTest::dir_ = nullptr;
+
+TEST_P(PredictorTest, ScoresEqualTheTrainersEvaluation) {
+  absl::StatusOr<std::string> step = ResolveCheckpoint(Checkpoint());
+  ASSERT_TRUE(step.ok());
+  EXPECT_TRUE(fs::exists(*step + "/model/emb_l.2.ssd"));  // the premise: an ssd table's snapshot is served
+  const Samples samples(512, 11);
+  const std::vector<float> expected = TrainerPredicts(samples);
+  for (auto [contexts, threads] : {std::pair{2, 1}, std::pair{1, 2}}) {
+    SCOPED_TRACE(absl::StrCat(contexts, " contexts of ", threads, " threads"));
+    std::unique_ptr<Predictor> p = Open({.contexts = contexts, .threads_per_context = threads});
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->manifest().interaction, GetParam().substr(0, GetParam().find('-')));
+    EXPECT_EQ(p->precision(), GetParam().ends_with("-bf16") ? dlrm::Precision::kBf16 : dlrm::Precision::kFp32);
+    EXPECT_EQ(Bits(Predict(*p, samples)), Bits(expected));
+  }
+}
+
+TEST_P(PredictorTest, ASamplesScoreDoesNotDependOnItsBatch) {
+  std::unique_ptr<Predictor> p = Open({.max_batch = 64});
+  ASSERT_NE(p, nullptr);
+  const Samples samples(200, 12);
+  const std::vector<float> whole = Predict(*p, samples);  // pieces of 64, 64, 64 and 8
+  std::vector<float> alone, in_odd_batches;
+  for (int64_t i = 0; i < samples.n; ++i) alone.push_back(Predict(*p, samples.Slice(i, 1))[0]);
+  for (int64_t s = 0; s < samples.n; s += 37) {  // 37 samples padded to 64, the last 15 to 16
+    const std::vector<float> part = Predict(*p, samples.Slice(s, std::min<int64_t>(37, samples.n - s)));
+    in_odd_batches.insert(in_odd_batches.end(), part.begin(), part.end());
+  }
+  if (!GetParam().ends_with("-bf16")) {
+    EXPECT_EQ(Bits(alone), Bits(whole));
+    EXPECT_EQ(Bits(in_odd_batches), Bits(whole));
+    return;
+  }
+  // bf16 (AMX): oneDNN's matmul sums a row's products in an order that
+  // depends on the batch's size, and a sum rounded to bf16 between layers
+  // can then round the other way: the tolerance docs/serving.md states.
+  double worst = 0;
+  for (int64_t i = 0; i < samples.n; ++i) {
+    worst = std::max({worst, std::abs(double{alone[i]} - whole[i]), std::abs(double{in_odd_batches[i]} - whole[i])});
+  }
+  std::printf("bf16: largest difference of a score between batch sizes: %.3g\n", worst);
+  EXPECT_LE(worst, kBf16BatchTolerance);
+  EXPECT_NE(Bits(alone), Bits(whole));  // the premise: the sums did differ
+}
+
+TEST_P(PredictorTest, ScoresAreTheSameFromEveryStorageKind) {
+  const Samples samples(300, 13);
+  std::unique_ptr<Predictor> dram = Open();
+  ASSERT_NE(dram, nullptr);
+  const std::vector<float> expected = Predict(*dram, samples);
+  const std::string dir = absl::StrCat(*dir_, "/", GetParam());
+  std::vector<std::pair<std::string, StorageConfig>> kinds = {
+      {"simple", {.kind = StorageKind::kSimple, .slow_tier = TierOptions::Pmem(dir)}},
+      {"dynamic, 5%", {.kind = StorageKind::kDynamic, .slow_tier = TierOptions::Pmem(dir),
+                       .cache = {.lower = CacheSize::Fraction(0.05), .slack = CacheSize::Fraction(0.01)}}},
+      {"static, 50%", {.kind = StorageKind::kStatic, .slow_tier = TierOptions::Pmem(dir),
+                       .cache = {.lower = CacheSize::Fraction(0.5), .slack = CacheSize::Fraction(0.01)}}}};
+  StorageConfig ssd{.kind = StorageKind::kSsd};
+  ssd.ssd.capacity_bytes = 4 << 20;
+  ssd.ssd.file.directory = dir;
+  kinds.push_back({"ssd, 4 MiB", ssd});
+  for (const auto& [name, storage] : kinds) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<Predictor> p = Open({.storage = storage});
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(Bits(Predict(*p, samples)), Bits(expected));
+  }
+}
+
+// Many request threads at once, each on its own samples, against the same
+// samples scored one request at a time (run it under TSan: no lock is held
+// while scoring, each context is one thread's at a time).
+TEST_P(PredictorTest, ManyThreadsScoreAtOnce) {
+  std::unique_ptr<Predictor> p = Open({.max_batch = 32, .contexts = 3, .threads_per_context = 1});
+  ASSERT_NE(p, nullptr);
+  constexpr int kThreads = 6, kRequests = 20;
+  const Samples samples(kThreads * kRequests * 5, 14);
+  std::vector<float> expected;  // the same requests, one at a time
+  for (int64_t s = 0; s < samples.n; s += 5) {
+    const std::vector<float> one = Predict(*p, samples.Slice(s, 5));
+    expected.insert(expected.end(), one.begin(), one.end());
+  }
+  std::vector<float> got(samples.n, -1.f);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kThreads; ++w) {
+    threads.emplace_back([&, w] {
+      for (int r = 0; r < kRequests; ++r) {
+        const int64_t s = (w * kRequests + r) * 5;
+        const Samples request = samples.Slice(s, 5);
+        std::vector<float> out(5);
+        if (p->Predict(request.view(), out).ok()) std::copy(out.begin(), out.end(), got.begin() + s);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(Bits(got), Bits(expected));
+}
+
+TEST_P(PredictorTest, ABadRowIsNamedAndNothingIsScored) {
+  std::unique_ptr<Predictor> p = Open();
+  ASSERT_NE(p, nullptr);
+  Samples samples(10, 15);
+  samples.indices[3][7] = kRows;
+  std::vector<float> out(10, -1.f);
+  absl::Status s = p->Predict(samples.view(), out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
+  EXPECT_THAT(s.message(), HasSubstr("table emb3, bag 7, index 0: "));
+  EXPECT_THAT(s.message(), HasSubstr("2000"));
+  for (float v : out) EXPECT_EQ(v, -1.f);
+  std::vector<float> wrong(3);
+  EXPECT_TRUE(absl::IsInvalidArgument(p->Predict(samples.view(), wrong)));
+  // Synthetic data: raw Criteo features have no preprocessing to go through.
+  std::vector<data::CriteoRow> rows(2);
+  EXPECT_TRUE(absl::IsFailedPrecondition(p->PredictCriteo(rows, out)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, PredictorTest, ::testing::Values("dot", "concat", "dcn", "dot-bf16"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string name = i.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// Raw Criteo features go through exactly what preprocessing made of the
+// same lines for training: scored from the TSV lines, they equal the scores
+// of the records the trainer's preprocessing wrote (train.bin, in line
+// order), bit for bit.
+TEST(Predictor, RawCriteoFeaturesGoThroughTheTrainingsPreprocessing) {
+  const std::string dir = TempDir();
+  std::mt19937_64 rng(21);
+  std::string tsv;
+  std::vector<std::string> lines;
+  for (int i = 0; i < 1400; ++i) {
+    std::string line = absl::StrCat(rng() % 2);
+    for (int j = 0; j < 13; ++j) {
+      const uint64_t r = rng() % 10;
+      absl::StrAppend(&line, "\t", r == 0 ? "" : absl::StrCat(static_cast<int64_t>(rng() % 3000) - 3));
+    }
+    for (int j = 0; j < 26; ++j) {
+      absl::StrAppend(&line, "\t", rng() % 10 == 0 ? "" : absl::StrCat(absl::Hex(rng() & 0xffffffff)));
+    }
+    lines.push_back(line);
+    absl::StrAppend(&tsv, line, "\n");
+  }
+  ASSERT_TRUE(base::WriteFileAtomically(dir + "/train.txt", tsv).ok());
+  absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(
+      absl::StrCat("data: {source: tsv, path: ", dir, "/train.txt, format: kaggle, max_ind_range: 997, work_dir: ",
+                   dir, "/data}\nmodel: {embedding_dim: 8, bottom_mlp: [16, 8], top_mlp: [16, 1], "
+                   "mlp_precision: fp32}\ntrain: {batch_size: 200, steps: 3, threads: 2, progress: false, "
+                   "checkpoint_dir: ", dir, "/ck}\n"),
+      "criteo.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  FILE* quiet = std::fopen("/dev/null", "w");
+  absl::StatusOr<std::unique_ptr<dlrm::Trainer>> trainer = dlrm::Trainer::Create(*c, {.out = quiet});
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  std::fclose(quiet);
+
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(dir + "/ck", {});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->manifest().ids, "modulo");
+  EXPECT_EQ((*p)->manifest().dense_transform, "log1p");
+  EXPECT_EQ((*p)->manifest().table_rows[2], 997u);  // capped by max_ind_range
+  EXPECT_EQ((*p)->manifest().table_rows[8], 3u);    // a Kaggle table smaller than the cap
+
+  // The first n records of train.bin are lines 0 .. n-1.
+  std::string train_bin;
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/data")) {
+    if (e.path().filename() == "train.bin") train_bin = e.path().string();
+  }
+  ASSERT_FALSE(train_bin.empty());
+  absl::StatusOr<std::unique_ptr<data::Dataset>> d = data::Dataset::Open(train_bin);
+  ASSERT_TRUE(d.ok()) << d.status();
+  constexpr int64_t n = 300;
+  std::vector<float> dense;
+  std::vector<std::vector<int32_t>> indices(26);
+  std::vector<int32_t> offsets;
+  for (int64_t i = 0; i <= n; ++i) offsets.push_back(static_cast<int32_t>(i));
+  std::vector<data::CriteoRow> rows(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* r = (*d)->record(i);
+    dense.insert(dense.end(), r + 1, r + 14);
+    for (int t = 0; t < 26; ++t) indices[t].push_back(std::bit_cast<int32_t>(r[14 + t]));
+    ASSERT_TRUE(data::ParseCriteoLine(lines[i], rows[i]).ok());
+  }
+  std::vector<Bags<int32_t>> bags;
+  for (int t = 0; t < 26; ++t) bags.push_back({.offsets = offsets, .indices = indices[t]});
+  std::vector<float> preprocessed(n), raw(n, -1.f);
+  ASSERT_TRUE((*p)->Predict({.size = n, .dense = dense, .bags = bags}, preprocessed).ok());
+  ASSERT_TRUE((*p)->PredictCriteo(rows, raw).ok());
+  EXPECT_EQ(Bits(raw), Bits(preprocessed));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+// Where oneDNN has no bf16 matmul (run with ONEDNN_MAX_CPU_ISA=AVX2 on a
+// CPU that has one: tests/serve/CMakeLists.txt), a bf16 checkpoint is served
+// in fp32 from its fp32 master weights, with a warning. The checkpoint is
+// an fp32 one copied with its SERVING saying bf16 (training in bf16 needs
+// the matmul this run does not have).
+TEST(Predictor, ABf16CheckpointWithoutABf16MatmulIsServedInFp32WithAWarning) {
+  if (!dlrm::DetectMatmulCpu().bf16_matmul.empty()) {
+    GTEST_SKIP() << "oneDNN has a bf16 matmul here; ctest runs this with ONEDNN_MAX_CPU_ISA=AVX2";
+  }
+  const std::string dir = TempDir();
+  absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(Yaml(dir, "dot"), "test.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  FILE* quiet = std::fopen("/dev/null", "w");
+  absl::StatusOr<std::unique_ptr<dlrm::Trainer>> trainer = dlrm::Trainer::Create(*c, {.out = quiet});
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->Run().ok());
+  std::fclose(quiet);
+  absl::StatusOr<std::string> fp32 = ResolveCheckpoint(dir + "/ck");
+  ASSERT_TRUE(fp32.ok());
+  absl::StatusOr<ServingManifest> m = ReadServingManifest(*fp32);
+  ASSERT_TRUE(m.ok());
+  m->mlp_precision = "bf16";
+  absl::StatusOr<std::string> bf16 = WriteCheckpoint(
+      dir + "/bf16", {.step = 6},
+      [&](const std::string& tmp) -> absl::Status {
+        fs::copy(*fp32 + "/model", tmp + "/model", fs::copy_options::recursive);
+        return base::WriteFileAtomically(absl::StrCat(tmp, "/", kServingManifest), SerializeServingManifest(*m));
+      },
+      1);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  std::vector<std::string> lines;
+  absl::StatusOr<std::unique_ptr<Predictor>> p =
+      Predictor::Open(*bf16, {.log = [&](std::string_view l) { lines.emplace_back(l); }});
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ((*p)->precision(), dlrm::Precision::kFp32);
+  EXPECT_THAT((*p)->warning(), HasSubstr("served in fp32"));
+  ASSERT_FALSE(lines.empty());
+  EXPECT_THAT(lines[0], HasSubstr("warning: "));
+  absl::StatusOr<std::unique_ptr<Predictor>> same = Predictor::Open(*fp32, {});
+  ASSERT_TRUE(same.ok());
+  const Samples samples(50, 16);
+  std::vector<float> a(50), b(50);
+  ASSERT_TRUE((*p)->Predict(samples.view(), a).ok());
+  ASSERT_TRUE((*same)->Predict(samples.view(), b).ok());
+  EXPECT_EQ(Bits(a), Bits(b));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+TEST(Predictor, ACheckpointWithoutAManifestSaysToSaveItAgain) {
+  const std::string dir = TempDir();
+  absl::StatusOr<std::string> written = WriteCheckpoint(
+      dir, {.step = 4}, [](const std::string& tmp) { return base::WriteFileAtomically(tmp + "/x", "x"); }, 1);
+  ASSERT_TRUE(written.ok()) << written.status();
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(dir, {});
+  EXPECT_TRUE(absl::IsFailedPrecondition(p.status())) << p.status();
+  EXPECT_THAT(p.status().message(), HasSubstr("re-save it"));
+  EXPECT_TRUE(absl::IsNotFound(Predictor::Open(dir + "/none", {}).status()));
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace cemb::serve
