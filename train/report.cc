@@ -102,7 +102,7 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
                                      data::HotnessText(train.hotness()));
   absl::StrAppendFormat(
       &text,
-      "model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables: %s in DRAM, %s on the slow "
+      "model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables%s: %s in DRAM, %s on the slow "
       "tier%s\n",
       mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
       InteractionKindName(mo.interaction),
@@ -113,7 +113,9 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
                                                                    PrecisionName(mo.mlp_precision))
                                                  : "",
       PrecisionName(mo.mlp_precision), precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
-      NameOf(kTableDtypeNames, config.model.bf16_tables), HumanBytes(tables.dram), HumanBytes(tables.slow), ssd_line);
+      NameOf(kTableDtypeNames, config.model.bf16_tables),
+      RowStateFloats(1, config.optimizer.embedding) > 0 ? " with their fp32 Adagrad accumulators" : "",
+      HumanBytes(tables.dram), HumanBytes(tables.slow), ssd_line);
   absl::StrAppend(&text, budget_lines);
   if (!precision.warning.empty()) absl::StrAppend(&text, "warning: ", precision.warning, "\n");
   absl::StrAppendFormat(
