@@ -15,6 +15,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "python/status.h"
 #include "python/collection.h"
 
 namespace py = pybind11;
@@ -22,24 +23,6 @@ namespace py = pybind11;
 namespace cemb::python {
 namespace {
 
-void Check(const absl::Status& s) {
-  if (s.ok()) return;
-  const std::string message(s.message());
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      throw py::value_error(message);
-    case absl::StatusCode::kOutOfRange:
-      throw py::index_error(message);
-    case absl::StatusCode::kNotFound:
-      PyErr_SetString(PyExc_FileNotFoundError, message.c_str());
-      throw py::error_already_set();
-    case absl::StatusCode::kFailedPrecondition:
-      throw std::runtime_error(message);
-    default:
-      PyErr_SetString(PyExc_OSError, message.c_str());
-      throw py::error_already_set();
-  }
-}
 
 // A 1-D C-contiguous int32 or int64 array, or TypeError / ValueError naming it.
 IndexArray Indices(const py::handle& h, const std::string& what) {

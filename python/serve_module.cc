@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "python/status.h"
 #include "serve/predictor.h"
 
 namespace py = pybind11;
@@ -23,24 +24,7 @@ namespace py = pybind11;
 namespace cemb::serve {
 namespace {
 
-void Check(const absl::Status& s) {
-  if (s.ok()) return;
-  const std::string message(s.message());
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-      throw py::value_error(message);
-    case absl::StatusCode::kOutOfRange:
-      throw py::index_error(message);
-    case absl::StatusCode::kNotFound:
-      PyErr_SetString(PyExc_FileNotFoundError, message.c_str());
-      throw py::error_already_set();
-    case absl::StatusCode::kFailedPrecondition:
-      throw std::runtime_error(message);
-    default:
-      PyErr_SetString(PyExc_OSError, message.c_str());
-      throw py::error_already_set();
-  }
-}
+using ::cemb::python::Check;
 
 // A C-contiguous 2-D array of `rows` x `cols`, or ValueError naming it.
 void CheckShape(const py::array& a, const char* what, int64_t cols) {
