@@ -222,6 +222,25 @@ class SimpleTable : public SimpleTable<T, kDynamic> {
   explicit SimpleTable(Dynamic rows) : Dynamic(std::move(rows)) {}
 };
 
+// `table` checked for a table of T with static size D (kDynamic: the
+// options' featuresize), with featuresize resolved: a static size the
+// options contradict, a featuresize or nvectors <= 0, or state_floats the
+// rows cannot hold aligned is InvalidArgument naming the table. The tables
+// whose rows live in a file (SsdTable, SnapshotTable) check their shape here.
+template <StorageType T, int64_t D>
+absl::StatusOr<TableOptions> CheckedShape(const TableOptions& table) {
+  if (D != kDynamic && table.featuresize != 0 && table.featuresize != D) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(table.name, ": featuresize ", table.featuresize, " given to a table of static size ", D));
+  }
+  TableOptions shape = table;
+  shape.featuresize = D == kDynamic ? table.featuresize : D;
+  if (shape.featuresize <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": featuresize must be > 0"));
+  if (table.nvectors <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": nvectors must be > 0"));
+  if (absl::Status s = SimpleTable<T, kDynamic>::CheckStateFloats(shape); !s.ok()) return s;
+  return shape;
+}
+
 }  // namespace cemb
 
 #endif  // CEMB_EMBEDDING_SIMPLE_TABLE_H_

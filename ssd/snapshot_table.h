@@ -69,13 +69,9 @@ class SnapshotTable {
   // id area (4 bytes a row in the snapshot), nothing else.
   [[nodiscard]] static absl::StatusOr<SnapshotTable> Open(const TableOptions& table,
                                                           const SnapshotTableOptions& options) {
-    const int64_t d = D == kDynamic ? table.featuresize : D;
-    if (D != kDynamic && table.featuresize != 0 && table.featuresize != D) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(table.name, ": featuresize ", table.featuresize, " given to a table of static size ", D));
-    }
-    if (d <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": featuresize must be > 0"));
-    if (table.nvectors <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": nvectors must be > 0"));
+    absl::StatusOr<TableOptions> shape = CheckedShape<T, D>(table);
+    if (!shape.ok()) return shape.status();
+    const int64_t d = shape->featuresize;
     const size_t feature_bytes = static_cast<size_t>(d) * sizeof(T);
     absl::StatusOr<std::unique_ptr<ssd_internal::SnapshotCore>> core = ssd_internal::SnapshotCore::Open(
         table.name, table.nvectors, d, feature_bytes, feature_bytes + static_cast<size_t>(table.state_floats) * 4,

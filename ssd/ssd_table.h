@@ -240,16 +240,9 @@ class SsdTable {
 
 template <StorageType T, int64_t D>
 absl::StatusOr<SsdTable<T, D>> SsdTable<T, D>::Create(const TableOptions& table, const SsdOptions& ssd) {
-  const int64_t d = D == kDynamic ? table.featuresize : D;
-  if (D != kDynamic && table.featuresize != 0 && table.featuresize != D) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(table.name, ": featuresize ", table.featuresize, " given to a table of static size ", D));
-  }
-  if (d <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": featuresize must be > 0"));
-  if (table.nvectors <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": nvectors must be > 0"));
-  TableOptions shape = table;
-  shape.featuresize = d;
-  if (absl::Status s = SimpleTable<T, kDynamic>::CheckStateFloats(shape); !s.ok()) return s;
+  absl::StatusOr<TableOptions> shape = CheckedShape<T, D>(table);
+  if (!shape.ok()) return shape.status();
+  const int64_t d = shape->featuresize;
   const size_t feature_bytes = static_cast<size_t>(d) * sizeof(T);
   absl::StatusOr<std::unique_ptr<ssd_internal::SsdCore>> core = ssd_internal::SsdCore::Create(
       table.name, table.nvectors, d, feature_bytes, feature_bytes + static_cast<size_t>(table.state_floats) * 4, ssd,
