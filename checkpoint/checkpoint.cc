@@ -1,8 +1,12 @@
 #include "checkpoint/checkpoint.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
 #include <cinttypes>
 #include <filesystem>
 
@@ -21,6 +25,45 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The size of an open file.
+absl::StatusOr<uint64_t> FileBytes(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return base::ErrnoStatus(errno, path, "fstat");
+  return static_cast<uint64_t>(st.st_size);
+}
+
+// The checksum of the first `bytes` of an open file, read with pread (the
+// descriptor's offset is not used).
+absl::StatusOr<uint64_t> ChecksumOpenFile(int fd, const std::string& path, uint64_t bytes,
+                                          const std::atomic<bool>* stop) {
+  // Aligned reads at aligned offsets, so that an O_DIRECT descriptor reads too.
+  constexpr size_t kChunk = size_t{1} << 20, kAlign = 4096;
+  std::unique_ptr<char, decltype(&std::free)> buffer(static_cast<char*>(std::aligned_alloc(kAlign, kChunk)), &std::free);
+  Checksum64 sum;
+  for (uint64_t offset = 0; offset < bytes;) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) {
+      return absl::CancelledError(absl::StrCat(path, ": verification stopped"));
+    }
+    const ssize_t r = ::pread(fd, buffer.get(), kChunk, static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      const int err = errno;
+      return base::ErrnoStatus(err, absl::StrCat(path, " at offset ", offset), "read");
+    }
+    if (r == 0) {
+      return absl::DataLossError(absl::StrCat("checkpoint file ", path, " ended at ", offset, " of ", bytes,
+                                              " bytes while it was verified"));
+    }
+    const uint64_t got = std::min<uint64_t>(static_cast<uint64_t>(r), bytes - offset);
+    sum.Update(buffer.get(), got);
+    offset += got;
+    if (got % kAlign != 0 && offset < bytes) {
+      return absl::DataLossError(absl::StrCat("checkpoint file ", path, ": short read at offset ", offset));
+    }
+  }
+  return sum.Digest();
+}
+
 // Size and checksum of a whole file.
 absl::StatusOr<CheckpointFile> Digest(const std::string& path, const std::string& name) {
   absl::StatusOr<base::File> file = base::File::OpenForReading(path);
@@ -28,16 +71,9 @@ absl::StatusOr<CheckpointFile> Digest(const std::string& path, const std::string
     return absl::DataLossError(absl::StrCat("checkpoint file ", path, " is missing"));
   }
   CEMB_RETURN_IF_ERROR(file.status());
-  std::vector<char> buffer(size_t{1} << 20);
-  Checksum64 sum;
   CheckpointFile f{.name = name};
-  while (true) {
-    CEMB_ASSIGN_OR_RETURN(const size_t n, base::ReadSome(file->fd(), path, buffer.data(), buffer.size()));
-    if (n == 0) break;
-    sum.Update(buffer.data(), n);
-    f.bytes += n;
-  }
-  f.checksum = sum.Digest();
+  CEMB_ASSIGN_OR_RETURN(f.bytes, FileBytes(file->fd(), path));
+  CEMB_ASSIGN_OR_RETURN(f.checksum, ChecksumOpenFile(file->fd(), path, f.bytes, nullptr));
   return f;
 }
 
@@ -235,21 +271,33 @@ absl::StatusOr<CheckpointState> ReadCheckpoint(const std::string& path,
   for (const CheckpointFile& f : state.files) {
     if (verify && !verify(f.name)) continue;
     const std::string file_path = absl::StrCat(path, "/", f.name);
-    CEMB_ASSIGN_OR_RETURN(CheckpointFile actual, Digest(file_path, f.name));
-    if (actual.bytes < f.bytes) {
-      return absl::DataLossError(absl::StrCat("checkpoint file ", file_path, " is truncated: ", actual.bytes,
-                                              " bytes, the manifest says ", f.bytes));
+    absl::StatusOr<base::File> file = base::File::OpenForReading(file_path);
+    if (absl::IsNotFound(file.status())) {
+      return absl::DataLossError(absl::StrCat("checkpoint file ", file_path, " is missing"));
     }
-    if (actual.bytes > f.bytes) {
-      return absl::DataLossError(absl::StrCat("checkpoint file ", file_path, " has grown: ", actual.bytes,
-                                              " bytes, the manifest says ", f.bytes));
-    }
-    if (actual.checksum != f.checksum) {
-      return absl::DataLossError(absl::StrCat("checkpoint file ", file_path,
-                                              " is corrupt: its checksum does not match the manifest"));
-    }
+    CEMB_RETURN_IF_ERROR(file.status());
+    CEMB_RETURN_IF_ERROR(VerifyOpenFile(file->fd(), file_path, f));
   }
   return state;
+}
+
+absl::Status VerifyOpenFile(int fd, const std::string& path, const CheckpointFile& expected,
+                            const std::atomic<bool>* stop) {
+  CEMB_ASSIGN_OR_RETURN(const uint64_t bytes, FileBytes(fd, path));
+  if (bytes < expected.bytes) {
+    return absl::DataLossError(absl::StrCat("checkpoint file ", path, " is truncated: ", bytes,
+                                            " bytes, the manifest says ", expected.bytes));
+  }
+  if (bytes > expected.bytes) {
+    return absl::DataLossError(absl::StrCat("checkpoint file ", path, " has grown: ", bytes,
+                                            " bytes, the manifest says ", expected.bytes));
+  }
+  CEMB_ASSIGN_OR_RETURN(const uint64_t checksum, ChecksumOpenFile(fd, path, bytes, stop));
+  if (checksum != expected.checksum) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint file ", path, " is corrupt: its checksum does not match the manifest"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cemb

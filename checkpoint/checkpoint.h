@@ -38,6 +38,7 @@
 #ifndef CEMB_CHECKPOINT_CHECKPOINT_H_
 #define CEMB_CHECKPOINT_CHECKPOINT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -90,6 +91,15 @@ std::string CheckpointName(int64_t step);
 // it is empty). Several processes verify only the files each will load.
 [[nodiscard]] absl::StatusOr<CheckpointState> ReadCheckpoint(
     const std::string& path, const std::function<bool(const std::string& name)>& verify = {});
+
+// Verifies one of a checkpoint's files, `expected` (its size and checksum
+// from the manifest), through a descriptor its reader holds open (O_DIRECT
+// or not), never reopening it by path: a predictor that serves a snapshot
+// in place checks it in the background while the trainer may delete the
+// directory. DataLoss names `path` (truncated, grown, corrupt); Cancelled
+// when *stop became true.
+[[nodiscard]] absl::Status VerifyOpenFile(int fd, const std::string& path, const CheckpointFile& expected,
+                                          const std::atomic<bool>* stop = nullptr);
 
 }  // namespace cemb
 

@@ -186,6 +186,11 @@ struct Dlrm::Impl {
   absl::StatusOr<std::span<const float>> Forward(const BatchView& b, Stopwatch& watch) {
     const int64_t n = b.size;
     StepPeers* peers = options.peers;
+    if (peers == nullptr && embeddings->num_tables() != num_tables) {
+      return absl::FailedPreconditionError(absl::StrCat("model: the layer holds ", embeddings->num_tables(), " of its ",
+                                                        num_tables, " tables and no peers hold the others: score "
+                                                        "through MakeForward"));
+    }
     absl::Status local = CheckBatch(b);
     if (peers != nullptr) {
       // Every process takes part, whatever its local status: the tables'
@@ -261,9 +266,9 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmOptions& options) {
   impl->options.mlp_precision = impl->precision.precision;
   impl->dim = options.embeddings.dim;
   impl->num_tables = NumTables(options);
-  if (options.peers == nullptr && impl->num_tables != static_cast<int64_t>(options.embeddings.tables.size())) {
+  if (impl->num_tables < static_cast<int64_t>(options.embeddings.tables.size())) {
     return absl::InvalidArgumentError(absl::StrCat("model: ", impl->num_tables, " tables but the layer has ",
-                                                   options.embeddings.tables.size(), " (and no peers hold the others)"));
+                                                   options.embeddings.tables.size()));
   }
   impl->max_batch = options.batch_size;
   for (int64_t b : options.extra_batch_sizes) impl->max_batch = std::max(impl->max_batch, b);
@@ -467,6 +472,10 @@ absl::Status Dlrm::Impl::LoadDense(const std::string& dir, bool state) {
 absl::Status Dlrm::Save(const std::string& dir) {
   CEMB_RETURN_IF_ERROR(impl_->SaveDense(dir, /*state=*/true));
   return impl_->embeddings->Save(dir, kTablePrefix);
+}
+
+std::string Dlrm::TableFileName(int table, std::string_view extension) {
+  return absl::StrCat(kTablePrefix, table, ".", absl::string_view(extension.data(), extension.size()));
 }
 
 int Dlrm::TableOfFile(std::string_view name) {

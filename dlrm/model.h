@@ -115,7 +115,10 @@ struct DlrmOptions {
   // Training on several processes: the model's tables, of which
   // `embeddings` holds this process's (each with its model-wide id), and the
   // step's work shared with the others (not owned; it outlives the model).
-  // One process: 0 (= embeddings.tables.size()) and nullptr.
+  // One process: 0 (= embeddings.tables.size()) and nullptr. A model that
+  // holds some of its tables and no peers (a predictor that serves the
+  // others itself, serve/) scores only through MakeForward: TrainStep and
+  // Predict are FailedPrecondition.
   int64_t num_tables = 0;
   StepPeers* peers = nullptr;
   int64_t batch_size = 2048;
@@ -220,6 +223,9 @@ class Dlrm {
   // The model-wide table id whose file Save wrote as `name` (a path whose
   // last component is "emb_l.<t>.<ext>"), or -1 for any other file.
   static int TableOfFile(std::string_view name);
+  // The name Save gives table t's file with `extension` ("ssd": an ssd
+  // table's snapshot, "rows"): "emb_l.<t>.<extension>".
+  static std::string TableFileName(int table, std::string_view extension);
 
   // Every parameter as one .npy file named by the keys of dlrm_s_pytorch's
   // DLRM_Net.state_dict(), so that a PyTorch model converts with

@@ -121,11 +121,13 @@ PYBIND11_MODULE(_serve, m) {
   py::class_<Predictor>(m, "Predictor")
       .def_static(
           "open",
-          [](const std::string& path, int64_t max_batch, int contexts, int threads_per_context, bool verify) {
+          [](const std::string& path, int64_t max_batch, int contexts, int threads_per_context, bool verify,
+             int64_t ssd_cache_bytes) {
             absl::StatusOr<std::unique_ptr<Predictor>> p;
             {
               py::gil_scoped_release release;
-              p = Predictor::Open(path, {.max_batch = max_batch,
+              p = Predictor::Open(path, {.ssd_cache_bytes = ssd_cache_bytes,
+                                         .max_batch = max_batch,
                                          .contexts = contexts,
                                          .threads_per_context = threads_per_context,
                                          .verify_checksums = verify});
@@ -134,7 +136,7 @@ PYBIND11_MODULE(_serve, m) {
             return std::move(*p);
           },
           py::arg("path"), py::arg("max_batch") = 256, py::arg("contexts") = 0, py::arg("threads_per_context") = 0,
-          py::arg("verify_checksums") = true)
+          py::arg("verify_checksums") = true, py::arg("ssd_cache_bytes") = PredictorOptions{}.ssd_cache_bytes)
       .def("predict", &Predict, py::arg("dense"), py::arg("sparse"))
       .def("predict_criteo", &PredictCriteo, py::arg("integers"), py::arg("categorical"))
       .def_property_readonly("checkpoint", &Predictor::checkpoint)
@@ -143,7 +145,25 @@ PYBIND11_MODULE(_serve, m) {
       .def_property_readonly("precision", [](const Predictor& p) { return dlrm::PrecisionName(p.precision()); })
       .def_property_readonly("warning", &Predictor::warning)
       .def_property_readonly("table_rows", [](const Predictor& p) { return p.manifest().table_rows; })
-      .def_property_readonly("interaction", [](const Predictor& p) { return p.manifest().interaction; });
+      .def_property_readonly("interaction", [](const Predictor& p) { return p.manifest().interaction; })
+      // "ok", "pending" (the background pass over the files served in
+      // place), or the DataLoss it found ("DATA_LOSS: ...").
+      .def_property_readonly("verification",
+                             [](const Predictor& p) {
+                               const absl::Status s = p.verification();
+                               return s.ok() ? std::string("ok")
+                                             : absl::IsUnavailable(s) ? std::string("pending") : s.ToString();
+                             })
+      // Model table ids served in place from their ssd snapshots, and their hit rates.
+      .def_property_readonly("snapshot_tables", [](const Predictor& p) {
+        py::list out;
+        for (const SnapshotTableInfo& t : p.snapshot_tables()) {
+          out.append(py::dict(py::arg("table") = t.table, py::arg("path") = t.path,
+                              py::arg("capacity_rows") = t.capacity_rows, py::arg("hit_rate") = t.stats.hit_rate(),
+                              py::arg("rows_read") = t.stats.rows_read, py::arg("reads") = t.stats.reads));
+        }
+        return out;
+      });
 }
 
 }  // namespace cemb::serve

@@ -1,54 +1,236 @@
 #include "serve/embedding_source.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "embedding/internal/feature_sizes.h"
+#include "embedding/validate.h"
 
 namespace cemb::serve {
 namespace {
 
-class SharedLayerSource final : public EmbeddingSource {
+// The tables of a layer: straight into their columns with LookupShared, or
+// (ssd tables) one request at a time through the step protocol.
+class LayerPart {
  public:
-  explicit SharedLayerSource(const EmbeddingLayer& layer) : layer_(layer) {}
-  absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, int threads) override {
-    return layer_.LookupShared(bags, out, threads);
-  }
-  bool serialised() const override { return false; }
+  LayerPart(EmbeddingLayer& layer, std::vector<int> ids) : layer_(layer), ids_(std::move(ids)) {}
 
- private:
-  const EmbeddingLayer& layer_;
-};
+  struct Scratch {
+    std::vector<Bags<int32_t>> bags;  // the layer's tables' bags
+    std::vector<MatrixView> outs;     // their columns of the output
+    std::vector<float> stepped;       // the step protocol's output [n x tables*dim]
+  };
 
-// The training tier's step protocol, one request at a time.
-class SteppedLayerSource final : public EmbeddingSource {
- public:
-  explicit SteppedLayerSource(EmbeddingLayer& layer) : layer_(layer) {}
-  absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, int /*threads*/) override {
+  absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, int threads, Scratch& s) {
+    const int64_t dim = layer_.dim();
+    s.bags.clear();
+    s.outs.clear();
+    for (int id : ids_) {
+      s.bags.push_back(bags[id]);
+      s.outs.push_back(out.slice(id * dim, dim));
+    }
+    if (!layer_.has_ssd_tables()) return layer_.LookupShared(s.bags, s.outs, threads);
+
+    const int64_t width = static_cast<int64_t>(ids_.size()) * dim;
+    s.stepped.resize(static_cast<size_t>(out.rows * width));
     std::lock_guard<std::mutex> lock(mu_);
     const int64_t id = next_id_++;
-    absl::Status s;
-    for (int t = 0; t < static_cast<int>(bags.size()) && s.ok(); ++t) s = layer_.Prefetch(id, t, bags[t]);
-    if (s.ok()) s = layer_.BeginStep(id).status();
-    if (s.ok()) s = layer_.Lookup(bags, out);
+    absl::Status status;
+    for (int t = 0; t < static_cast<int>(ids_.size()) && status.ok(); ++t) status = layer_.Prefetch(id, t, s.bags[t]);
+    if (status.ok()) status = layer_.BeginStep(id).status();
+    if (status.ok()) status = layer_.Lookup(s.bags, {s.stepped.data(), out.rows, width, width});
     // Unpins whatever was pinned, even after a failure.
     absl::Status end = layer_.EndStep(id).status();
-    CEMB_RETURN_IF_ERROR(s);
-    return end;
+    CEMB_RETURN_IF_ERROR(status);
+    CEMB_RETURN_IF_ERROR(end);
+    for (size_t t = 0; t < ids_.size(); ++t) {
+      for (int64_t b = 0; b < out.rows; ++b) {
+        std::copy_n(s.stepped.data() + b * width + static_cast<int64_t>(t) * dim, dim, s.outs[t].row(b));
+      }
+    }
+    return absl::OkStatus();
   }
-  bool serialised() const override { return true; }
+
+  bool serialised() const { return layer_.has_ssd_tables(); }
 
  private:
   EmbeddingLayer& layer_;
-  std::mutex mu_;
+  const std::vector<int> ids_;
+  std::mutex mu_;  // the step protocol's: one request at a time
   int64_t next_id_ = 0;
 };
 
+// The snapshot tables, of one row type and feature size.
+class SnapshotPart {
+ public:
+  virtual ~SnapshotPart() = default;
+  struct Scratch {
+    virtual ~Scratch() = default;
+  };
+  virtual std::unique_ptr<Scratch> NewScratch() const = 0;
+  virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, Scratch& scratch) = 0;
+  virtual std::vector<SnapshotTableInfo> info() const = 0;
+};
+
+template <StorageType T, int64_t D>
+class TypedSnapshotPart final : public SnapshotPart {
+ public:
+  static absl::StatusOr<std::unique_ptr<SnapshotPart>> Open(const EmbeddingSourceOptions& o) {
+    auto part = std::make_unique<TypedSnapshotPart>();
+    for (const SnapshotTableSpec& spec : o.snapshots) {
+      absl::StatusOr<SnapshotTable<T, D>> table = SnapshotTable<T, D>::Open(
+          {.name = absl::StrCat("emb", spec.table), .nvectors = spec.rows, .featuresize = o.dim,
+           .state_floats = o.state_floats},
+          {.path = spec.path, .capacity_bytes = spec.capacity_bytes, .queue_depth = o.queue_depth});
+      CEMB_RETURN_IF_ERROR(table.status());
+      part->tables_.push_back(*std::move(table));
+      part->ids_.push_back(spec.table);
+    }
+    return std::unique_ptr<SnapshotPart>(std::move(part));
+  }
+
+  struct TypedScratch final : Scratch {
+    std::vector<SnapshotPins> pins;             // per table
+    std::vector<std::vector<const T*>> rows;    // per table: the resolved rows of its indices
+    std::vector<int64_t> offsets;
+  };
+
+  std::unique_ptr<Scratch> NewScratch() const override {
+    auto s = std::make_unique<TypedScratch>();
+    s->pins = std::vector<SnapshotPins>(tables_.size());
+    s->rows.resize(tables_.size());
+    return s;
+  }
+
+  absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, Scratch& scratch) override {
+    auto& s = static_cast<TypedScratch&>(scratch);
+    const int64_t dim = tables_.empty() ? 0 : tables_.front().featuresize();
+    absl::Status status;
+    size_t resolved = 0;
+    for (; resolved < tables_.size() && status.ok(); ++resolved) {
+      SnapshotTable<T, D>& table = tables_[resolved];
+      const Bags<int32_t>& b = bags[ids_[resolved]];
+      status = validate_bags(table.name(), table.nvectors(), b);
+      if (!status.ok()) break;
+      s.rows[resolved].resize(b.indices.size());
+      status = table.Resolve(b.indices, &s.pins[resolved], s.rows[resolved]);
+      if (!status.ok()) break;  // this table holds no pins of the request
+    }
+    if (status.ok()) {
+      for (size_t k = 0; k < tables_.size(); ++k) {
+        const Bags<int32_t>& b = bags[ids_[k]];
+        s.offsets.assign(b.offsets.begin(), b.offsets.end());
+        PooledSumResolved<T>(s.rows[k], s.offsets, dim, Pooling::kSum, b.weights, out.data + ids_[k] * dim, out.ld);
+      }
+    }
+    for (size_t k = 0; k < resolved; ++k) tables_[k].Release(&s.pins[k]);
+    return status;
+  }
+
+  std::vector<SnapshotTableInfo> info() const override {
+    std::vector<SnapshotTableInfo> out;
+    for (size_t k = 0; k < tables_.size(); ++k) {
+      out.push_back({.table = ids_[k],
+                     .path = tables_[k].path(),
+                     .fd = tables_[k].fd(),
+                     .capacity_rows = tables_[k].capacity_rows(),
+                     .stats = tables_[k].stats()});
+    }
+    return out;
+  }
+
+ private:
+  std::vector<SnapshotTable<T, D>> tables_;
+  std::vector<int> ids_;
+};
+
+// One caller's: its scratch for both parts.
+class Reader final : public EmbeddingReader {
+ public:
+  Reader(int num_tables, LayerPart* layer, SnapshotPart* snapshots)
+      : num_tables_(num_tables),
+        layer_(layer),
+        snapshots_(snapshots),
+        snapshot_scratch_(snapshots ? snapshots->NewScratch() : nullptr) {}
+
+  absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, int threads) override {
+    if (bags.size() != static_cast<size_t>(num_tables_)) {
+      return absl::InvalidArgumentError(absl::StrCat(bags.size(), " tables of bags for ", num_tables_, " tables"));
+    }
+    if (layer_ != nullptr) CEMB_RETURN_IF_ERROR(layer_->Lookup(bags, out, threads, layer_scratch_));
+    if (snapshots_ != nullptr) CEMB_RETURN_IF_ERROR(snapshots_->Lookup(bags, out, *snapshot_scratch_));
+    return absl::OkStatus();
+  }
+
+ private:
+  const int num_tables_;
+  LayerPart* layer_;
+  SnapshotPart* snapshots_;
+  LayerPart::Scratch layer_scratch_;
+  std::unique_ptr<SnapshotPart::Scratch> snapshot_scratch_;
+};
+
+class Source final : public EmbeddingSource {
+ public:
+  Source(int num_tables, std::unique_ptr<LayerPart> layer, std::unique_ptr<SnapshotPart> snapshots)
+      : num_tables_(num_tables), layer_(std::move(layer)), snapshots_(std::move(snapshots)) {}
+
+  std::unique_ptr<EmbeddingReader> NewReader() override {
+    return std::make_unique<Reader>(num_tables_, layer_.get(), snapshots_.get());
+  }
+  bool serialised() const override { return layer_ != nullptr && layer_->serialised(); }
+  std::vector<SnapshotTableInfo> snapshots() const override {
+    return snapshots_ ? snapshots_->info() : std::vector<SnapshotTableInfo>{};
+  }
+
+ private:
+  const int num_tables_;
+  std::unique_ptr<LayerPart> layer_;
+  std::unique_ptr<SnapshotPart> snapshots_;
+};
+
+absl::StatusOr<std::unique_ptr<SnapshotPart>> OpenSnapshots(const EmbeddingSourceOptions& o) {
+  return ::cemb::internal::WithFeatureSize(o.dim, [&]<int64_t D>() {
+    return o.bf16_rows ? TypedSnapshotPart<bfloat16, D>::Open(o) : TypedSnapshotPart<float, D>::Open(o);
+  });
+}
+
 }  // namespace
 
-std::unique_ptr<EmbeddingSource> MakeLayerSource(EmbeddingLayer& layer) {
-  if (layer.has_ssd_tables()) return std::make_unique<SteppedLayerSource>(layer);
-  return std::make_unique<SharedLayerSource>(layer);
+absl::StatusOr<std::unique_ptr<EmbeddingSource>> MakeEmbeddingSource(const EmbeddingSourceOptions& options) {
+  std::vector<int> holders(static_cast<size_t>(std::max(options.num_tables, 0)), 0);
+  auto hold = [&](int id) -> absl::Status {
+    if (id < 0 || id >= options.num_tables) {
+      return absl::InvalidArgumentError(absl::StrCat("embeddings: table ", id, " of a model of ", options.num_tables));
+    }
+    if (++holders[id] > 1) return absl::InvalidArgumentError(absl::StrCat("embeddings: table ", id, " held twice"));
+    return absl::OkStatus();
+  };
+  if (options.layer != nullptr && static_cast<int>(options.layer_ids.size()) != options.layer->num_tables()) {
+    return absl::InvalidArgumentError(absl::StrCat("embeddings: ", options.layer_ids.size(), " ids for a layer of ",
+                                                   options.layer->num_tables(), " tables"));
+  }
+  if (options.layer != nullptr) {
+    for (int id : options.layer_ids) CEMB_RETURN_IF_ERROR(hold(id));
+  }
+  for (const SnapshotTableSpec& s : options.snapshots) CEMB_RETURN_IF_ERROR(hold(s.table));
+  for (int t = 0; t < options.num_tables; ++t) {
+    if (holders[t] == 0) return absl::InvalidArgumentError(absl::StrCat("embeddings: table ", t, " is held nowhere"));
+  }
+  std::unique_ptr<LayerPart> layer;
+  if (options.layer != nullptr && options.layer->num_tables() > 0) {
+    layer = std::make_unique<LayerPart>(*options.layer, options.layer_ids);
+  }
+  std::unique_ptr<SnapshotPart> snapshots;
+  if (!options.snapshots.empty()) {
+    CEMB_ASSIGN_OR_RETURN(snapshots, OpenSnapshots(options));
+  }
+  return std::unique_ptr<EmbeddingSource>(
+      std::make_unique<Source>(options.num_tables, std::move(layer), std::move(snapshots)));
 }
 
 }  // namespace cemb::serve

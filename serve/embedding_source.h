@@ -1,48 +1,102 @@
 // EmbeddingSource: where a predictor's pooled rows come from, behind one
-// call that any number of request threads make at once. The predictor knows
-// nothing of how the tables are stored; a read-only ssd tier (a snapshot
-// served in place, ssd/) replaces the implementation below for ssd tables
-// without the predictor changing.
+// call that any number of request threads make at once, each through a
+// reader of its own. The predictor knows nothing of how the tables are
+// stored. A model's tables are served from two places:
+//   - an EmbeddingLayer holding some of them (model-wide ids; in DRAM, a
+//     cache over the slow tier, or the training's ssd tier):
+//       no ssd table: EmbeddingLayer::LookupShared, no lock, on the
+//       caller's threads, each table straight into its columns;
+//       ssd tables (loaded from the checkpoint into a new log, as training
+//       loads them): each request's rows go through the step protocol
+//       (Prefetch, BeginStep, Lookup, EndStep) under one mutex, so lookups
+//       of such a layer run one at a time (serialised());
+//   - ssd snapshots served in place (ssd/snapshot_table.h), read only:
+//       a request resolves its rows of every such table (hits with no lock,
+//       misses read with O_DIRECT through io_uring), pools them, releases
+//       its pins. Nothing is written.
 //
-// MakeLayerSource over an EmbeddingLayer (the one that exists today):
-//   - no ssd table: EmbeddingLayer::LookupShared, no lock, on the caller's
-//     threads;
-//   - ssd tables (loaded from the checkpoint into a new log, as training
-//     loads them): each request's rows go through the step protocol
-//     (Prefetch, BeginStep, Lookup, EndStep) under one mutex, so lookups of
-//     such a layer run one at a time (the dense part of scoring does not
-//     wait for it).
+// Thread safety: NewReader and snapshots from any thread; each reader by one
+// thread at a time (a predictor gives each inference context its own).
 //
-// Thread safety: Lookup from any number of threads at once.
-//
-//   CEMB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingSource> s, MakeLayerSource(layer));
-//   CEMB_RETURN_IF_ERROR(s->Lookup(bags, out, /*threads=*/1));
+//   CEMB_ASSIGN_OR_RETURN(auto source, MakeEmbeddingSource({.layer = &layer, .num_tables = 26, ...}));
+//   std::unique_ptr<EmbeddingReader> reader = source->NewReader();
+//   CEMB_RETURN_IF_ERROR(reader->Lookup(bags, out, /*threads=*/1));
 #ifndef CEMB_SERVE_EMBEDDING_SOURCE_H_
 #define CEMB_SERVE_EMBEDDING_SOURCE_H_
 
+#include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "embedding/types.h"
+#include "ssd/snapshot_table.h"
 #include "tables/embedding_layer.h"
 
 namespace cemb::serve {
 
+class EmbeddingReader {
+ public:
+  virtual ~EmbeddingReader() = default;
+  // out.row(b) columns [t*dim, (t+1)*dim) = the pooled rows of bag b of
+  // model table t (EmbeddingLayer::Lookup's layout), on `threads` OpenMP
+  // threads of the caller. Errors name the table, bag and index of a bad
+  // row; a failed read names the table, its file and the offset.
+  [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, int threads) = 0;
+};
+
+// A model table served from its ssd snapshot in place.
+struct SnapshotTableSpec {
+  int table = 0;              // model-wide id
+  std::string path;           // the checkpoint's snapshot file
+  int64_t rows = 0;
+  int64_t capacity_bytes = 0;  // DRAM for its resident rows (SnapshotTableOptions)
+};
+
+// A snapshot table: its file (open for the table's life: never reopen it
+// by path) and its counters.
+struct SnapshotTableInfo {
+  int table = 0;  // model-wide id
+  std::string path;
+  int fd = -1;
+  int64_t capacity_rows = 0;
+  SnapshotStats stats;
+};
+
+struct EmbeddingSourceOptions {
+  int num_tables = 0;  // the model's
+  int64_t dim = 0;
+  bool bf16_rows = false;
+  int64_t state_floats = 0;  // per row in the snapshots (the optimizer's)
+  // The tables held in a layer (each with its model-wide id; the layer
+  // outlives the source and nothing changes it while the source is used),
+  // or null when every table is a snapshot.
+  EmbeddingLayer* layer = nullptr;
+  std::vector<int> layer_ids;  // model-wide id of the layer's table t
+  std::vector<SnapshotTableSpec> snapshots;
+  int queue_depth = 64;  // of each request's io_uring, per snapshot table
+};
+
 class EmbeddingSource {
  public:
   virtual ~EmbeddingSource() = default;
-  // out.row(b) columns [t*dim, (t+1)*dim) = the pooled rows of bag b of
-  // table t (EmbeddingLayer::Lookup's layout), on `threads` OpenMP threads of
-  // the caller. Errors name the table, bag and index of a bad row.
-  [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, int threads) = 0;
-  // True when Lookup takes a lock (ssd tables through the step protocol).
+  [[nodiscard]] virtual std::unique_ptr<EmbeddingReader> NewReader() = 0;
+  // True when lookups take a lock (a layer with ssd tables, through the
+  // step protocol).
   virtual bool serialised() const = 0;
+  // The snapshot tables (none when there are none).
+  virtual std::vector<SnapshotTableInfo> snapshots() const = 0;
 };
 
-// A source over `layer`, which must outlive it and which nothing else
-// changes while it is used.
-std::unique_ptr<EmbeddingSource> MakeLayerSource(EmbeddingLayer& layer);
+// Every table of the model is either in options.layer or in
+// options.snapshots, once. Errors: InvalidArgument for a table held twice
+// or by neither; what SnapshotTable::Open says of a snapshot (its shape,
+// DataLoss naming the file and offset).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<EmbeddingSource>> MakeEmbeddingSource(
+    const EmbeddingSourceOptions& options);
 
 }  // namespace cemb::serve
 

@@ -3,9 +3,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -38,9 +41,10 @@ std::vector<int64_t> PlannedSizes(int64_t max_batch) {
   return sizes;
 }
 
-// The model the manifest describes, its tables stored as `options` says.
+// The model the manifest describes, holding the tables not served in place
+// (in_place[t]), stored as `options` says.
 absl::StatusOr<dlrm::DlrmOptions> ModelOptions(const ServingManifest& m, const PredictorOptions& options,
-                                               dlrm::Precision precision) {
+                                               dlrm::Precision precision, const std::vector<bool>& in_place) {
   dlrm::DlrmOptions o;
   o.num_dense = m.num_dense;
   o.bottom_mlp = m.bottom_mlp;
@@ -58,7 +62,9 @@ absl::StatusOr<dlrm::DlrmOptions> ModelOptions(const ServingManifest& m, const P
   CEMB_ASSIGN_OR_RETURN(o.embeddings.optimizer,
                         ParseName(kEmbeddingOptimizerNames, m.embedding_optimizer, "SERVING: embedding_optimizer"));
   o.embeddings.seed = m.table_seed;
+  o.num_tables = static_cast<int64_t>(m.table_rows.size());
   for (size_t t = 0; t < m.table_rows.size(); ++t) {
+    if (in_place[t]) continue;
     auto it = options.table_storage.find(static_cast<int>(t));
     o.embeddings.tables.push_back({.rows = static_cast<int64_t>(m.table_rows[t]),
                                    .id = static_cast<int>(t),
@@ -70,11 +76,55 @@ absl::StatusOr<dlrm::DlrmOptions> ModelOptions(const ServingManifest& m, const P
   return o;
 }
 
+// The checkpoint file of table t's ssd snapshot, relative to the checkpoint.
+std::string SnapshotFile(size_t t) { return "model/" + dlrm::Dlrm::TableFileName(static_cast<int>(t), "ssd"); }
+
+// Table t is served in place: it trained on ssd, the checkpoint holds its
+// snapshot, and the options name no storage for it.
+std::vector<bool> InPlaceTables(const std::string& checkpoint, const ServingManifest& m,
+                                const PredictorOptions& options) {
+  std::vector<bool> in_place(m.table_rows.size());
+  for (size_t t = 0; t < in_place.size(); ++t) {
+    std::error_code ec;
+    in_place[t] = t < m.table_storage.size() && m.table_storage[t] == "ssd" &&
+                  !options.table_storage.contains(static_cast<int>(t)) &&
+                  std::filesystem::exists(absl::StrCat(checkpoint, "/", SnapshotFile(t)), ec);
+  }
+  return in_place;
+}
+
+// Where the pooled rows come from: the model's layer (the tables loaded)
+// and the snapshots served in place, which share ssd_cache_bytes by rows.
+absl::StatusOr<std::unique_ptr<EmbeddingSource>> MakeSource(const std::string& checkpoint, dlrm::Dlrm& model,
+                                                            const ServingManifest& m,
+                                                            const PredictorOptions& options,
+                                                            const std::vector<bool>& in_place) {
+  const dlrm::DlrmOptions& o = model.options();
+  EmbeddingSourceOptions s{.num_tables = static_cast<int>(m.table_rows.size()),
+                           .dim = o.embeddings.dim,
+                           .bf16_rows = o.embeddings.bf16_rows,
+                           .state_floats = RowStateFloats(o.embeddings.dim, o.embeddings.optimizer),
+                           .layer = &model.embeddings()};
+  for (const EmbeddingTableSpec& table : o.embeddings.tables) s.layer_ids.push_back(table.id);
+  double in_place_rows = 0;
+  for (size_t t = 0; t < in_place.size(); ++t) in_place_rows += in_place[t] ? static_cast<double>(m.table_rows[t]) : 0;
+  for (size_t t = 0; t < in_place.size(); ++t) {
+    if (!in_place[t]) continue;
+    const double share = static_cast<double>(m.table_rows[t]) / in_place_rows;
+    s.snapshots.push_back({.table = static_cast<int>(t),
+                           .path = absl::StrCat(checkpoint, "/", SnapshotFile(t)),
+                           .rows = static_cast<int64_t>(m.table_rows[t]),
+                           .capacity_bytes = static_cast<int64_t>(static_cast<double>(options.ssd_cache_bytes) * share)});
+  }
+  return MakeEmbeddingSource(s);
+}
+
 }  // namespace
 
 // One scoring's own state: the dense part and its buffers.
 struct Context {
   std::unique_ptr<dlrm::DlrmForward> forward;
+  std::unique_ptr<EmbeddingReader> reader;
   std::vector<float> dense;                   // [max_batch x num_dense], padded with zeros
   std::vector<std::vector<int32_t>> offsets;  // per table, max_batch + 1
   std::vector<Bags<int32_t>> bags;            // per table, over offsets and the request's indices
@@ -90,8 +140,41 @@ struct Predictor::Impl {
   int threads = 1;
   std::vector<int64_t> planned;
   std::unique_ptr<dlrm::Dlrm> model;
-  std::unique_ptr<EmbeddingSource> source;
+  std::unique_ptr<EmbeddingSource> source;  // after model: it reads the model's layer
   std::vector<std::unique_ptr<Context>> contexts;
+
+  // The background verification of the files served in place: Unavailable
+  // while it runs, then its result.
+  mutable std::mutex verified_mu;
+  absl::Status verified;
+  std::atomic<bool> stop_verifying{false};
+  std::thread verifier;
+
+  ~Impl() {
+    stop_verifying = true;
+    if (verifier.joinable()) verifier.join();
+  }
+  absl::Status Verified() const {
+    std::lock_guard<std::mutex> lock(verified_mu);
+    return verified;
+  }
+  // Verifies the snapshot tables' files against the manifest's entries.
+  void StartVerifying(std::vector<std::pair<SnapshotTableInfo, CheckpointFile>> files) {
+    if (files.empty()) return;
+    verified = absl::UnavailableError(absl::StrCat("verifying ", files.size(), " snapshot file(s) in the background"));
+    verifier = std::thread([this, files = std::move(files)] {
+      absl::Status s;
+      for (const auto& [table, expected] : files) {
+        s = VerifyOpenFile(table.fd, table.path, expected, &stop_verifying);
+        if (!s.ok()) break;
+      }
+      if (absl::IsCancelled(s)) return;
+      if (!s.ok() && options.log) options.log(absl::StrCat("error: ", s.message(), ": every request now fails"));
+      if (s.ok() && options.log) options.log(absl::StrCat("predictor: ", files.size(), " snapshot file(s) verified"));
+      std::lock_guard<std::mutex> lock(verified_mu);
+      verified = s;
+    });
+  }
 
   // The pool: contexts not in use. Its lock is held to take or give one back.
   mutable std::mutex mu;
@@ -134,7 +217,7 @@ struct Predictor::Impl {
                    .indices = b.indices.subspan(first, last - first),
                    .weights = b.weights.empty() ? b.weights : b.weights.subspan(first, last - first)};
     }
-    CEMB_RETURN_IF_ERROR(source->Lookup(c.bags, c.forward->embeddings(p), threads));
+    CEMB_RETURN_IF_ERROR(c.reader->Lookup(c.bags, c.forward->embeddings(p), threads));
     CEMB_RETURN_IF_ERROR(c.forward->Run(p, c.dense.data(), c.probabilities));
     std::copy_n(c.probabilities.data(), m, out);
     return absl::OkStatus();
@@ -148,10 +231,19 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
   if (options.max_batch <= 0 || options.contexts < 0 || options.threads_per_context < 0) {
     return absl::InvalidArgumentError("predictor: max_batch must be > 0, contexts and threads_per_context >= 0");
   }
+  if (options.ssd_cache_bytes <= 0) return absl::InvalidArgumentError("predictor: ssd_cache_bytes must be > 0");
   CEMB_ASSIGN_OR_RETURN(p.checkpoint, ResolveCheckpoint(path));
   CEMB_ASSIGN_OR_RETURN(p.manifest, ReadServingManifest(p.checkpoint));
-  CEMB_RETURN_IF_ERROR(
-      ReadCheckpoint(p.checkpoint, [&](const std::string&) { return options.verify_checksums; }).status());
+  const std::vector<bool> in_place = InPlaceTables(p.checkpoint, p.manifest, options);
+  std::set<std::string> served_in_place;
+  for (size_t t = 0; t < in_place.size(); ++t) {
+    if (in_place[t]) served_in_place.insert(SnapshotFile(t));
+  }
+  // The files loaded now; those served in place later, in the background.
+  CEMB_ASSIGN_OR_RETURN(const CheckpointState state,
+                        ReadCheckpoint(p.checkpoint, [&](const std::string& name) {
+                          return options.verify_checksums && !served_in_place.contains(name);
+                        }));
 
   // The checkpoint's precision, nothing timed; bf16 without a bf16 matmul: fp32.
   CEMB_ASSIGN_OR_RETURN(const dlrm::Precision trained,
@@ -167,13 +259,38 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
   }
   if (options.log && !p.warning.empty()) options.log(absl::StrCat("warning: ", p.warning));
 
-  CEMB_ASSIGN_OR_RETURN(dlrm::DlrmOptions model_options, ModelOptions(p.manifest, options, p.precision));
+  CEMB_ASSIGN_OR_RETURN(dlrm::DlrmOptions model_options, ModelOptions(p.manifest, options, p.precision, in_place));
   CEMB_ASSIGN_OR_RETURN(p.model, dlrm::Dlrm::Create(model_options));
   CEMB_RETURN_IF_ERROR(p.model->Load(p.checkpoint + "/model"));
-  p.source = MakeLayerSource(p.model->embeddings());
-
+  CEMB_ASSIGN_OR_RETURN(p.source, MakeSource(p.checkpoint, *p.model, p.manifest, options, in_place));
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int contexts = options.contexts > 0 ? options.contexts : hardware;
+  for (const SnapshotTableInfo& info : p.source->snapshots()) {
+    // Every context's request pins its rows at once.
+    const int64_t hotness = info.table < static_cast<int>(p.manifest.hotness.size()) ? p.manifest.hotness[info.table] : 1;
+    const int64_t needed = contexts * options.max_batch * std::max<int64_t>(hotness, 1);
+    if (info.capacity_rows < needed) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "predictor: ssd_cache_bytes (", options.ssd_cache_bytes, ") gives table emb", info.table, " ",
+          info.capacity_rows, " rows of DRAM, fewer than the ", needed, " that ", contexts,
+          " requests in flight at once pin (", options.max_batch, " samples of ", hotness,
+          " rows each): give it more, or fewer contexts or a smaller max_batch"));
+    }
+  }
+  if (options.verify_checksums) {
+    std::vector<std::pair<SnapshotTableInfo, CheckpointFile>> files;
+    for (const SnapshotTableInfo& info : p.source->snapshots()) {
+      const std::string name = SnapshotFile(static_cast<size_t>(info.table));
+      auto f = std::find_if(state.files.begin(), state.files.end(),
+                            [&](const CheckpointFile& c) { return c.name == name; });
+      if (f == state.files.end()) {
+        return absl::DataLossError(absl::StrCat(p.checkpoint, "/MANIFEST does not list ", name));
+      }
+      files.emplace_back(info, *f);
+    }
+    p.StartVerifying(std::move(files));
+  }
+
   p.threads = options.threads_per_context > 0 ? options.threads_per_context : 1;
   p.planned = PlannedSizes(options.max_batch);
   {
@@ -187,6 +304,7 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
       c->offsets.assign(p.manifest.table_rows.size(), std::vector<int32_t>(options.max_batch + 1));
       c->bags.resize(p.manifest.table_rows.size());
       c->probabilities.resize(static_cast<size_t>(options.max_batch));
+      c->reader = p.source->NewReader();
       p.idle.push_back(c.get());
       p.contexts.push_back(std::move(c));
     }
@@ -196,7 +314,12 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
                              p.manifest.dim, ", ", p.manifest.interaction, " interaction, ",
                              dlrm::PrecisionName(p.precision), " MLPs; ", contexts, " context(s) of ", p.threads,
                              " thread(s), batches up to ", options.max_batch,
-                             p.source->serialised() ? "; ssd tables: lookups one request at a time" : ""));
+                             p.source->serialised() ? "; ssd tables: lookups one request at a time" : "",
+                             served_in_place.empty() ? ""
+                                                     : absl::StrCat("; ", served_in_place.size(),
+                                                                    " table(s) served in place from their snapshots "
+                                                                    "with ", options.ssd_cache_bytes >> 20,
+                                                                    " MiB of DRAM")));
   }
   return std::unique_ptr<Predictor>(new Predictor(std::move(impl)));
 }
@@ -213,6 +336,8 @@ int Predictor::threads_per_context() const { return impl_->threads; }
 int Predictor::num_tables() const { return static_cast<int>(impl_->manifest.table_rows.size()); }
 int64_t Predictor::num_dense() const { return impl_->manifest.num_dense; }
 dlrm::Dlrm& Predictor::model() const { return *impl_->model; }
+std::vector<SnapshotTableInfo> Predictor::snapshot_tables() const { return impl_->source->snapshots(); }
+absl::Status Predictor::verification() const { return impl_->Verified(); }
 
 absl::Status Predictor::Predict(const dlrm::BatchView& batch, std::span<float> probabilities) const {
   const Impl& p = *impl_;
@@ -233,6 +358,7 @@ absl::Status Predictor::Predict(const dlrm::BatchView& batch, std::span<float> p
     }
   }
   if (n == 0) return absl::OkStatus();
+  if (absl::Status v = p.Verified(); absl::IsDataLoss(v)) return v;
   ScopedOmpThreads scope(p.threads);
   Context* c = p.Take();
   absl::Status status;

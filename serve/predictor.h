@@ -6,9 +6,23 @@
 // against its MANIFEST, reads its SERVING manifest
 // (checkpoint/serving_manifest.h) and builds the same model the trainer ran
 // (dlrm/model.h: every interaction, the MLPs' precision, the tables' rows,
-// dim, row type and optimizer state), then loads the checkpoint into it
-// (Dlrm::Load: tables of every storage kind, an ssd snapshot included, load
-// into tables of the kind PredictorOptions::storage says; DRAM by default).
+// dim, row type and optimizer state), then loads the checkpoint into it.
+//
+// Tables: one that trained on the ssd tier (its checkpoint file is an ssd
+// snapshot, model/emb_l.<t>.ssd) is served in place from that file
+// (ssd/snapshot_table.h: read only, O_DIRECT, a DRAM cache of its rows out
+// of PredictorOptions::ssd_cache_bytes; nothing copied, no file created,
+// nothing written). Every other table, and an ssd one that
+// PredictorOptions::table_storage names a storage for, is loaded
+// (Dlrm::Load) into the storage the options say: DRAM by default. The
+// files served in place stay open for the predictor's life (the trainer
+// may delete their checkpoint meanwhile) and are never reopened by path.
+//
+// Checksums (verify_checksums): the files loaded are verified before Open
+// returns; the files served in place, in the background through their
+// open descriptors (verification()), so that a large model is ready at
+// once. A file found corrupt makes every later Predict fail with its
+// DataLoss.
 //
 // Precision: the checkpoint's, with nothing timed. A bf16 checkpoint where
 // oneDNN has no bf16 matmul is served in fp32 (its fp32 master weights),
@@ -47,22 +61,30 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "checkpoint/serving_manifest.h"
 #include "data/criteo.h"
 #include "dlrm/model.h"
+#include "serve/embedding_source.h"
 #include "tables/storage.h"
 
 namespace cemb::serve {
 
 struct PredictorOptions {
-  // Where every table's rows live while serving, and per-table overrides
-  // (by table number). An ssd table needs storage.ssd.capacity_bytes and
-  // a directory for its log (ssd.file.directory).
+  // Where the tables loaded live while serving, and per-table overrides (by
+  // table number; an override of a table trained on ssd loads it instead
+  // of serving its snapshot in place). Loading into the ssd tier needs
+  // storage.ssd.capacity_bytes and a directory for its log.
   StorageConfig storage;
   std::map<int, StorageConfig> table_storage;
+  // DRAM for the rows of the tables served in place, shared among them in
+  // proportion to their rows. Each table's share must hold the rows that
+  // `contexts` requests of max_batch samples pin at once (Open says how
+  // much is needed when it does not).
+  int64_t ssd_cache_bytes = int64_t{1} << 30;
   // The largest batch one scoring runs (buffers and plans are made for
   // 1, 2, 4, ..., max_batch); a larger request is scored in pieces.
   int64_t max_batch = 256;
@@ -71,7 +93,7 @@ struct PredictorOptions {
   // hardware thread, one thread each.
   int contexts = 0;
   int threads_per_context = 0;
-  // Verify every file's checksum at Open (a pass over the whole checkpoint).
+  // Verify every file's checksum (those served in place in the background).
   bool verify_checksums = true;
   // Lines about the model and warnings (precision); none when empty.
   std::function<void(std::string_view line)> log;
@@ -95,11 +117,17 @@ class Predictor {
   int threads_per_context() const;
   int num_tables() const;
   int64_t num_dense() const;
+  // The tables served in place from their snapshots, with their counters.
+  std::vector<SnapshotTableInfo> snapshot_tables() const;
+  // OK once every file was verified (or verify_checksums is off);
+  // Unavailable while the background pass runs; the DataLoss it found.
+  absl::Status verification() const;
 
   // probabilities[i] = the model's probability for sample i of `batch`
   // (batch.labels are not read). Errors: InvalidArgument naming what is
   // malformed (sizes, offsets); OutOfRange naming the table, bag and index
-  // of a row out of range.
+  // of a row out of range; DataLoss naming the table, file and offset of
+  // a failed read (or a corrupt file: verification()).
   [[nodiscard]] absl::Status Predict(const dlrm::BatchView& batch, std::span<float> probabilities) const;
 
   // As Predict, from raw Criteo features (13 integers and 26 categorical

@@ -118,20 +118,21 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     return absl::OkStatus();
   }
 
-  absl::Status LookupShared(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out, int threads) const override {
+  using EmbeddingLayer::LookupShared;
+  absl::Status LookupShared(std::span<const Bags<int32_t>> bags, std::span<const ::cemb::MatrixView> outs,
+                            int threads) const override {
     if (!ssd_.empty()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "LookupShared: table ", ssd_.front()->name(), " is an ssd table, whose rows are looked up in steps"));
     }
-    if (bags.size() != static_cast<size_t>(num_tables())) {
-      return absl::InvalidArgumentError(absl::StrCat(bags.size(), " tables of bags for ", num_tables(), " tables"));
+    if (bags.size() != static_cast<size_t>(num_tables()) || outs.size() != bags.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(bags.size(), " tables of bags and ", outs.size(),
+                                                     " outputs for ", num_tables(), " tables"));
     }
-    for (int t = 0; t < num_tables(); ++t) {
-      CEMB_RETURN_IF_ERROR(ensemble_.table(t).validate(bags[t], out.slice(t * options_.dim, options_.dim)));
-    }
+    for (int t = 0; t < num_tables(); ++t) CEMB_RETURN_IF_ERROR(ensemble_.table(t).validate(bags[t], outs[t]));
     parallel_for(num_tables(), threads, [&](int64_t t) {
       const int i = static_cast<int>(t);
-      ensemble_.table(i).pooled(bags[i], out.slice(i * options_.dim, options_.dim), {}, 0, bags[i].nbags());
+      ensemble_.table(i).pooled(bags[i], outs[i], {}, 0, bags[i].nbags());
     });
     return absl::OkStatus();
   }
@@ -643,6 +644,14 @@ absl::StatusOr<std::vector<TableReport>> DecodeTableReports(std::string_view byt
                                                    reports.size(), " of ", count, " tables"));
   }
   return reports;
+}
+
+absl::Status EmbeddingLayer::LookupShared(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out,
+                                          int threads) const {
+  std::vector<::cemb::MatrixView> outs;
+  outs.reserve(static_cast<size_t>(num_tables()));
+  for (int t = 0; t < num_tables(); ++t) outs.push_back(out.slice(t * dim(), dim()));
+  return LookupShared(bags, outs, threads);
 }
 
 absl::StatusOr<std::unique_ptr<EmbeddingLayer>> EmbeddingLayer::Create(const EmbeddingLayerOptions& options) {

@@ -160,8 +160,13 @@ class EmbeddingLayer {
   // cache admits rows concurrently until it is full and is never flushed
   // here). FailedPrecondition for a layer with ssd tables: their rows must
   // be pinned first, which is the step protocol's (one caller).
-  [[nodiscard]] virtual absl::Status LookupShared(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out,
-                                                  int threads) const = 0;
+  [[nodiscard]] absl::Status LookupShared(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out,
+                                          int threads) const;
+  // As LookupShared, table t's pooled rows into outs[t] (bags[t].nbags() x
+  // dim each, anywhere: a caller that holds other tables elsewhere places
+  // each table's columns where its model wants them).
+  [[nodiscard]] virtual absl::Status LookupShared(std::span<const Bags<int32_t>> bags,
+                                                  std::span<const ::cemb::MatrixView> outs, int threads) const = 0;
   // Applies `grad` (the gradient of Lookup's output, same layout) to the rows
   // the bags read, with learning rate `lr`.
   [[nodiscard]] virtual absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) = 0;

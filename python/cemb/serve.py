@@ -26,8 +26,12 @@ class Predictor:
         self._p = impl
 
     @classmethod
-    def load(cls, path, max_batch=256, contexts=0, threads_per_context=0, verify_checksums=True):
-        return cls(_Predictor.open(str(path), max_batch, contexts, threads_per_context, verify_checksums))
+    def load(cls, path, **options):
+        """Options (serve/predictor.h's PredictorOptions): max_batch=256, contexts=0,
+        threads_per_context=0, verify_checksums=True, ssd_cache_bytes=1 GiB. Tables that
+        trained on ssd are served in place from the checkpoint's snapshots, with
+        ssd_cache_bytes of DRAM for their rows (docs/serving.md)."""
+        return cls(_Predictor.open(str(path), **options))
 
     def _out(self, probs, as_torch):
         if as_torch:
@@ -47,5 +51,6 @@ class Predictor:
         c, t2 = _numpy(categorical)
         return self._out(self._p.predict_criteo(i, c), t1 or t2)
 
-    def __getattr__(self, name):  # checkpoint, num_dense, num_tables, precision, warning, table_rows, interaction
+    def __getattr__(self, name):  # checkpoint, num_dense, num_tables, precision, warning, table_rows, interaction,
+        # verification, snapshot_tables
         return getattr(self._p, name)

@@ -30,11 +30,33 @@ model:
   top_mlp: [16, 1]
   mlp_precision: fp32
   tables: {{count: {TABLES}, rows: {ROWS}}}
+  storage: {{kind: dram, slow_tier: {d}}}
+  table_storage: {{"1": {{kind: ssd}}}}
+  dram_budget: 16MiB
 train: {{batch_size: 256, steps: 4, threads: 2, progress: false, checkpoint_dir: {d}/ck}}
 """)
     subprocess.run([DLRM_TRAIN, "--config", str(config), "--export", str(d / "npy")], check=True,
                    stdout=subprocess.DEVNULL)
     return d
+
+
+def test_an_ssd_table_is_served_in_place(trained):
+    import cemb.serve
+    import time
+
+    p = cemb.serve.Predictor.load(trained / "ck", ssd_cache_bytes=64 << 10, contexts=2, max_batch=64)
+    assert [t["table"] for t in p.snapshot_tables] == [1]
+    assert p.snapshot_tables[0]["path"].endswith("/model/emb_l.1.ssd")
+    dense, sparse = samples(300, 7)
+    np.testing.assert_allclose(p.predict(dense, sparse), numpy_forward(trained / "npy", dense, sparse), rtol=1e-5)
+    assert p.snapshot_tables[0]["rows_read"] > 0
+    for _ in range(500):
+        if p.verification != "pending":
+            break
+        time.sleep(0.01)
+    assert p.verification == "ok"
+    with pytest.raises(ValueError, match="ssd_cache_bytes"):
+        cemb.serve.Predictor.load(trained / "ck", ssd_cache_bytes=1024)
 
 
 def numpy_forward(npy, dense, sparse):

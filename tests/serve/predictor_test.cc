@@ -7,7 +7,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -307,6 +310,144 @@ TEST_P(PredictorTest, ABadRowIsNamedAndNothingIsScored) {
   // Synthetic data: raw Criteo features have no preprocessing to go through.
   std::vector<data::CriteoRow> rows(2);
   EXPECT_TRUE(absl::IsFailedPrecondition(p->PredictCriteo(rows, out)));
+}
+
+// Table 2 trained on the ssd tier: its snapshot is served in place, and
+// scores exactly as the same table loaded into DRAM, with a cache large
+// enough for every row or small enough to evict.
+TEST_P(PredictorTest, AnSsdTableIsServedInPlaceFromItsSnapshot) {
+  const Samples samples(1500, 16);  // ~1100 distinct rows of table 2: more than 64 KiB holds
+  std::unique_ptr<Predictor> loaded = Open({.table_storage = {{2, StorageConfig{.kind = StorageKind::kDram}}}});
+  ASSERT_NE(loaded, nullptr);
+  EXPECT_TRUE(loaded->snapshot_tables().empty());
+  const std::vector<float> expected = Predict(*loaded, samples);
+  for (int64_t cache : {int64_t{1} << 20, int64_t{64} << 10}) {
+    SCOPED_TRACE(cache);
+    std::unique_ptr<Predictor> p = Open({.ssd_cache_bytes = cache});
+    ASSERT_NE(p, nullptr);
+    std::vector<SnapshotTableInfo> tables = p->snapshot_tables();
+    ASSERT_EQ(tables.size(), 1u);
+    EXPECT_EQ(tables[0].table, 2);
+    EXPECT_TRUE(tables[0].path.ends_with("/model/emb_l.2.ssd")) << tables[0].path;
+    EXPECT_EQ(Bits(Predict(*p, samples)), Bits(expected));
+    EXPECT_EQ(Bits(Predict(*p, samples)), Bits(expected));  // again, from the cache
+    const SnapshotStats stats = p->snapshot_tables()[0].stats;
+    EXPECT_GT(stats.rows_read, 0);
+    if (cache < (int64_t{128} << 10)) EXPECT_GT(stats.evictions, 0);
+  }
+}
+
+// The bytes this process has passed to write(2) and its kin (/proc/self/io).
+int64_t BytesWritten() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  int64_t value = 0;
+  while (io >> key >> value) {
+    if (key == "wchar:") return value;
+  }
+  ADD_FAILURE() << "no wchar in /proc/self/io";
+  return -1;
+}
+
+// Every file under `dir` with its size and modification time.
+std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> Listing(const std::string& dir) {
+  std::map<std::string, std::pair<uintmax_t, fs::file_time_type>> files;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[e.path().string()] = {e.file_size(), e.last_write_time()};
+  }
+  return files;
+}
+
+TEST_P(PredictorTest, ServingInPlaceWritesNothingAndCreatesNoFile) {
+  const std::string dir = absl::StrCat(*dir_, "/", GetParam());
+  Checkpoint();
+  const auto before = Listing(*dir_);
+  const Samples samples(200, 17);
+  const int64_t written = BytesWritten();
+  {
+    std::unique_ptr<Predictor> p = Open({.ssd_cache_bytes = 64 << 10});
+    ASSERT_NE(p, nullptr);
+    for (int i = 0; i < 3; ++i) Predict(*p, samples);
+    for (int i = 0; i < 500 && absl::IsUnavailable(p->verification()); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(p->verification().ok()) << p->verification();
+  }
+  EXPECT_EQ(BytesWritten() - written, 0);
+  EXPECT_EQ(Listing(*dir_), before);
+}
+
+// A copy of GetParam()'s checkpoint directory (its step-N directories and LATEST).
+std::string CopyCheckpoint(const std::string& from, const std::string& name) {
+  const std::string to = absl::StrCat(fs::path(from).parent_path().string(), "/", name);
+  fs::remove_all(to);
+  fs::copy(from, to, fs::copy_options::recursive);
+  return to;
+}
+
+TEST_P(PredictorTest, AFileServedInPlaceStaysOpenWhenItsCheckpointIsDeleted) {
+  const Samples samples(100, 18);
+  std::unique_ptr<Predictor> original = Open();
+  ASSERT_NE(original, nullptr);
+  const std::vector<float> expected = Predict(*original, samples);
+  const std::string copy = CopyCheckpoint(Checkpoint(), "deleted");
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(copy, {.ssd_cache_bytes = 64 << 10});
+  ASSERT_TRUE(p.ok()) << p.status();
+  fs::remove_all(copy);  // as the trainer deletes old checkpoints
+  std::vector<float> got(samples.n);
+  ASSERT_TRUE((*p)->Predict(samples.view(), got).ok());
+  EXPECT_EQ(Bits(got), Bits(expected));
+}
+
+// A snapshot corrupt after its header: Open returns at once, the check in
+// the background finds it, and from then on every request gets its DataLoss.
+TEST_P(PredictorTest, ACorruptSnapshotIsFoundInTheBackgroundAndRefusesRequests) {
+  const std::string copy = CopyCheckpoint(Checkpoint(), "corrupt");
+  absl::StatusOr<std::string> step = ResolveCheckpoint(copy);
+  ASSERT_TRUE(step.ok());
+  const std::string file = *step + "/model/emb_l.2.ssd";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(file) - 100));
+    f.put('\x5a').put('\xa5');
+  }
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(copy, {});
+  ASSERT_TRUE(p.ok()) << p.status();
+  for (int i = 0; i < 500 && absl::IsUnavailable((*p)->verification()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const absl::Status v = (*p)->verification();
+  EXPECT_TRUE(absl::IsDataLoss(v)) << v;
+  EXPECT_THAT(v.message(), HasSubstr("emb_l.2.ssd"));
+  const Samples samples(10, 19);
+  std::vector<float> out(10, -1.f);
+  EXPECT_TRUE(absl::IsDataLoss((*p)->Predict(samples.view(), out)));
+  for (float x : out) EXPECT_EQ(x, -1.f);
+  fs::remove_all(copy);
+}
+
+// A read that fails (the file cut short under the predictor) gives the
+// request a DataLoss naming the table, the file and the offset, never a
+// score; the next request still fails the same way, not with NaNs.
+TEST_P(PredictorTest, AFailedReadNamesTheTableFileAndOffset) {
+  const std::string copy = CopyCheckpoint(Checkpoint(), "truncated");
+  absl::StatusOr<std::string> step = ResolveCheckpoint(copy);
+  ASSERT_TRUE(step.ok());
+  absl::StatusOr<std::unique_ptr<Predictor>> p =
+      Predictor::Open(copy, {.ssd_cache_bytes = 64 << 10, .verify_checksums = false});
+  ASSERT_TRUE(p.ok()) << p.status();
+  fs::resize_file(*step + "/model/emb_l.2.ssd", 4096);
+  const Samples samples(50, 20);
+  for (int i = 0; i < 2; ++i) {
+    std::vector<float> out(samples.n, -1.f);
+    const absl::Status s = (*p)->Predict(samples.view(), out);
+    EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("emb2"));
+    EXPECT_THAT(s.message(), HasSubstr("emb_l.2.ssd"));
+    EXPECT_THAT(s.message(), HasSubstr("offset"));
+    for (float x : out) EXPECT_EQ(x, -1.f);
+  }
+  fs::remove_all(copy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PredictorTest, ::testing::Values("dot", "concat", "dcn", "dot-bf16"),
