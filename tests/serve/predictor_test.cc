@@ -267,9 +267,12 @@ TEST_P(PredictorTest, ScoresAreTheSameFromEveryStorageKind) {
 
 // Many request threads at once, each on its own samples, against the same
 // samples scored one request at a time (run it under TSan: no lock is held
-// while scoring, each context is one thread's at a time).
+// while scoring, each context is one thread's at a time). Table 2 is served
+// in place with a cache smaller than its rows: reads and evictions run
+// while other requests hit.
 TEST_P(PredictorTest, ManyThreadsScoreAtOnce) {
-  std::unique_ptr<Predictor> p = Open({.max_batch = 32, .contexts = 3, .threads_per_context = 1});
+  std::unique_ptr<Predictor> p =
+      Open({.ssd_cache_bytes = 16 << 10, .max_batch = 32, .contexts = 3, .threads_per_context = 1});
   ASSERT_NE(p, nullptr);
   constexpr int kThreads = 6, kRequests = 20;
   const Samples samples(kThreads * kRequests * 5, 14);
@@ -292,6 +295,7 @@ TEST_P(PredictorTest, ManyThreadsScoreAtOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(Bits(got), Bits(expected));
+  EXPECT_GT(p->snapshot_tables().at(0).stats.evictions, 0);
 }
 
 TEST_P(PredictorTest, ABadRowIsNamedAndNothingIsScored) {
