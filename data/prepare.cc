@@ -333,6 +333,10 @@ class Preparer {
                        {"frequency_threshold", absl::StrCat(d_.frequency_threshold)},
                        {"bad_lines", d_.skip_bad_lines ? "skip" : "fail"},
                        {"split", DataSplitName(d_.split)}};
+    // A vocabulary's ids are mapped by a file beside the datasets (not an
+    // output the RECIPE checks): directories made before it was kept differ
+    // in this setting, so they are made again.
+    if (d_.index_mode == IndexMode::kVocabulary) recipe.settings.push_back({"vocabulary_file", kVocabularyFile});
     for (const std::string& path : d_.paths) {
       CEMB_ASSIGN_OR_RETURN(InputFile f, InputFile::Stat(path));
       recipe.inputs.push_back(std::move(f));
@@ -349,6 +353,7 @@ class Preparer {
           for (const std::string& output : s.outputs) names.push_back(fs::path(output).filename().string());
           return names;
         }));
+    if (d_.index_mode == IndexMode::kVocabulary) out_->vocabulary = absl::StrCat(made.dir, "/", kVocabularyFile);
     if (d_.split == DataSplit::kNone) {
       CEMB_ASSIGN_OR_RETURN(out_->train, OpenDataset(made.dir + "/all.bin", Verify::kHeader));
       return absl::OkStatus();
@@ -428,6 +433,7 @@ PreparedData& PreparedData::operator=(PreparedData&& other) noexcept {
   std::swap(validation, other.validation);
   std::swap(work_dir, other.work_dir);
   std::swap(temporary_work_dir, other.temporary_work_dir);
+  std::swap(vocabulary, other.vocabulary);
   return *this;
 }
 

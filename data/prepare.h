@@ -134,6 +134,9 @@ struct PreparedData {
   std::shared_ptr<const Dataset> validation;  // null: no validation samples
   std::string work_dir;                       // empty: nothing was written
   bool temporary_work_dir = false;
+  // TSV data with index_mode vocabulary: the vocabulary the ids were mapped
+  // by (data/preprocess.h), for a checkpoint to keep; else empty.
+  std::string vocabulary;
 
   PreparedData() = default;
   PreparedData(PreparedData&& other) noexcept { *this = std::move(other); }

@@ -1,11 +1,14 @@
 #include "data/preprocess.h"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/checksum.h"
+#include "base/file.h"
 #include "base/parallel.h"
 #include "base/status_macros.h"
 
@@ -138,6 +141,73 @@ void Vocabulary::Finalize(uint32_t threshold) {
   }
 }
 
+namespace {
+constexpr char kVocabularyMagic[] = "cemb-vocabulary-1\n";
+
+template <typename T>
+void Put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+}  // namespace
+
+absl::Status Vocabulary::Save(const std::string& path) const {
+  std::string bytes = kVocabularyMagic;
+  Put(bytes, static_cast<uint32_t>(rows_.size()));
+  for (const auto& rows : rows_) {
+    std::vector<uint32_t> ids(rows.size());
+    for (const auto& [id, row] : rows) ids[static_cast<size_t>(row - 1)] = id;
+    Put(bytes, static_cast<uint64_t>(ids.size()));
+    bytes.append(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint32_t));
+  }
+  Checksum64 sum;
+  sum.Update(bytes.data(), bytes.size());
+  Put(bytes, sum.Digest());
+  return base::WriteFileAtomically(path, bytes);
+}
+
+absl::StatusOr<Vocabulary> Vocabulary::Load(const std::string& path) {
+  CEMB_ASSIGN_OR_RETURN(const std::string bytes, base::ReadWholeFile(path));
+  auto corrupt = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(path, ": not a vocabulary of this version, or corrupt: ", what));
+  };
+  const size_t magic = sizeof kVocabularyMagic - 1;
+  if (bytes.size() < magic + 4 + 8 || bytes.compare(0, magic, kVocabularyMagic) != 0) {
+    return corrupt("no cemb-vocabulary-1 header");
+  }
+  Checksum64 sum;
+  sum.Update(bytes.data(), bytes.size() - 8);
+  uint64_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
+  if (stored != sum.Digest()) return corrupt("its checksum does not match its contents");
+  size_t at = magic;
+  const size_t end = bytes.size() - 8;
+  auto take = [&](void* out, size_t n) {
+    if (end - at < n) return false;
+    std::memcpy(out, bytes.data() + at, n);
+    at += n;
+    return true;
+  };
+  uint32_t tables = 0;
+  take(&tables, 4);
+  Vocabulary v(static_cast<int>(tables));
+  for (uint32_t t = 0; t < tables; ++t) {
+    uint64_t n = 0;
+    if (!take(&n, 8) || n > (end - at) / 4) return corrupt(absl::StrCat("table ", t, " is cut short"));
+    v.rows_[t].reserve(n);
+    uint32_t previous = 0;
+    for (uint64_t k = 0; k < n; ++k) {
+      uint32_t id;
+      take(&id, 4);
+      if (k > 0 && id <= previous) return corrupt(absl::StrCat("table ", t, ": ids not increasing at ", k));
+      v.rows_[t][id] = static_cast<int32_t>(k + 1);
+      previous = id;
+    }
+    v.sizes_[t] = n + 1;
+  }
+  if (at != end) return corrupt(absl::StrCat(end - at, " bytes after the last table"));
+  return v;
+}
+
 absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
   PreprocessOptions o = options;
   if (o.inputs.empty()) return absl::InvalidArgumentError("preprocess: no input files");
@@ -242,6 +312,10 @@ absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options) {
     CEMB_RETURN_IF_ERROR(w.Finish());
     summary.outputs.push_back(o.output_dir + "/" + OutputName(part));
     summary.output_samples.push_back(w.num_samples());
+  }
+  if (vocabulary != nullptr) {
+    summary.vocabulary = absl::StrCat(o.output_dir, "/", kVocabularyFile);
+    CEMB_RETURN_IF_ERROR(vocabulary->Save(summary.vocabulary));
   }
   return summary;
 }

@@ -92,7 +92,8 @@ struct PreprocessSummary {
   uint64_t bad_lines = 0;  // skipped under BadLines::kSkip
   std::vector<std::string> bad_line_messages;  // the first few
   std::vector<uint64_t> table_sizes;
-  std::vector<std::string> outputs;     // the files written
+  std::vector<std::string> outputs;     // the datasets written
+  std::string vocabulary;               // kVocabulary: the vocabulary written (kVocabularyFile)
   std::vector<uint64_t> output_samples;  // per output
   uint64_t input_bytes = 0;
 };
@@ -104,14 +105,29 @@ struct PreprocessSummary {
 [[nodiscard]] absl::StatusOr<PreprocessSummary> Preprocess(const PreprocessOptions& options);
 
 // A per-table vocabulary from id counts (IndexMode::kVocabulary).
+// Preprocess writes it beside the dataset (kVocabularyFile), the trainer
+// copies it into every checkpoint, and a predictor loads it from there to
+// map a request's raw ids as the training's data was mapped.
+//
+// The file: "cemb-vocabulary-1\n", uint32 tables, then per table uint64 n
+// and its n frequent ids (uint32, increasing: id k has row k + 1), then the
+// Checksum64 of everything before it (little-endian).
+//
 // Thread safety: Count() on different tables may run concurrently; Row() is
-// const and thread-safe once Finalize() has run.
+// const and thread-safe once Finalize() (or Load) has run.
+inline constexpr char kVocabularyFile[] = "vocabulary.bin";
+
 class Vocabulary {
  public:
   explicit Vocabulary(int num_tables) : counts_(num_tables), rows_(num_tables), sizes_(num_tables) {}
   void Count(int table, uint32_t id) { ++counts_[table][id]; }
   // Assigns rows: ids with count >= threshold get 1..n by increasing id.
   void Finalize(uint32_t threshold);
+  // REQUIRES: Finalize() has run. Written atomically (a temporary, renamed).
+  [[nodiscard]] absl::Status Save(const std::string& path) const;
+  // DataLoss naming the path for a truncated, corrupt or foreign file.
+  [[nodiscard]] static absl::StatusOr<Vocabulary> Load(const std::string& path);
+  int num_tables() const { return static_cast<int>(rows_.size()); }
   // REQUIRES: Finalize() has run.
   int32_t Row(int table, uint32_t id) const {
     auto it = rows_[table].find(id);

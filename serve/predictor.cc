@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -139,6 +140,7 @@ struct Predictor::Impl {
   std::string warning;
   int threads = 1;
   std::vector<int64_t> planned;
+  std::optional<data::Vocabulary> vocabulary;  // ids=vocabulary: how raw ids became rows
   std::unique_ptr<dlrm::Dlrm> model;
   std::unique_ptr<EmbeddingSource> source;  // after model: it reads the model's layer
   std::vector<std::unique_ptr<Context>> contexts;
@@ -259,6 +261,17 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
   }
   if (options.log && !p.warning.empty()) options.log(absl::StrCat("warning: ", p.warning));
 
+  if (p.manifest.ids == "vocabulary") {
+    const std::string path = absl::StrCat(p.checkpoint, "/", data::kVocabularyFile);
+    std::error_code ec;
+    if (std::filesystem::exists(path, ec)) {
+      CEMB_ASSIGN_OR_RETURN(p.vocabulary, data::Vocabulary::Load(path));
+      if (p.vocabulary->num_tables() != static_cast<int>(p.manifest.table_rows.size())) {
+        return absl::DataLossError(absl::StrCat(path, ": ", p.vocabulary->num_tables(), " tables, the model has ",
+                                                p.manifest.table_rows.size()));
+      }
+    }
+  }
   CEMB_ASSIGN_OR_RETURN(dlrm::DlrmOptions model_options, ModelOptions(p.manifest, options, p.precision, in_place));
   CEMB_ASSIGN_OR_RETURN(p.model, dlrm::Dlrm::Create(model_options));
   CEMB_RETURN_IF_ERROR(p.model->Load(p.checkpoint + "/model"));
@@ -371,10 +384,12 @@ absl::Status Predictor::Predict(const dlrm::BatchView& batch, std::span<float> p
 
 absl::Status Predictor::PredictCriteo(std::span<const data::CriteoRow> rows, std::span<float> probabilities) const {
   const ServingManifest& m = impl_->manifest;
-  if (m.ids != "modulo" || m.dense_transform != "log1p") {
+  const bool vocabulary = m.ids == "vocabulary" && impl_->vocabulary.has_value();
+  if ((m.ids != "modulo" && !vocabulary) || m.dense_transform != "log1p") {
     return absl::FailedPreconditionError(absl::StrCat(
         impl_->checkpoint, ": raw Criteo features need the training's preprocessing, and this model's is ids=", m.ids,
-        m.ids == "vocabulary" ? " (its vocabulary was not kept with the checkpoint)" : " (not trained on Criteo TSV)",
+        m.ids == "vocabulary" ? " (its vocabulary was not kept with the checkpoint: it was written before they were)"
+                              : " (not trained on Criteo TSV)",
         ": send dense floats and row indices (Predict)"));
   }
   if (num_tables() != data::kNumCategorical || num_dense() != data::kNumDense) {
@@ -382,7 +397,8 @@ absl::Status Predictor::PredictCriteo(std::span<const data::CriteoRow> rows, std
                                                       " dense features, Criteo 26 and 13"));
   }
   const int64_t n = static_cast<int64_t>(rows.size());
-  const data::CriteoTransform transform{.table_sizes = m.table_rows};
+  const data::CriteoTransform transform{.table_sizes = m.table_rows,
+                                        .vocabulary = vocabulary ? &*impl_->vocabulary : nullptr};
   std::vector<float> dense(static_cast<size_t>(n * data::kNumDense));
   std::vector<int32_t> by_sample(static_cast<size_t>(n * data::kNumCategorical));
   for (int64_t i = 0; i < n; ++i) {

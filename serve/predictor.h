@@ -133,9 +133,11 @@ class Predictor {
   // As Predict, from raw Criteo features (13 integers and 26 categorical
   // ids per sample, data/criteo.h's CriteoRow; labels not read) through the
   // training's preprocessing (data::CriteoTransform: the dense transform
-  // and the id mapping the manifest names). FailedPrecondition for a model
-  // not trained on Criteo TSV (its manifest says ids=none) or whose ids
-  // were mapped by a vocabulary that the checkpoint does not hold.
+  // and the id mapping the manifest names: modulo, or the vocabulary the
+  // checkpoint keeps, data::kVocabularyFile). FailedPrecondition for a
+  // model not trained on Criteo TSV (its manifest says ids=none) or whose
+  // ids were mapped by a vocabulary that the checkpoint does not hold (one
+  // written before checkpoints kept it).
   [[nodiscard]] absl::Status PredictCriteo(std::span<const data::CriteoRow> rows,
                                            std::span<float> probabilities) const;
 

@@ -27,6 +27,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/prepare.h"
+#include "data/preprocess.h"
 #include "distributed/comm.h"
 #include "distributed/shard_plan.h"
 #include "train/sharded_step.h"
@@ -60,6 +61,20 @@ std::string CpuModelName() {
     if (absl::StartsWith(line, "model name")) return std::string(absl::StripAsciiWhitespace(line.substr(line.find(':') + 1)));
   }
   return "";
+}
+
+// The vocabulary the data's ids were mapped by, into the checkpoint `dir`
+// (a hard link where the file system allows one), so that a predictor maps
+// raw ids as the training did. None (modulo, synthetic or binary data; data
+// prepared before vocabularies were kept): nothing.
+absl::Status KeepVocabulary(const std::string& vocabulary, const std::string& dir) {
+  std::error_code ec;
+  if (vocabulary.empty() || !fs::exists(vocabulary, ec)) return absl::OkStatus();
+  const std::string to = absl::StrCat(dir, "/", data::kVocabularyFile);
+  fs::create_hard_link(vocabulary, to, ec);
+  if (ec) fs::copy_file(vocabulary, to, ec);
+  if (ec) return absl::InternalError(absl::StrCat(to, ": cannot copy ", vocabulary, ": ", ec.message()));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -442,6 +457,7 @@ absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* pat
                        absl::StrCat(dir, "/", kServingManifest),
                        SerializeServingManifest(
                            config.ToServingManifest(model->options(), table_sizes, datasets.train->hotness()))));
+                   CEMB_RETURN_IF_ERROR(KeepVocabulary(datasets.vocabulary, dir));
                    return model->Save(dir + "/model");
                  },
                  static_cast<int>(config.train.keep_checkpoints)));

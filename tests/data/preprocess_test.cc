@@ -175,6 +175,42 @@ TEST(PreprocessRealRows, VocabularyGivesFrequentIdsTheirOwnRows) {
     if (threshold == 3) {
       EXPECT_LT(s->table_sizes[2], 1999u);  // C3 has many rare ids
     }
+    // The vocabulary written beside the dataset maps every id as the dataset did.
+    EXPECT_EQ(s->vocabulary, o.output_dir + "/vocabulary.bin");
+    absl::StatusOr<Vocabulary> v = Vocabulary::Load(s->vocabulary);
+    ASSERT_TRUE(v.ok()) << v.status();
+    for (int t = 0; t < 26; ++t) {
+      EXPECT_EQ(v->table_size(t), s->table_sizes[t]);
+      for (const auto& [id, count] : counts[t]) {
+        auto it = rows[t].find(id);
+        ASSERT_EQ(v->Row(t, id), it == rows[t].end() ? 0 : it->second) << t << " " << id;
+      }
+    }
+    EXPECT_EQ(v->Row(0, 0xfffffffe), 0);  // an id never seen
+  }
+}
+
+TEST(Vocabulary, ACutOrCorruptFileIsDataLossNamingIt) {
+  TempDir dir;
+  Vocabulary v(2);
+  for (uint32_t id : {7u, 7u, 9u, 3u, 3u}) v.Count(0, id);
+  v.Count(1, 5);
+  v.Finalize(2);
+  const std::string path = dir.File("vocabulary.bin");
+  ASSERT_TRUE(v.Save(path).ok());
+  absl::StatusOr<Vocabulary> back = Vocabulary::Load(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->Row(0, 3), 1);
+  EXPECT_EQ(back->Row(0, 7), 2);
+  EXPECT_EQ(back->Row(0, 9), 0);
+  EXPECT_EQ(back->table_size(1), 1u);
+  const std::string bytes = ReadFile(path);
+  for (const std::string& bad : {bytes.substr(0, bytes.size() - 3), std::string("x") + bytes.substr(1),
+                                 bytes.substr(0, 30) + "\x01" + bytes.substr(31)}) {
+    WriteFile(path, bad);
+    absl::StatusOr<Vocabulary> r = Vocabulary::Load(path);
+    EXPECT_TRUE(absl::IsDataLoss(r.status())) << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr(path));
   }
 }
 

@@ -465,7 +465,10 @@ INSTANTIATE_TEST_SUITE_P(Models, PredictorTest, ::testing::Values("dot", "concat
 // same lines for training: scored from the TSV lines, they equal the scores
 // of the records the trainer's preprocessing wrote (train.bin, in line
 // order), bit for bit.
-TEST(Predictor, RawCriteoFeaturesGoThroughTheTrainingsPreprocessing) {
+class RawCriteo : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RawCriteo, FeaturesGoThroughTheTrainingsPreprocessing) {
+  const bool vocabulary = GetParam() == "vocabulary";
   const std::string dir = TempDir();
   std::mt19937_64 rng(21);
   std::string tsv;
@@ -477,15 +480,18 @@ TEST(Predictor, RawCriteoFeaturesGoThroughTheTrainingsPreprocessing) {
       absl::StrAppend(&line, "\t", r == 0 ? "" : absl::StrCat(static_cast<int64_t>(rng() % 3000) - 3));
     }
     for (int j = 0; j < 26; ++j) {
-      absl::StrAppend(&line, "\t", rng() % 10 == 0 ? "" : absl::StrCat(absl::Hex(rng() & 0xffffffff)));
+      // 600 ids a table: many seen twice or more (a vocabulary's rows)
+      const uint32_t id = static_cast<uint32_t>((rng() % 600 + 1) * 0x9e3779b1u);
+      absl::StrAppend(&line, "\t", rng() % 10 == 0 ? "" : absl::StrCat(absl::Hex(id)));
     }
     lines.push_back(line);
     absl::StrAppend(&tsv, line, "\n");
   }
   ASSERT_TRUE(base::WriteFileAtomically(dir + "/train.txt", tsv).ok());
   absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(
-      absl::StrCat("data: {source: tsv, path: ", dir, "/train.txt, format: kaggle, max_ind_range: 997, work_dir: ",
-                   dir, "/data}\nmodel: {embedding_dim: 8, bottom_mlp: [16, 8], top_mlp: [16, 1], "
+      absl::StrCat("data: {source: tsv, path: ", dir, "/train.txt, format: kaggle, ",
+                   vocabulary ? "index_mode: vocabulary, frequency_threshold: 2" : "max_ind_range: 997",
+                   ", work_dir: ", dir, "/data}\nmodel: {embedding_dim: 8, bottom_mlp: [16, 8], top_mlp: [16, 1], "
                    "mlp_precision: fp32}\ntrain: {batch_size: 200, steps: 3, threads: 2, progress: false, "
                    "checkpoint_dir: ", dir, "/ck}\n"),
       "criteo.yaml");
@@ -498,10 +504,17 @@ TEST(Predictor, RawCriteoFeaturesGoThroughTheTrainingsPreprocessing) {
 
   absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(dir + "/ck", {});
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ((*p)->manifest().ids, "modulo");
+  EXPECT_EQ((*p)->manifest().ids, GetParam());
   EXPECT_EQ((*p)->manifest().dense_transform, "log1p");
-  EXPECT_EQ((*p)->manifest().table_rows[2], 997u);  // capped by max_ind_range
-  EXPECT_EQ((*p)->manifest().table_rows[8], 3u);    // a Kaggle table smaller than the cap
+  if (vocabulary) {
+    absl::StatusOr<std::string> step = ResolveCheckpoint(dir + "/ck");
+    ASSERT_TRUE(step.ok());
+    EXPECT_TRUE(fs::exists(*step + "/vocabulary.bin"));
+    EXPECT_LT((*p)->manifest().table_rows[2], 1400u);  // the ids seen twice or more, and row 0
+  } else {
+    EXPECT_EQ((*p)->manifest().table_rows[2], 997u);  // capped by max_ind_range
+    EXPECT_EQ((*p)->manifest().table_rows[8], 3u);    // a Kaggle table smaller than the cap
+  }
 
   // The first n records of train.bin are lines 0 .. n-1.
   std::string train_bin;
@@ -529,9 +542,14 @@ TEST(Predictor, RawCriteoFeaturesGoThroughTheTrainingsPreprocessing) {
   ASSERT_TRUE((*p)->Predict({.size = n, .dense = dense, .bags = bags}, preprocessed).ok());
   ASSERT_TRUE((*p)->PredictCriteo(rows, raw).ok());
   EXPECT_EQ(Bits(raw), Bits(preprocessed));
+  if (vocabulary) {  // the frequent ids have rows of their own: not all in row 0
+    EXPECT_GT(*std::max_element(indices[0].begin(), indices[0].end()), 0);
+  }
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
+
+INSTANTIATE_TEST_SUITE_P(IndexModes, RawCriteo, ::testing::Values("modulo", "vocabulary"));
 
 // Where oneDNN has no bf16 matmul (run with ONEDNN_MAX_CPU_ISA=AVX2 on a
 // CPU that has one: tests/serve/CMakeLists.txt), a bf16 checkpoint is served
