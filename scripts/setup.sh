@@ -25,10 +25,13 @@ packages=(
   libyaml-cpp-dev libcli11-dev
   libbenchmark-dev libgtest-dev libgmock-dev
   libomp-dev           # LLVM OpenMP, for the clang ThreadSanitizer build
-  clang libclang-rt-14-dev   # sanitizer runtimes, libFuzzer
+  clang libclang-rt-14-dev   # sanitizer runtimes, libFuzzer (libclang_rt.fuzzer*.a)
   libopenmpi-dev openmpi-bin # Open MPI 4.1: cemb::distributed and mpirun for multi-rank
                        # training; not a library package: a service
                        # that links cemb::embedding/cache never talks MPI
+  libcpp-httplib-dev   # cpp-httplib 0.11: dlrm-serve's HTTP server (cemb::server)
+  libsimdjson-dev      # simdjson 3.0: its request parser (measured against nlohmann::json)
+  nlohmann-json3-dev   # nlohmann::json 3.11: only bench/json_parse_bench, the comparison
   pybind11-dev python3-dev   # the Python module cemb (python/): pybind11 2.10 and the headers
   python3-numpy python3-torch python3-pytest  # its PyTorch layer, example and tests
 )
