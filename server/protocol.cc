@@ -169,7 +169,9 @@ std::optional<int64_t> Integer(dom::element e) {
 }
 
 absl::Status NotAnInteger(const Tensor& t, const std::string& where, dom::element e) {
-  return Invalid(t, absl::StrCat(where, ": ", TypeName(e), ", not an integer within int64"));
+  uint64_t big = 0;
+  if (e.get_uint64().get(big) == simdjson::SUCCESS) return Invalid(t, absl::StrCat(where, ": ", big, " is beyond int64"));
+  return Invalid(t, absl::StrCat(where, ": ", TypeName(e), ", not an integer"));
 }
 
 // Row index k of a one-id-per-table [n, tables] tensor, or of a multi-hot

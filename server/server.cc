@@ -34,7 +34,7 @@ constexpr char kJson[] = "application/json";
 thread_local bool t_shedding = false;
 
 // cpp-httplib's task queue, bounded: `threads` threads take accepted
-// connections from a queue of at most `capacity`; when it is full, the
+// connections; at most `capacity` wait beyond the idle threads; when full, the
 // accepting thread runs the connection itself with t_shedding set, and the
 // handlers answer an infer request 503 at once (the library's own
 // ThreadPool queues without bound).
@@ -47,7 +47,7 @@ class BoundedPool final : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (static_cast<int>(jobs_.size()) < capacity_) {
+      if (static_cast<int>(jobs_.size()) < idle_ + capacity_) {
         jobs_.push_back(std::move(fn));
         cv_.notify_one();
         return;
@@ -75,7 +75,9 @@ class BoundedPool final : public httplib::TaskQueue {
       std::function<void()> fn;
       {
         std::unique_lock<std::mutex> lock(mu_);
+        ++idle_;
         cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        --idle_;
         if (jobs_.empty()) return;  // stopping, nothing left
         fn = std::move(jobs_.front());
         jobs_.pop_front();
@@ -89,6 +91,7 @@ class BoundedPool final : public httplib::TaskQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
+  int idle_ = 0;  // threads waiting for a connection
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
