@@ -497,7 +497,7 @@ std::string ModelMetadataJson(std::string_view model_name, std::string_view mode
   }
   s += "],\"outputs\":[";
   AppendTensorMetadata(s, kProbabilitiesOutput, "FP32", 0);
-  s += "]}";
+  absl::StrAppend(&s, "],\"parameters\":{\"table_rows\":[", absl::StrJoin(model.table_rows, ","), "]}}");
   return s;
 }
 

@@ -59,6 +59,9 @@ inline constexpr char kProbabilitiesOutput[] = "probabilities";
 struct ModelInputs {
   int64_t num_dense = 0;
   int num_tables = 0;
+  // Each table's rows: told in the metadata (a row index is below them);
+  // the parser does not check indices against them (the predictor does).
+  std::vector<uint64_t> table_rows;
   // The model takes raw Criteo features (Predictor::PredictCriteo works:
   // trained on Criteo TSV, with its id mapping at hand).
   bool criteo = false;
@@ -93,7 +96,8 @@ std::string InferResponseJson(std::string_view model_name, std::string_view mode
                               std::span<const float> probabilities);
 
 // The model metadata answer: its name, version, the inputs of both forms
-// (the raw Criteo ones when model.criteo) and the output.
+// (the raw Criteo ones when model.criteo), the output, and
+// "parameters": {"table_rows": [...]}.
 std::string ModelMetadataJson(std::string_view model_name, std::string_view model_version, const ModelInputs& model);
 
 // {"error": message}: the protocol's error object.

@@ -194,6 +194,7 @@ struct Server::Impl {
     m->version = absl::StrCat(state.step);
     m->inputs = {.num_dense = m->predictor->num_dense(),
                  .num_tables = m->predictor->num_tables(),
+                 .table_rows = m->predictor->manifest().table_rows,
                  // Raw Criteo features work exactly when an empty call is accepted.
                  .criteo = m->predictor->PredictCriteo({}, {}).ok()};
     return std::shared_ptr<const Model>(std::move(m));
@@ -234,9 +235,9 @@ struct Server::Impl {
   void Score(std::span<Batcher::Request* const> batch) {
     int64_t samples = 0;
     for (const Batcher::Request* b : batch) samples += b->samples;
+    metrics.ObserveBatch(samples);
     if (options.before_score) options.before_score(samples);
     const std::shared_ptr<const Model> m = Current();
-    metrics.ObserveBatch(samples);
     for (Batcher::Request* b : batch) static_cast<Job*>(b->payload)->model = m;
     if (batch.size() == 1) {
       ScoreAlone(*m, *static_cast<Job*>(batch[0]->payload));

@@ -16,8 +16,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // A model of 3 dense features and 2 tables, and the Criteo-shaped one.
-constexpr ModelInputs kSmall{.num_dense = 3, .num_tables = 2};
-constexpr ModelInputs kCriteo{.num_dense = 13, .num_tables = 26, .criteo = true};
+const ModelInputs kSmall{.num_dense = 3, .num_tables = 2, .table_rows = {10, 20}};
+const ModelInputs kCriteo{.num_dense = 13, .num_tables = 26, .criteo = true};
 
 std::string Input(const std::string& name, const std::string& datatype, const std::string& shape,
                   const std::string& data) {
@@ -259,7 +259,7 @@ TEST(Protocol, AnswersAreValidJson) {
             R"({"name":"m","versions":["3"],"platform":"cemb_dlrm","inputs":[)"
             R"({"name":"dense","datatype":"FP32","shape":[-1,3]},{"name":"sparse","datatype":"INT64","shape":[-1,2]},)"
             R"({"name":"sparse_lengths","datatype":"INT64","shape":[-1,2]}],)"
-            R"("outputs":[{"name":"probabilities","datatype":"FP32","shape":[-1]}]})");
+            R"("outputs":[{"name":"probabilities","datatype":"FP32","shape":[-1]}],"parameters":{"table_rows":[10,20]}})");
   EXPECT_THAT(ModelMetadataJson("m", "3", kCriteo),
               HasSubstr(R"({"name":"cat_features","datatype":"BYTES","shape":[-1,26]})"));
 }

@@ -327,6 +327,8 @@ TEST_F(ServerTest, HealthMetadataAndScoresEqualThePredictors) {
   EXPECT_THAT(meta->body, HasSubstr(R"("versions":["3"])"));
   EXPECT_THAT(meta->body, HasSubstr(R"({"name":"sparse","datatype":"INT64","shape":[-1,26]})"));
   EXPECT_THAT(meta->body, HasSubstr(R"({"name":"cat_features","datatype":"BYTES","shape":[-1,26]})"));
+  EXPECT_THAT(meta->body, HasSubstr(absl::StrCat(R"("parameters":{"table_rows":[)",
+                                                 absl::StrJoin(Reference()->manifest().table_rows, ","), "]}")));
 
   std::unique_ptr<serve::Predictor> p = Reference();
   const Samples s = MakeSamples(*p, 37, 5);
