@@ -6,7 +6,9 @@ port, then
   2. a reload under load: a client thread scores while dlrm-train continues
      the run and moves LATEST; no request fails, the version moves;
   3. SIGTERM with three requests in flight (--debug_score_delay_ms holds each
-     scoring): all three answered 200, exit status 0.
+     scoring): all three answered 200, exit status 0;
+  4. with --load, bench/serve_http_load for half a second at a low rate: it
+     runs and every request is answered 200 (no timing is judged).
 When ../shared/tools/memlimit can run (root, a cgroup memory controller),
 dlrm-serve runs under it, so the reload is done within --memlimit (its peak
 is printed); elsewhere it runs plainly and says so.
@@ -127,6 +129,7 @@ def main():
     parser.add_argument("--memlimit_tool", default=os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                                                 "shared", "tools", "memlimit"))
     parser.add_argument("--memlimit", default="1G")
+    parser.add_argument("--load", help="bench/serve_http_load, run briefly against the server")
     args = parser.parse_args()
 
     memlimit = None
@@ -189,6 +192,20 @@ def main():
         if serve.stop() != 0:
             raise SystemExit("dlrm-serve did not exit 0 after SIGTERM\n%s" % serve.log())
         print("\n".join(l for l in serve.log().splitlines() if "reload" in l or "memlimit" in l))
+
+        # 4. The load generator runs against it.
+        if args.load:
+            serve = Serve(args, work, ["--reload_poll_s", "0"], None)
+            out = subprocess.run([args.load, "--url", "http://127.0.0.1:%d" % serve.port, "--qps", "200",
+                                  "--seconds", "0.5", "--warmup_seconds", "0.1", "--connections", "4",
+                                  "--samples", "2"], capture_output=True, text=True)
+            print(out.stdout, end="")
+            fields = dict(zip(out.stdout.split()[1::2], out.stdout.split()[2::2]))
+            if out.returncode != 0 or int(fields.get("ok", 0)) == 0 or \
+                    any(int(fields.get(k, 1)) != 0 for k in ("status_503", "other_errors", "failed")):
+                raise SystemExit("serve_http_load: %s%s" % (out.stdout, out.stderr))
+            if serve.stop() != 0:
+                raise SystemExit("dlrm-serve did not exit 0 after SIGTERM\n%s" % serve.log())
 
         # 3. SIGTERM with requests in flight: one scoring held, two queued.
         serve = Serve(args, work, ["--contexts", "1", "--max_batch", "1", "--max_wait_us", "0",
