@@ -50,12 +50,24 @@ std::string Body(int64_t n) {
 struct Parsed {
   std::vector<float> dense;
   std::vector<int64_t> sparse;
+
+  // One element of input `name` (a simdjson element or value).
+  template <typename V>
+  void Add(std::string_view name, V v) {
+    if (name == "dense") {
+      dense.push_back(static_cast<float>(double(v)));
+    } else {
+      sparse.push_back(int64_t(v));
+    }
+  }
 };
 
-void Check(benchmark::State& state, const Parsed& p, int64_t n) {
+// Checks what the last iteration parsed; reports the bytes parsed.
+void Finish(benchmark::State& state, const Parsed& p, int64_t n, size_t body_bytes) {
   if (static_cast<int64_t>(p.dense.size()) != n * kDense || static_cast<int64_t>(p.sparse.size()) != n * kTables) {
     state.SkipWithError("parsed the wrong number of values");
   }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body_bytes));
 }
 
 void Nlohmann(benchmark::State& state) {
@@ -78,8 +90,7 @@ void Nlohmann(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(p.dense.data());
   }
-  Check(state, p, n);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+  Finish(state, p, n, body.size());
   state.counters["body_bytes"] = static_cast<double>(body.size());
 }
 
@@ -95,18 +106,11 @@ void SimdjsonDom(benchmark::State& state) {
     if (parser.parse(body).get(doc) != simdjson::SUCCESS) state.SkipWithError("parse");
     for (simdjson::dom::element in : doc["inputs"].get_array()) {
       const std::string_view name = in["name"].get_string();
-      for (simdjson::dom::element v : in["data"].get_array()) {
-        if (name == "dense") {
-          p.dense.push_back(static_cast<float>(double(v)));
-        } else {
-          p.sparse.push_back(int64_t(v));
-        }
-      }
+      for (simdjson::dom::element v : in["data"].get_array()) p.Add(name, v);
     }
     benchmark::DoNotOptimize(p.dense.data());
   }
-  Check(state, p, n);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+  Finish(state, p, n, body.size());
 }
 
 void SimdjsonOnDemand(benchmark::State& state) {
@@ -125,20 +129,13 @@ void SimdjsonOnDemand(benchmark::State& state) {
         if (key == "name") {
           name = f.value().get_string();
         } else if (key == "data") {
-          for (simdjson::ondemand::value v : f.value().get_array()) {
-            if (name == "dense") {
-              p.dense.push_back(static_cast<float>(double(v)));
-            } else {
-              p.sparse.push_back(int64_t(v));
-            }
-          }
+          for (simdjson::ondemand::value v : f.value().get_array()) p.Add(name, v);
         }
       }
     }
     benchmark::DoNotOptimize(p.dense.data());
   }
-  Check(state, p, n);
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(body.size()));
+  Finish(state, p, n, body.size());
 }
 
 BENCHMARK(Nlohmann)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond);

@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -10,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/server/gate.h"
 
 namespace cemb::server {
 namespace {
@@ -18,44 +18,29 @@ using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using ::testing::UnorderedElementsAre;
 
-// A scorer that records each batch (the payloads are ints) and can be held.
+// A scorer that records each batch (the payloads are ints), held while its gate is.
 class Recorder {
  public:
   Batcher::ScoreFn Fn() {
     return [this](std::span<Batcher::Request* const> batch) {
-      std::unique_lock<std::mutex> lock(mu_);
       std::vector<int> ids;
       for (Batcher::Request* r : batch) ids.push_back(*static_cast<int*>(r->payload));
-      batches_.push_back(ids);
-      ++entered_;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return !held_; });
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        batches_.push_back(ids);
+      }
+      gate.Enter();
     };
-  }
-  void Hold() {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_ = true;
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_ = false;
-    cv_.notify_all();
-  }
-  // Waits until `n` batches entered the scorer.
-  void WaitEntered(int n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return entered_ >= n; });
   }
   std::vector<std::vector<int>> batches() {
     std::lock_guard<std::mutex> lock(mu_);
     return batches_;
   }
 
+  Gate gate;
+
  private:
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false;
-  int entered_ = 0;
   std::vector<std::vector<int>> batches_;
 };
 
@@ -66,20 +51,25 @@ struct Pending {
       : id(id), request(std::make_unique<Batcher::Request>(form, samples, &this->id)) {}
 };
 
+// Makes the batcher's only scoring thread busy with `first`, held.
+void Busy(Batcher& b, Recorder& rec, Pending& first) {
+  rec.gate.Hold();
+  ASSERT_TRUE(b.Submit(first.request.get()).ok());
+  rec.gate.WaitEntered(1);
+}
+
 TEST(Batcher, RequestsQueuedWhileTheScorerIsBusyFormOneBatch) {
   Recorder rec;
   Batcher b({.max_batch = 8, .max_wait = 0us, .max_queue = 100, .threads = 1}, rec.Fn());
-  rec.Hold();
   Pending first(0, 0, 1);
-  ASSERT_TRUE(b.Submit(first.request.get()).ok());
-  rec.WaitEntered(1);  // the only scorer is busy with request 0
+  Busy(b, rec, first);
   std::vector<std::unique_ptr<Pending>> next;
   for (int i = 1; i <= 4; ++i) {
     next.push_back(std::make_unique<Pending>(i, 0, 2));
     ASSERT_TRUE(b.Submit(next.back()->request.get()).ok());
   }
   EXPECT_EQ(b.queued(), 4);
-  rec.Release();
+  rec.gate.Release();
   for (auto& p : next) p->request->Wait();
   first.request->Wait();
   // 4 requests of 2 samples: one batch of 8 (max_batch), though max_wait is 0.
@@ -89,10 +79,8 @@ TEST(Batcher, RequestsQueuedWhileTheScorerIsBusyFormOneBatch) {
 TEST(Batcher, ABatchHoldsAtMostMaxBatchSamplesAndOneForm) {
   Recorder rec;
   Batcher b({.max_batch = 4, .max_wait = 0us, .max_queue = 100, .threads = 1}, rec.Fn());
-  rec.Hold();
   Pending first(0, 0, 1);
-  ASSERT_TRUE(b.Submit(first.request.get()).ok());
-  rec.WaitEntered(1);
+  Busy(b, rec, first);
   // forms: 1 0 0 1 0 ; samples 3 2 2 1 9
   std::vector<std::unique_ptr<Pending>> next;
   const int forms[] = {1, 0, 0, 1, 0};
@@ -101,7 +89,7 @@ TEST(Batcher, ABatchHoldsAtMostMaxBatchSamplesAndOneForm) {
     next.push_back(std::make_unique<Pending>(i + 1, forms[i], samples[i]));
     ASSERT_TRUE(b.Submit(next.back()->request.get()).ok());
   }
-  rec.Release();
+  rec.gate.Release();
   for (auto& p : next) p->request->Wait();
   // The oldest first, then what fits of its form: {1 (3), 4 (1)}, {2, 3}, {5} alone (9 > max_batch).
   EXPECT_THAT(rec.batches(),
@@ -136,16 +124,14 @@ TEST(Batcher, ALoneRequestIsScoredWhenItsWindowEnds) {
 TEST(Batcher, AFullQueueRefusesAtOnce) {
   Recorder rec;
   Batcher b({.max_batch = 1, .max_wait = 0us, .max_queue = 2, .threads = 1}, rec.Fn());
-  rec.Hold();
   Pending p0(0, 0, 1), p1(1, 0, 1), p2(2, 0, 1), p3(3, 0, 1);
-  ASSERT_TRUE(b.Submit(p0.request.get()).ok());
-  rec.WaitEntered(1);
+  Busy(b, rec, p0);
   ASSERT_TRUE(b.Submit(p1.request.get()).ok());
   ASSERT_TRUE(b.Submit(p2.request.get()).ok());
   const absl::Status full = b.Submit(p3.request.get());
   EXPECT_TRUE(absl::IsUnavailable(full)) << full;
   EXPECT_THAT(full.message(), ::testing::HasSubstr("overloaded"));
-  rec.Release();
+  rec.gate.Release();
   p0.request->Wait();
   p1.request->Wait();
   p2.request->Wait();
@@ -156,18 +142,18 @@ TEST(Batcher, StopScoresWhatIsQueuedThenRefuses) {
   Recorder rec;
   auto b = std::make_unique<Batcher>(Batcher::Options{.max_batch = 1, .max_wait = 0us, .max_queue = 10, .threads = 2},
                                      rec.Fn());
-  rec.Hold();
+  rec.gate.Hold();
   std::vector<std::unique_ptr<Pending>> all;
   for (int i = 0; i < 5; ++i) {
     all.push_back(std::make_unique<Pending>(i, 0, 1));
     ASSERT_TRUE(b->Submit(all.back()->request.get()).ok());
   }
-  rec.WaitEntered(2);
+  rec.gate.WaitEntered(2);
   std::thread stop([&] { b->Stop(); });
   std::this_thread::sleep_for(10ms);
   Pending late(9, 0, 1);
   EXPECT_TRUE(absl::IsUnavailable(b->Submit(late.request.get())));
-  rec.Release();
+  rec.gate.Release();
   stop.join();
   for (auto& p : all) p->request->Wait();  // every queued request was scored
   std::vector<int> scored;

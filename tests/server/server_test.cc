@@ -9,7 +9,6 @@
 #include <bit>
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -28,6 +27,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "tests/server/gate.h"
 #include "serve/predictor.h"
 #include "train/config.h"
 #include "train/trainer.h"
@@ -212,40 +212,28 @@ struct Running {
   }
 };
 
-// Holds every scoring while held (the server's before_score hook), and
-// counts the batches and their samples.
-class Gate {
+// The server's before_score hook: records each batch's samples, then
+// enters the gate (held while the test holds it).
+class HeldScoring {
  public:
   std::function<void(int64_t)> Hook() {
     return [this](int64_t samples) {
-      std::unique_lock<std::mutex> lock(mu_);
-      batches_.push_back(samples);
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return !held_; });
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        batches_.push_back(samples);
+      }
+      gate.Enter();
     };
-  }
-  void Hold() {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_ = true;
-  }
-  void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_ = false;
-    cv_.notify_all();
-  }
-  void WaitBatches(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return batches_.size() >= n; });
   }
   std::vector<int64_t> batches() {
     std::lock_guard<std::mutex> lock(mu_);
     return batches_;
   }
 
+  Gate gate;
+
  private:
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false;
   std::vector<int64_t> batches_;
 };
 
@@ -281,6 +269,16 @@ class ServerTest : public ::testing::Test {
 
   static ServerOptions Options(const std::string& dir = *dir_) {
     return {.checkpoint = dir + "/ck", .port = 0, .reload_poll_s = 0};
+  }
+
+  // One scoring at a time (one context), no batching window, each scoring
+  // held while `held` is.
+  static ServerOptions OneScoringAtATime(HeldScoring& held) {
+    ServerOptions o = Options();
+    o.predictor.contexts = 1;
+    o.max_wait_us = 0;
+    o.before_score = held.Hook();
+    return o;
   }
 
   static std::unique_ptr<Running> Start(ServerOptions o) {
@@ -455,18 +453,15 @@ TEST_F(ServerTest, EveryBadRequestGetsA4xxThatNamesItAndTheServerKeepsServing) {
 }
 
 TEST_F(ServerTest, RequestsArrivingTogetherAreScoredAsOneBatchAndABadRowFailsOnlyItsRequest) {
-  Gate gate;
-  ServerOptions o = Options();
-  o.predictor.contexts = 1;  // one scoring at a time
-  o.max_wait_us = 0;
-  o.before_score = gate.Hook();
+  HeldScoring held;
+  ServerOptions o = OneScoringAtATime(held);
   std::unique_ptr<Running> r = Start(o);
   ASSERT_NE(r, nullptr);
   std::unique_ptr<serve::Predictor> p = Reference();
-  gate.Hold();
+  held.gate.Hold();
   const Samples first = MakeSamples(*p, 2, 100);
   std::thread t0([&] { EXPECT_EQ(r->Client().Post(kInfer, first.Preprocessed(), "application/json")->status, 200); });
-  gate.WaitBatches(1);  // the only context scores `first`, held
+  held.gate.WaitEntered(1);  // the only context scores `first`, held
   std::vector<Samples> samples;
   for (int i = 0; i < 4; ++i) samples.push_back(MakeSamples(*p, 3 + i, 200 + i));
   samples[2].indices[7][1] = 1 << 30;  // request 2's sample 1: no such row
@@ -476,11 +471,11 @@ TEST_F(ServerTest, RequestsArrivingTogetherAreScoredAsOneBatchAndABadRowFailsOnl
     clients.emplace_back([&, i] { answers[i] = r->Post(kInfer, samples[i].Preprocessed()); });
   }
   WaitMetric(*r, "cemb_serve_queued_requests", 4);
-  gate.Release();
+  held.gate.Release();
   t0.join();
   for (std::thread& t : clients) t.join();
   // One scoring of the 4 (3 + 4 + 5 + 6 samples), then each alone: request 2's row failed it.
-  const std::vector<int64_t> batches = gate.batches();
+  const std::vector<int64_t> batches = held.batches();
   ASSERT_GE(batches.size(), 2u);
   EXPECT_EQ(batches[0], 2);
   EXPECT_EQ(batches[1], 18);
@@ -497,23 +492,20 @@ TEST_F(ServerTest, RequestsArrivingTogetherAreScoredAsOneBatchAndABadRowFailsOnl
 }
 
 TEST_F(ServerTest, AFullQueueIsAnswered503AtOnce) {
-  Gate gate;
-  ServerOptions o = Options();
-  o.predictor.contexts = 1;
-  o.max_wait_us = 0;
+  HeldScoring held;
+  ServerOptions o = OneScoringAtATime(held);
   o.max_batch = 1;
   o.max_queue = 2;
-  o.before_score = gate.Hook();
   std::unique_ptr<Running> r = Start(o);
   ASSERT_NE(r, nullptr);
   std::unique_ptr<serve::Predictor> p = Reference();
   const std::string body = MakeSamples(*p, 1, 1).Preprocessed();
-  gate.Hold();
-  std::vector<std::thread> held;
+  held.gate.Hold();
+  std::vector<std::thread> clients;
   std::atomic<int> ok{0};
   for (int i = 0; i < 3; ++i) {
-    held.emplace_back([&] { ok += r->Client().Post(kInfer, body, "application/json")->status == 200; });
-    if (i == 0) gate.WaitBatches(1);  // one scoring held, then two queued
+    clients.emplace_back([&] { ok += r->Client().Post(kInfer, body, "application/json")->status == 200; });
+    if (i == 0) held.gate.WaitEntered(1);  // one scoring held, then two queued
   }
   WaitMetric(*r, "cemb_serve_queued_requests", 2);
   // The queue is full: answered while every scoring is still held.
@@ -521,25 +513,25 @@ TEST_F(ServerTest, AFullQueueIsAnswered503AtOnce) {
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 503);
   EXPECT_THAT(refused->body, HasSubstr("overloaded: 2 requests are waiting to be scored"));
-  gate.Release();
-  for (std::thread& t : held) t.join();
+  held.gate.Release();
+  for (std::thread& t : clients) t.join();
   EXPECT_EQ(ok.load(), 3);
   EXPECT_TRUE(r->Stop().ok());
 }
 
 TEST_F(ServerTest, ConnectionsBeyondTheHttpThreadsAreAnswered503ByTheAcceptingThread) {
-  Gate gate;
+  HeldScoring held;
   ServerOptions o = Options();
   o.http_threads = 1;
   o.http_queue = 0;
-  o.before_score = gate.Hook();
+  o.before_score = held.Hook();
   std::unique_ptr<Running> r = Start(o);
   ASSERT_NE(r, nullptr);
   std::unique_ptr<serve::Predictor> p = Reference();
   const std::string body = MakeSamples(*p, 1, 1).Preprocessed();
-  gate.Hold();
+  held.gate.Hold();
   std::thread busy([&] { EXPECT_EQ(r->Client().Post(kInfer, body, "application/json")->status, 200); });
-  gate.WaitBatches(1);  // the only HTTP thread waits for its scoring
+  held.gate.WaitEntered(1);  // the only HTTP thread waits for its scoring
   httplib::Result shed = r->Client().Post(kInfer, body, "application/json");
   ASSERT_TRUE(shed);
   EXPECT_EQ(shed->status, 503);
@@ -548,7 +540,7 @@ TEST_F(ServerTest, ConnectionsBeyondTheHttpThreadsAreAnswered503ByTheAcceptingTh
   // Health and metrics are still answered (by the accepting thread).
   EXPECT_EQ(r->Client().Get("/v2/health/live")->status, 200);
   EXPECT_GE(Metric(*r, "cemb_serve_shed_total"), 1);
-  gate.Release();
+  held.gate.Release();
   busy.join();
   EXPECT_TRUE(r->Stop().ok());
 }
@@ -578,29 +570,26 @@ TEST_F(ServerTest, MetricsCountRequestsBatchesAndTheSsdTable) {
 }
 
 TEST_F(ServerTest, ShutdownAnswersTheRequestsInFlightThenStopsAccepting) {
-  Gate gate;
-  ServerOptions o = Options();
-  o.predictor.contexts = 1;
+  HeldScoring held;
+  ServerOptions o = OneScoringAtATime(held);
   o.max_batch = 1;
-  o.max_wait_us = 0;
-  o.before_score = gate.Hook();
   std::unique_ptr<Running> r = Start(o);
   ASSERT_NE(r, nullptr);
   std::unique_ptr<serve::Predictor> p = Reference();
   const Samples s = MakeSamples(*p, 1, 4);
-  gate.Hold();
+  held.gate.Hold();
   std::vector<Answer> answers(3);
   std::vector<std::thread> clients;
   for (int i = 0; i < 3; ++i) {
     clients.emplace_back([&, i] { answers[i] = r->Post(kInfer, s.Preprocessed()); });
   }
-  gate.WaitBatches(1);
+  held.gate.WaitEntered(1);
   WaitMetric(*r, "cemb_serve_queued_requests", 2);  // one scoring, two queued: all three in flight
   r->server->Shutdown();
   // No new connection once shut down; ready says no.
   httplib::Result refused = r->Client().Get("/v2/health/live");
   EXPECT_FALSE(refused);
-  gate.Release();
+  held.gate.Release();
   for (std::thread& t : clients) t.join();
   for (const Answer& a : answers) {
     EXPECT_EQ(a.status, 200);
