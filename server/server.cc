@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -387,7 +388,14 @@ struct Server::Impl {
                                                                        httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       std::string message;
-      if (res.status == 413) {
+      if (res.status == 413 && absl::StartsWith(req.get_header_value("Content-Type"),
+                                                "application/x-www-form-urlencoded")) {
+        // cpp-httplib parses such a body as a form, and refuses one over
+        // CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH (8192) whatever our limit.
+        message = absl::StrCat("a body sent as application/x-www-form-urlencoded (curl -d's default) is limited to "
+                               "8192 bytes: send it with Content-Type: application/json (up to ",
+                               options.max_body_bytes, " bytes)");
+      } else if (res.status == 413) {
         message = absl::StrCat("the request body is over the limit of ", options.max_body_bytes, " bytes");
       } else if (res.status == 404) {
         message = absl::StrCat("no such endpoint: ", req.method, " ", req.path);
