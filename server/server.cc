@@ -224,12 +224,34 @@ struct Server::Impl {
         status = m.predictor->Predict(
             {.size = n, .dense = std::span(r.dense).subspan(s * nd, n * nd), .bags = bags}, out);
       }
-      if (!status.ok()) {
+      if (absl::IsOutOfRange(status) || absl::IsInvalidArgument(status)) {
+        // The request's rows or bags: named by input and sample.
         const std::string input = r.form == InputForm::kCriteo ? kCatFeaturesInput : kSparseInput;
         job.status = absl::Status(status.code(), absl::StrCat("input '", input, "': ",
                                                               BagToSample(status.message(), s)));
         return;
       }
+      if (!status.ok()) {  // the model's (a failed read, a corrupt file): as the predictor says
+        job.status = status;
+        return;
+      }
+    }
+  }
+
+  // The batcher's score function: never throws (a scoring thread would end
+  // the process); whatever escapes is each request's Internal error.
+  void ScoreOrFail(std::span<Batcher::Request* const> batch) noexcept {
+    try {
+      Score(batch);
+    } catch (const std::exception& e) {
+      Fail(batch, e.what());
+    } catch (...) {
+      Fail(batch, "an unknown exception");
+    }
+  }
+  static void Fail(std::span<Batcher::Request* const> batch, const char* what) {
+    for (Batcher::Request* b : batch) {
+      static_cast<Job*>(b->payload)->status = absl::InternalError(absl::StrCat("scoring failed: ", what));
     }
   }
 
@@ -511,7 +533,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
                        .max_wait = std::chrono::microseconds(options.max_wait_us),
                        .max_queue = options.max_queue,
                        .threads = model->predictor->contexts()},
-      [&s](std::span<Batcher::Request* const> batch) { s.Score(batch); });
+      [&s](std::span<Batcher::Request* const> batch) { s.ScoreOrFail(batch); });
   s.model = std::move(model);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
