@@ -161,7 +161,7 @@ struct Server::Impl {
 
   mutable std::mutex model_mu;
   std::shared_ptr<const Model> model;  // null until open
-  std::unique_ptr<Batcher> batcher;     // made before the first model is published
+  std::unique_ptr<Batcher> batcher;     // published with the first model (model_mu)
 
   std::mutex stop_mu;
   std::condition_variable stop_cv;
@@ -199,6 +199,22 @@ struct Server::Impl {
                  // Raw Criteo features work exactly when an empty call is accepted.
                  .criteo = m->predictor->PredictCriteo({}, {}).ok()};
     return std::shared_ptr<const Model>(std::move(m));
+  }
+
+  // Opens the model to serve first and its batcher, and publishes both.
+  absl::Status OpenFirst() {
+    CEMB_ASSIGN_OR_RETURN(std::shared_ptr<const Model> m, Open(options.checkpoint));
+    Log(absl::StrCat("serving ", m->path, " as model '", options.model_name, "' version ", m->version));
+    auto b = std::make_unique<Batcher>(
+        Batcher::Options{.max_batch = options.max_batch,
+                         .max_wait = std::chrono::microseconds(options.max_wait_us),
+                         .max_queue = options.max_queue,
+                         .threads = m->predictor->contexts()},
+        [this](std::span<Batcher::Request* const> batch) { ScoreOrFail(batch); });
+    std::lock_guard<std::mutex> lock(model_mu);  // whoever sees the model sees the batcher
+    batcher = std::move(b);
+    model = std::move(m);
+    return absl::OkStatus();
   }
 
   // --- scoring (the batcher's threads) -----------------------------------
@@ -398,7 +414,7 @@ struct Server::Impl {
       const std::shared_ptr<const Model> m = Current();
       Gauges g{.ready = Ready(m.get()),
                .model_version = m ? m->step : -1,
-               .queued = batcher ? batcher->queued() : 0};
+               .queued = m ? batcher->queued() : 0};
       if (m) g.ssd_tables = m->predictor->snapshot_tables();
       res.status = 200;
       res.set_content(metrics.Render(g), "text/plain; version=0.0.4");
@@ -526,15 +542,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const ServerOptions& opti
   // when Debian built it): connections beyond it would wait for a SYN
   // retransmission (a second). Listening again only sets the backlog.
   ::listen(s.bound_fd, SOMAXCONN);
-  CEMB_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, s.Open(options.checkpoint));
-  s.Log(absl::StrCat("serving ", model->path, " as model '", options.model_name, "' version ", model->version));
-  s.batcher = std::make_unique<Batcher>(
-      Batcher::Options{.max_batch = options.max_batch,
-                       .max_wait = std::chrono::microseconds(options.max_wait_us),
-                       .max_queue = options.max_queue,
-                       .threads = model->predictor->contexts()},
-      [&s](std::span<Batcher::Request* const> batch) { s.ScoreOrFail(batch); });
-  s.model = std::move(model);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -558,15 +565,21 @@ int64_t Server::model_version() const {
 absl::Status Server::Run() {
   Impl& s = *impl_;
   s.ran = true;
-  if (s.options.reload_poll_s > 0) s.watcher = std::thread([&s] { s.Watch(); });
-  // Returns false when the listening socket is shut down (Shutdown), after
-  // its task queue ran every connection accepted.
-  const bool clean = s.http.listen_after_bind();
+  // Accepting from here on: live at once, ready once the model is open.
+  // listen_after_bind returns false when the listening socket is shut down
+  // (Shutdown), after its task queue ran every connection accepted.
+  bool clean = false;
+  std::thread listener([&s, &clean] { clean = s.http.listen_after_bind(); });
+  const absl::Status opened = s.OpenFirst();
+  if (opened.ok() && s.options.reload_poll_s > 0) s.watcher = std::thread([&s] { s.Watch(); });
+  if (!opened.ok()) Shutdown();
+  listener.join();
   if (s.watcher.joinable()) {
     Shutdown();  // a listener that failed on its own stops the watcher too
     s.watcher.join();
   }
-  s.batcher->Stop();
+  if (s.batcher) s.batcher->Stop();
+  CEMB_RETURN_IF_ERROR(opened);
   if (!clean && !s.shutting_down.load()) return absl::InternalError("server: the listening socket failed");
   return absl::OkStatus();
 }

@@ -92,17 +92,19 @@ struct ServerOptions {
 
 class Server {
  public:
-  // Binds the port (port() is known from here) and opens the model. Errors:
-  // InvalidArgument (options), Unavailable (the address cannot be bound),
-  // what Predictor::Open says of the checkpoint.
+  // Binds the port (port() is known from here). Errors: InvalidArgument
+  // (options), Unavailable (the address cannot be bound).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Server>> Create(const ServerOptions& options);
   ~Server();
 
   int port() const;
   std::string url() const;  // http://host:port
 
-  // Serves until Shutdown(); then returns once every request in flight was
-  // answered and every thread joined.
+  // Accepts connections at once (live; infer 503 and not ready until the
+  // model is open), opens the model, serves until Shutdown(); then returns
+  // once every request in flight was answered and every thread joined.
+  // Errors: what Predictor::Open says of the checkpoint (the server then
+  // stops without serving).
   [[nodiscard]] absl::Status Run();
 
   // Stops accepting connections (the listening socket is shut down), marks

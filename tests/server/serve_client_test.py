@@ -93,6 +93,13 @@ class Serve:
             self.proc.kill()
             raise SystemExit("dlrm-serve did not start: %r\n%s" % (line, self.log()))
         self.port = int(m.group(1))
+        for _ in range(6000):  # live at once, ready once the model is open
+            try:
+                if get(self.port, "/v2/health/ready")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
 
     def log(self):
         self.stderr.seek(0)

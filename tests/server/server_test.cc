@@ -288,6 +288,12 @@ class ServerTest : public ::testing::Test {
     if (!s.ok()) return nullptr;
     r->server = *std::move(s);
     r->thread = std::thread([p = r.get()] { p->result = p->server->Run(); });
+    // Live at once, ready once the model is open.
+    for (;;) {
+      httplib::Result ready = r->Client().Get("/v2/health/ready");
+      if (ready && ready->status == 200) break;
+      std::this_thread::sleep_for(2ms);
+    }
     return r;
   }
 
@@ -343,6 +349,16 @@ TEST_F(ServerTest, HealthMetadataAndScoresEqualThePredictors) {
   EXPECT_EQ(other->status, 404);
   EXPECT_THAT(other->body, HasSubstr("model 'dlrm' has no version '9': it serves version 3"));
   EXPECT_TRUE(r->Stop().ok());
+}
+
+TEST_F(ServerTest, ACheckpointThatCannotBeOpenedEndsRun) {
+  ServerOptions o = Options();
+  o.checkpoint = *dir_ + "/no-such-checkpoint";
+  absl::StatusOr<std::unique_ptr<Server>> s = Server::Create(o);
+  ASSERT_TRUE(s.ok()) << s.status();  // the port is bound; the model is opened by Run
+  const absl::Status run = (*s)->Run();
+  EXPECT_TRUE(absl::IsNotFound(run)) << run;
+  EXPECT_EQ((*s)->model_version(), -1);
 }
 
 TEST_F(ServerTest, RawCriteoFeaturesScoreAsPredictCriteo) {
