@@ -39,7 +39,9 @@
 // window's arrivals: the offered load as it came, free of the Poisson
 // count's own noise) and p99 <= --max_p99_ms (25): the rate doubles from
 // --start_rate until one fails, then bisection until the two differ by
-// --precision (5%); then one measurement at 70% of it.
+// --precision (5%); then one measurement at 70% of it. When the first rate
+// fails, the rate halves until one passes (none below 1/64 of the first:
+// e.g. a request alone takes longer than --max_p99_ms).
 //
 // Storage: the predictor's default (every table in DRAM), or with
 // --ssd_cache_bytes B every table served from ssd with B bytes of DRAM for
@@ -124,6 +126,14 @@ struct Streams {
     }
   }
 };
+
+// fn(0), ..., fn(n - 1), each on a thread of its own; returns when all have.
+template <typename Fn>
+void OnThreads(int n, Fn fn) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) threads.emplace_back(fn, i);
+  for (std::thread& t : threads) t.join();
+}
 
 // The rows of request number `i` of the stream, out[t * samples + j] = table
 // t's row of sample j: a function of (seed, i) alone.
@@ -254,7 +264,9 @@ struct Result {
   // nominal rate x seconds: a Poisson count strays by its square root, 1% at
   // 10,000 arrivals, which would fail a rate the predictor keeps up with).
   double kept_up() const { return arrivals == 0 ? 1.0 : static_cast<double>(answered_in_window) / arrivals; }
-  bool pass(const Flags& f) const { return failed == 0 && kept_up() >= f.min_achieved && p99 <= f.max_p99_ms; }
+  bool pass(const Flags& f) const {
+    return arrivals > 0 && failed == 0 && kept_up() >= f.min_achieved && p99 <= f.max_p99_ms;
+  }
 };
 
 class LoadRunner {
@@ -274,20 +286,16 @@ class LoadRunner {
   int64_t Prewarm(double seconds) {
     std::atomic<int64_t> failed{0};
     const Clock::time_point end = Clock::now() + Seconds(seconds);
-    std::vector<std::thread> pool;
-    for (int w = 0; w < threads_; ++w) {
-      pool.emplace_back([&] {
-        Batch batch(f_.samples, streams_.rows.size());
-        std::vector<int32_t> rows(request_rows_);
-        std::vector<float> out(static_cast<size_t>(f_.samples));
-        while (Clock::now() < end) {
-          const uint64_t i = next_request_.fetch_add(1);
-          FillRows(streams_, f_.seed, i, f_.samples, rows);
-          if (!p_.Predict(batch.View(rows, Dense(i)), out).ok()) ++failed;
-        }
-      });
-    }
-    for (std::thread& t : pool) t.join();
+    OnThreads(threads_, [&](int) {
+      Batch batch(f_.samples, streams_.rows.size());
+      std::vector<int32_t> rows(request_rows_);
+      std::vector<float> out(static_cast<size_t>(f_.samples));
+      while (Clock::now() < end) {
+        const uint64_t i = next_request_.fetch_add(1);
+        FillRows(streams_, f_.seed, i, f_.samples, rows);
+        if (!p_.Predict(batch.View(rows, Dense(i)), out).ok()) ++failed;
+      }
+    });
     return failed.load();
   }
 
@@ -310,17 +318,11 @@ class LoadRunner {
     // so that making them takes no CPU from the predictor while it is timed.
     std::vector<int32_t> rows(due.size() * request_rows_);
     auto rows_of = [&](size_t k) { return std::span<int32_t>(rows).subspan(k * request_rows_, request_rows_); };
-    {
-      std::vector<std::thread> makers;
-      for (int w = 0; w < threads_; ++w) {
-        makers.emplace_back([&, w] {
-          for (size_t k = static_cast<size_t>(w); k < due.size(); k += static_cast<size_t>(threads_)) {
-            FillRows(streams_, f_.seed, first_request + k, f_.samples, rows_of(k));
-          }
-        });
+    OnThreads(threads_, [&](int w) {
+      for (size_t k = static_cast<size_t>(w); k < due.size(); k += static_cast<size_t>(threads_)) {
+        FillRows(streams_, f_.seed, first_request + k, f_.samples, rows_of(k));
       }
-      for (std::thread& t : makers) t.join();
-    }
+    });
 
     struct Sample {
       int64_t due, done;
@@ -331,27 +333,23 @@ class LoadRunner {
     const std::optional<SsdCounters> ssd_before = ReadSsdCounters(p_);
     const bench::CpuClock cpu0 = bench::CpuClock::Now();
     const Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);  // every thread started
-    std::vector<std::thread> pool;
-    for (int w = 0; w < threads_; ++w) {
-      pool.emplace_back([&, w] {
-        ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of an arrival, not the default 50 us
-        Batch batch(f_.samples, streams_.rows.size());
-        std::vector<float> out(static_cast<size_t>(f_.samples));
-        std::vector<Sample>& mine = samples[static_cast<size_t>(w)];
-        mine.reserve(due.size() / static_cast<size_t>(threads_) + 16);
-        for (size_t k; (k = next.fetch_add(1)) < due.size();) {
-          if (Clock::now() - start > std::chrono::nanoseconds(deadline_ns)) break;  // the rest are dropped
-          const Clock::time_point arrival = start + std::chrono::nanoseconds(due[k]);
-          std::this_thread::sleep_until(arrival);
-          if (Clock::now() - arrival > std::chrono::milliseconds(1)) ++late[static_cast<size_t>(w)];
-          if (!p_.Predict(batch.View(rows_of(k), Dense(first_request + k)), out).ok()) {
-            ++failed[static_cast<size_t>(w)];
-          }
-          mine.push_back({due[k], std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()});
+    OnThreads(threads_, [&](int w) {
+      ::prctl(PR_SET_TIMERSLACK, 1000UL);  // wake within ~1 us of an arrival, not the default 50 us
+      Batch batch(f_.samples, streams_.rows.size());
+      std::vector<float> out(static_cast<size_t>(f_.samples));
+      std::vector<Sample>& mine = samples[static_cast<size_t>(w)];
+      mine.reserve(due.size() / static_cast<size_t>(threads_) + 16);
+      for (size_t k; (k = next.fetch_add(1)) < due.size();) {
+        if (Clock::now() - start > std::chrono::nanoseconds(deadline_ns)) break;  // the rest are dropped
+        const Clock::time_point arrival = start + std::chrono::nanoseconds(due[k]);
+        std::this_thread::sleep_until(arrival);
+        if (Clock::now() - arrival > std::chrono::milliseconds(1)) ++late[static_cast<size_t>(w)];
+        if (!p_.Predict(batch.View(rows_of(k), Dense(first_request + k)), out).ok()) {
+          ++failed[static_cast<size_t>(w)];
         }
-      });
-    }
-    for (std::thread& t : pool) t.join();
+        mine.push_back({due[k], std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count()});
+      }
+    });
     res.cpu = bench::CpuClock::Now().Share(cpu0, static_cast<int>(std::thread::hardware_concurrency()));
     if (ssd_before) res.ssd = *ReadSsdCounters(p_) - *ssd_before;
 
@@ -516,6 +514,7 @@ int Main(const Flags& f) {
       if (std::isinf(hi)) {
         rate = 2 * lo;
       } else if (lo == 0) {
+        if (hi < f.start_rate / 64) break;  // no rate passes: give up
         rate = hi / 2;
       } else if (hi / lo - 1 > f.precision) {
         rate = (lo + hi) / 2;

@@ -41,7 +41,8 @@ Subcommands:
           latency). Rows ~ Zipf(--alpha) per table (inverse CDF; ranks spread
           over the table by rank * a_t + b_t mod rows), every request new, made
           before the clock starts; dense features from 16 blocks. --rates a,b,c
-          and/or --find_max (doubling, then bisection to 5%; then 70% of it).
+          and/or --find_max (doubling, then bisection to 5%; then 70% of it);
+          --prewarm_seconds of closed-loop load first (fills the page cache).
           Also prints the major page faults per second and per request (the
           maps' reads from the drive).
 
@@ -186,6 +187,15 @@ def blas_description():
     return False, f"not OpenBLAS: {' '.join(libs) or 'no libblas loaded'}"
 
 
+def on_threads(fn, n):
+    """fn(0), ..., fn(n - 1), each on a thread of its own; returns when all have."""
+    threads = [threading.Thread(target=fn, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def uniform_request(rng, rows, dense, batch):
     d = torch.from_numpy((rng.random((batch, dense), dtype=np.float32) * 8).astype(np.float32))
     idx = [torch.from_numpy(rng.integers(0, n, batch, dtype=np.int64)) for n in rows]
@@ -248,11 +258,7 @@ def closed_clients(model, rows, dense, batch, clients, threads, args, barrier, q
                 lat[c].append(time.perf_counter() - t0)
                 i += 1
 
-    ts = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    on_threads(client, clients)
     queue.put([x for l in lat for x in l])
 
 
@@ -326,6 +332,20 @@ def open_process(model, rows, dense, stream, args, proc, conn):
         msg = conn.recv()
         if msg is None:
             return
+        if msg[0] == "prewarm":  # closed loop on every thread until msg[1] (monotonic): fills the page cache
+            faults0, sent = resource.getrusage(resource.RUSAGE_SELF).ru_majflt, [0] * args.threads
+
+            def warm(w):
+                r = np.random.default_rng([args.seed, proc, w, 0x9e3])
+                with torch.inference_mode():
+                    while time.monotonic() < msg[1]:
+                        ids = stream.draw(r, 1, args.samples)[0]
+                        model(dense_blocks[sent[w] % 16], [offsets] * len(rows), list(torch.from_numpy(ids)))
+                        sent[w] += 1
+
+            on_threads(warm, args.threads)
+            conn.send((sum(sent), resource.getrusage(resource.RUSAGE_SELF).ru_majflt - faults0))
+            continue
         rate, measurement = msg
         rng = np.random.default_rng([args.seed, proc, measurement, 0xa771])
         warm, end = args.warmup_seconds, args.warmup_seconds + args.seconds
@@ -363,11 +383,7 @@ def open_process(model, rows, dense, stream, args, proc, conn):
                         failed[w] += 1
                     out[w].append((due[k], time.monotonic() - start))
 
-        ts = [threading.Thread(target=worker, args=(w,)) for w in range(args.threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        on_threads(worker, args.threads)
         samples = np.array([s for o in out for s in o], dtype=np.float64).reshape(-1, 2)
         conn.send((due, samples, sum(late), sum(failed),
                    resource.getrusage(resource.RUSAGE_SELF).ru_majflt - faults0))
@@ -390,8 +406,6 @@ def open_loop(args, model, rows, dense, maps):
     print(f"open loop: {args.procs} processes x {args.threads} request threads (1 torch thread each), requests of "
           f"{args.samples} samples, rows {f'Zipf({args.alpha})' if args.alpha > 0 else 'uniform'}; "
           f"{args.warmup_seconds} s warm-up + {args.seconds} s per rate, drain {args.drain_seconds} s")
-    print(f"{'offered/s':>10} {'achieved/s':>10} {'kept up':>7} {'samples/s':>11} {'p50 ms':>9} {'p99 ms':>9} "
-          f"{'p99.9 ms':>9} {'late':>6} {'dropped':>7} {'majflt/s':>9} {'flt/req':>8}  pass", flush=True)
 
     def measure(rate, note=""):
         for c in pipes:
@@ -423,7 +437,7 @@ def open_loop(args, model, rows, dense, maps):
             return float(lat[i]) if i < len(lat) else math.inf
 
         p50, p99, p999 = pct(0.5), pct(0.99), pct(0.999)
-        ok = failed == 0 and kept_up >= args.min_achieved and p99 <= args.max_p99_ms
+        ok = arrivals > 0 and failed == 0 and kept_up >= args.min_achieved and p99 <= args.max_p99_ms
         ms = lambda x: "inf" if math.isinf(x) else f"{x:.3f}"  # noqa: E731
         print(f"{rate:>10.1f} {achieved:>10.1f} {kept_up:>7.4f} {achieved * args.samples:>11.0f} {ms(p50):>9} "
               f"{ms(p99):>9} {ms(p999):>9} {late:>6} {arrivals - len(lat):>7} {faults / max(elapsed, 1e-9):>9.0f} "
@@ -433,6 +447,15 @@ def open_loop(args, model, rows, dense, maps):
         return ok
 
     try:
+        if args.prewarm_seconds > 0:
+            t0 = time.monotonic()
+            for c in pipes:
+                c.send(("prewarm", t0 + args.prewarm_seconds))
+            got = [c.recv() for c in pipes]
+            print(f"prewarm: {time.monotonic() - t0:.1f} s closed loop on {args.procs} x {args.threads} threads, "
+                  f"{sum(g[0] for g in got)} requests, {sum(g[1] for g in got)} major faults", flush=True)
+        print(f"{'offered/s':>10} {'achieved/s':>10} {'kept up':>7} {'samples/s':>11} {'p50 ms':>9} {'p99 ms':>9} "
+              f"{'p99.9 ms':>9} {'late':>6} {'dropped':>7} {'majflt/s':>9} {'flt/req':>8}  pass", flush=True)
         for r in [float(x) for x in args.rates.split(",") if x]:
             measure(r)
         if args.find_max:
@@ -445,6 +468,8 @@ def open_loop(args, model, rows, dense, maps):
                 if math.isinf(hi):
                     rate = 2 * lo
                 elif lo == 0:
+                    if hi < args.start_rate / 64:  # no rate passes: give up
+                        break
                     rate = hi / 2
                 elif hi / lo - 1 > args.precision:
                     rate = (lo + hi) / 2
@@ -494,6 +519,7 @@ def main():
     g.add_argument("--max_measurements", type=int, default=24)
     g.add_argument("--procs", type=int, default=os.cpu_count())
     g.add_argument("--threads", type=int, default=4, help="Python request threads per process")
+    g.add_argument("--prewarm_seconds", type=float, default=0, help="closed-loop load before the first rate")
     g = ap.add_argument_group("timing (closed and open)")
     g.add_argument("--seconds", type=float, default=5)
     g.add_argument("--warmup_seconds", type=float, default=1)
