@@ -157,8 +157,8 @@ if has prepare; then
       exit 1
     fi
   done
-  echo "ssd: $(du -sh "$ssd/ck" | cut -f1) checkpoint ($(ls "$ssd/ck/$step"/model/emb_l.*.ssd | wc -l) snapshots of all $SSD_ROWS" \
-    "rows x 256 B), $(du -sh "$ssd/npy" | cut -f1) of .npy"
+  echo "ssd: $(du -sh "$ssd/ck" | cut -f1) checkpoint ($(ls "$ssd/ck/$step"/model/emb_l.*.ssd | wc -l)" \
+    "snapshots of all $SSD_ROWS rows x 256 B), $(du -sh "$ssd/npy" | cut -f1) of .npy"
 fi
 
 if has check; then

@@ -87,7 +87,8 @@ def main():
     print("## The Kaggle model in DRAM: C++ predictor against torch eager (closed loop)")
     cemb, torch = closed_rows(read(logs, "dram-cemb.txt")), closed_rows(read(logs, "dram-torch.txt"))
     if cemb and torch:
-        print("| batch | cemb samples/s | torch samples/s | ratio | cemb p50 us (1 client) | torch p50 us | ratio | target |")
+        print("| batch | cemb samples/s | torch samples/s | ratio | cemb p50 us (1 client) | torch p50 us | ratio "
+              "| target |")
         print("|---:|---:|---:|---:|---:|---:|---:|---|")
         for b in (1, 16, 256, 2048):
             c, t = best(cemb, b), best(torch, b)

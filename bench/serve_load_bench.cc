@@ -52,8 +52,14 @@
 //   memlimit 3G serve_load_bench --checkpoint runs/ssd/ck --samples 64 --alpha 1.05
 //       --ssd_cache_bytes 2147483648 --ssd_dir /work/tmp --prewarm_seconds 20 --find_max
 //   serve_load_bench --rows 1000 --seconds 0.2 --rates 100,200   (a tiny Kaggle-shaped model trained here)
-// Flags: --help. Exit status 1 when a request fails or the checkpoint does
-// not open, 2 on a usage error.
+// Flags (--help says each): --checkpoint DIR (none: a tiny Kaggle-shaped
+// model of --rows trained here), --samples, --alpha, --rates a,b,c,
+// --find_max, --start_rate, --precision, --min_achieved, --max_p99_ms,
+// --max_measurements, --seconds, --warmup_seconds, --drain_seconds,
+// --prewarm_seconds, --threads, --contexts, --threads_per_context,
+// --max_batch, --ssd_cache_bytes, --ssd_dir, --verify_checksums, --seed.
+// Exit status 1 when a request fails or the checkpoint does not open, 2 on a
+// usage error.
 #include <sys/prctl.h>
 
 #include <algorithm>
@@ -430,7 +436,8 @@ int Main(const Flags& f) {
   std::unique_ptr<bench::TempCheckpoint> temp;
   std::string checkpoint = f.checkpoint;
   if (checkpoint.empty()) {
-    absl::StatusOr<std::unique_ptr<bench::TempCheckpoint>> ck = bench::TempCheckpoint::Train(f.rows, "serve_load_bench");
+    absl::StatusOr<std::unique_ptr<bench::TempCheckpoint>> ck =
+        bench::TempCheckpoint::Train(f.rows, "serve_load_bench");
     if (!ck.ok()) return std::fprintf(stderr, "serve_load_bench: %s\n", ck.status().ToString().c_str()), 1;
     temp = *std::move(ck);
     checkpoint = temp->path();
@@ -465,7 +472,8 @@ int Main(const Flags& f) {
   LoadRunner runner(p, f, streams);
   std::printf("serve_load_bench: %s (opened in %.2f s), %zu tables, %llu rows, dim %lld, %s MLPs; requests of %lld "
               "samples, rows %s, dense uniform [0, 8); %d contexts x %d threads, max_batch %lld, %d request threads; "
-              "%s; %.1f s warm-up + %.1f s per rate, drain %.1f s, %zu bytes of rows per request made before; seed %llu\n",
+              "%s; %.1f s warm-up + %.1f s per rate, drain %.1f s, %zu bytes of rows per request made before; "
+              "seed %llu\n",
               p.checkpoint().c_str(), open_s, rows.size(), static_cast<unsigned long long>(all_rows),
               static_cast<long long>(p.manifest().dim), dlrm::PrecisionName(p.precision()),
               static_cast<long long>(f.samples), f.alpha > 0 ? absl::StrCat("Zipf(", f.alpha, ")").c_str() : "uniform",
@@ -474,7 +482,8 @@ int Main(const Flags& f) {
                   ? absl::StrCat("tables on ssd, ", f.ssd_cache_bytes, " bytes of DRAM for rows, files in ", f.ssd_dir)
                         .c_str()
                   : "tables as the predictor's default storage",
-              f.warmup_seconds, f.seconds, f.drain_seconds, runner.request_bytes(), static_cast<unsigned long long>(f.seed));
+              f.warmup_seconds, f.seconds, f.drain_seconds, runner.request_bytes(),
+              static_cast<unsigned long long>(f.seed));
   if (!p.warning().empty()) std::printf("warning: %s\n", p.warning().c_str());
   const std::optional<SsdCounters> ssd = ReadSsdCounters(p);
   if (ssd) {
@@ -542,8 +551,10 @@ int main(int argc, char** argv) {
   cemb::bench::RequireOptimizedBuild("serve_load_bench");
   cemb::Flags f;
   CLI::App app{"serve_load_bench: open-loop Poisson load on the in-process predictor (bench/serve_load_bench.cc)"};
-  app.add_option("--checkpoint", f.checkpoint, "checkpoint dir, its LATEST or a step-N; none: a tiny model trained here");
-  app.add_option("--rows", f.rows, "without --checkpoint: the tiny model's tables, Kaggle cardinalities capped at this");
+  app.add_option("--checkpoint", f.checkpoint,
+                 "checkpoint dir, its LATEST or a step-N; none: a tiny model trained here");
+  app.add_option("--rows", f.rows,
+                 "without --checkpoint: the tiny model's tables, Kaggle cardinalities capped at this");
   app.add_option("--samples", f.samples, "samples per request")->check(CLI::PositiveNumber);
   app.add_option("--alpha", f.alpha, "Zipf exponent of each table's rows; 0: uniform")->check(CLI::NonNegativeNumber);
   app.add_option("--rates", f.rates, "offered requests/s, each measured in turn: a,b,c")
@@ -551,8 +562,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--find_max", f.find_max, "search for the max QPS (doubling, then bisection)");
   app.add_option("--start_rate", f.start_rate, "--find_max's first rate")->check(CLI::PositiveNumber);
-  app.add_option("--precision", f.precision, "--find_max stops when the failing rate is within this of the passing one");
-  app.add_option("--min_achieved", f.min_achieved, "a rate passes when answers in the window >= this x its arrivals ...");
+  app.add_option("--precision", f.precision,
+                 "--find_max stops when the failing rate is within this of the passing one");
+  app.add_option("--min_achieved", f.min_achieved,
+                 "a rate passes when answers in the window >= this x its arrivals ...");
   app.add_option("--max_p99_ms", f.max_p99_ms, "... and p99 <= this");
   app.add_option("--max_measurements", f.max_measurements, "--find_max's measurements at most");
   app.add_option("--seconds", f.seconds, "measured seconds per rate")->check(CLI::PositiveNumber);

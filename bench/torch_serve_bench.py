@@ -53,8 +53,10 @@ Xeons: Prescott) sets OPENBLAS_CORETYPE to the best one it accepts
 (bench/reference/torch_mmap_dlrm.py's choose_openblas_core). It refuses the
 netlib reference BLAS (~40x slower sgemm) unless --allow_reference_blas.
 
-  /usr/bin/python3 bench/torch_serve_bench.py closed --npy OUT/kaggle/npy --checkpoint OUT/kaggle/ck --batches 1,16,256,2048
-  PYTHONPATH=build/python /usr/bin/python3 bench/torch_serve_bench.py check --npy OUT/kaggle/npy --checkpoint OUT/kaggle/ck
+  /usr/bin/python3 bench/torch_serve_bench.py closed --npy OUT/kaggle/npy --checkpoint OUT/kaggle/ck \\
+      --batches 1,16,256,2048
+  PYTHONPATH=build/python /usr/bin/python3 bench/torch_serve_bench.py check --npy OUT/kaggle/npy \\
+      --checkpoint OUT/kaggle/ck
   memlimit 3G /usr/bin/python3 bench/torch_serve_bench.py open --npy OUT/ssd/npy --checkpoint OUT/ssd/ck \\
       --tables from_file --samples 64 --alpha 1.05 --find_max
 """
