@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<cemb::bench::TempCheckpoint> temp;
   if (checkpoint.empty()) {
     absl::StatusOr<std::unique_ptr<cemb::bench::TempCheckpoint>> ck =
-        cemb::bench::TempCheckpoint::Train(rows, "predictor_bench");
+        cemb::bench::TempCheckpoint::Train({.rows = rows}, "predictor_bench");
     if (!ck.ok()) {
       std::fprintf(stderr, "%s\n", ck.status().ToString().c_str());
       return 1;

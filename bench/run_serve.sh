@@ -8,7 +8,7 @@
 #   sudo bash bench/run_serve.sh OUT dram ssd         # some phases again (the checkpoints in OUT are kept)
 #
 # OUT must be on the drive under test (not tmpfs): the ssd checkpoint, the
-# ssd tier's files and the drive's read test go there. The checkpoints made
+# drive's read test go there. The checkpoints made
 # there are used again by later runs whatever the settings: remove OUT/kaggle
 # or OUT/ssd to make one again (e.g. with another KAGGLE_MAX_IND_RANGE). Disk:
 # about 35 GB while the ssd model is made, 20 GB after. Phases, in order
@@ -43,10 +43,11 @@
 #             --find_max), requests of 1, 16, 256 and 2048 samples, uniform rows.
 #   ssd-dram  the bench-ssd model all in DRAM (no cap): max QPS at requests of
 #             64 samples, Zipf(1.05): "the DRAM model's max QPS" of the targets.
-#   ssd       the bench-ssd model's tables on ssd under memlimit CAP: max QPS
-#             at 64 samples for Zipf(1.05) with a 2 GiB and a 512 MiB budget,
-#             and uniform (2 GiB): hit rate (and the best possible), block
-#             reads/s and per request, p99 at 70% of max QPS.
+#   ssd       the bench-ssd model's tables served in place from the
+#             checkpoint's snapshots (PredictorOptions::ssd_cache_bytes) under
+#             memlimit CAP: max QPS at 64 samples for Zipf(1.05) with a 2 GiB
+#             and a 512 MiB budget, and uniform (2 GiB): hit rate (and the best
+#             possible), reads/s and per request, p99 at 70% of max QPS.
 #   torch-ssd the same model in PyTorch with the tables torch.from_file maps of
 #             OUT/ssd/npy (dropped from the page cache, then PREWARM seconds of
 #             load), under the same cap, the same open loop: Zipf(1.05) and
@@ -192,19 +193,18 @@ fi
 
 if has ssd-dram; then
   banner "ssd-dram: the bench-ssd model all in DRAM (no cap)"
-  run "$logs/ssd-dram.txt" load_bench --checkpoint "$ssd/ck" --samples 64 --alpha 1.05 --find_max --start_rate 200
+  run "$logs/ssd-dram.txt" load_bench --checkpoint "$ssd/ck" --dram_tables --samples 64 --alpha 1.05 --find_max \
+    --start_rate 200
 fi
 
 if has ssd; then
   read -r big small <<< "$BUDGETS"
   for case in "zipf-2g 1.05 $big" "zipf-512m 1.05 $small" "uniform-2g 0 $big"; do
     read -r name alpha budget <<< "$case"
-    banner "ssd $name: tables on ssd, $budget bytes for rows, under memlimit $CAP"
-    mkdir -p "$OUT/tier"
+    banner "ssd $name: tables served in place from their snapshots, ssd_cache_bytes $budget, under memlimit $CAP"
     run "$logs/ssd-$name.txt" "$MEMLIMIT" "$CAP" "$bin/serve_load_bench" --seconds "$SECONDS_PER_RATE" \
       --warmup_seconds "$WARMUP" --checkpoint "$ssd/ck" --samples 64 --alpha "$alpha" \
-      --ssd_cache_bytes "$budget" --ssd_dir "$OUT/tier" --prewarm_seconds "$PREWARM" --find_max --start_rate 50
-    rm -rf "$OUT/tier"
+      --ssd_cache_bytes "$budget" --prewarm_seconds "$PREWARM" --find_max --start_rate 50
   done
 fi
 

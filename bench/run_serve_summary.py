@@ -12,10 +12,12 @@ skipped) and prints:
     (>= 2x samples/s at 256 and 2048, >= 3x lower p50 at 1 and 16);
   - the max QPS of each open-loop sweep, with the p99 at 70% of it;
   - the ssd sweeps against their targets: Zipf max QPS >= 0.8 x min(the
-    DRAM model's max QPS, drive reads/s / block reads per request), uniform
-    block reads/s >= 0.8 x the drive's, p99 at 70% of max QPS <= 10 ms, the
-    hit rate against the best possible, rows computed on first use (0), and
-    against torch.from_file's max QPS (aim >= 5x).
+    DRAM model's max QPS, drive reads/s / reads per request), uniform
+    reads/s >= 0.8 x the drive's, p99 at 70% of max QPS <= 10 ms, the hit
+    rate against the best possible, rows made from the seed on first use
+    (0), and against torch.from_file's max QPS (aim >= 5x). A read is one
+    request of the tier (a run of adjacent 4 KiB blocks; one block for a
+    random row), the drive's rate random 4 KiB reads.
 The load lines are serve_load_bench's and torch_serve_bench.py open's
 columns: offered/s achieved/s kept-up samples/s p50 p99 p99.9 late dropped
 [cpu] [hit rate reads/s reads/req lazy rows | majflt/s flt/req] pass.
@@ -132,8 +134,7 @@ def main():
         print(f"- {n[:-4]}: max QPS {fmt(q, ',.1f')}", end="")
         if line and len(line) >= 14:
             hit, reads_s, reads_req = line[10], line[11], line[12]
-            print(f"; at it hit rate {hit:.4f} (the tier's: a request's distinct rows; best possible, of "
-                  f"lookups: {bh[1] if bh else '?'}), {reads_s:,.0f} block reads/s, "
+            print(f"; at it hit rate {hit:.4f} (best possible {bh[1] if bh else '?'}), {reads_s:,.0f} reads/s, "
                   f"{reads_req:.1f} per request", end="")
             if kind == "zipf" and limit and dram_qps and reads_req > 0:
                 need = 0.8 * min(dram_qps, limit / reads_req)

@@ -6,10 +6,11 @@
 // (no coordinated omission). Per offered rate it reports: offered and
 // achieved requests/s, the share of the window's arrivals answered in it,
 // samples/s, p50 / p99 / p99.9 latency, requests sent late and dropped, the
-// process's share of the CPUs; with ssd tables the tier's hit rate, block
-// reads/s and per request, rows computed on first use (0 when every row of
-// the checkpoint was written), and the best possible hit rate (the hottest
-// rows that fit the budget).
+// process's share of the CPUs; with tables served from ssd the tier's hit
+// rate (of every lookup), reads/s and per request, rows made from the seed
+// on first use (0 when every row of the checkpoint was written), and the
+// best possible hit rate (the share of lookups the hottest rows that fit
+// the cache would serve).
 //
 // Requests: --samples S each; table t's row of a sample ~ Zipf(--alpha) over
 // table t's rows in the checkpoint's SERVING manifest (ranks spread over the
@@ -43,21 +44,25 @@
 // fails, the rate halves until one passes (none below 1/64 of the first:
 // e.g. a request alone takes longer than --max_p99_ms).
 //
-// Storage: the predictor's default (every table in DRAM), or with
-// --ssd_cache_bytes B every table served from ssd with B bytes of DRAM for
-// rows (split evenly over the tables) and the tier's files in --ssd_dir.
+// Storage: the predictor's: a table that trained on ssd is served in place
+// from its snapshot (--ssd_cache_bytes: PredictorOptions::ssd_cache_bytes,
+// the DRAM for their rows); every other table is in DRAM. --dram_tables
+// loads every table into DRAM (the all-in-DRAM reference of the same
+// checkpoint). Open verifies the snapshots' checksums in the background:
+// the bench waits for that before it measures (--verify_checksums 0: none).
 //
 //   serve_load_bench --checkpoint runs/kaggle/ck --samples 16 --alpha 0 --rates 2000,4000,8000
 //   serve_load_bench --checkpoint runs/kaggle/ck --samples 1 --alpha 0 --find_max
 //   memlimit 3G serve_load_bench --checkpoint runs/ssd/ck --samples 64 --alpha 1.05
-//       --ssd_cache_bytes 2147483648 --ssd_dir /work/tmp --prewarm_seconds 20 --find_max
+//       --ssd_cache_bytes 2147483648 --prewarm_seconds 20 --find_max
 //   serve_load_bench --rows 1000 --seconds 0.2 --rates 100,200   (a tiny Kaggle-shaped model trained here)
+//   serve_load_bench --rows 4096 --ssd_tables --ssd_cache_bytes 262144 --max_batch 8 --samples 8 --rates 100
 // Flags (--help says each): --checkpoint DIR (none: a tiny Kaggle-shaped
-// model of --rows trained here), --samples, --alpha, --rates a,b,c,
+// model of --rows trained here; --ssd_tables: 4 tables on ssd), --samples, --alpha, --rates a,b,c,
 // --find_max, --start_rate, --precision, --min_achieved, --max_p99_ms,
 // --max_measurements, --seconds, --warmup_seconds, --drain_seconds,
 // --prewarm_seconds, --threads, --contexts, --threads_per_context,
-// --max_batch, --ssd_cache_bytes, --ssd_dir, --verify_checksums, --seed.
+// --max_batch, --ssd_cache_bytes, --dram_tables, --verify_checksums, --seed.
 // Exit status 1 when a request fails or the checkpoint does not open, 2 on a
 // usage error.
 #include <sys/prctl.h>
@@ -84,7 +89,6 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/serving_manifest.h"
 #include "serve/predictor.h"
-#include "tables/embedding_layer.h"
 
 namespace cemb {
 namespace {
@@ -112,8 +116,9 @@ struct Flags {
   int contexts = 0;
   int threads_per_context = 0;
   int64_t max_batch = 256;
-  int64_t ssd_cache_bytes = 0;
-  std::string ssd_dir;
+  int64_t ssd_cache_bytes = 0;  // 0: the predictor's default
+  bool dram_tables = false;
+  bool ssd_tables = false;      // the tiny model's (without --checkpoint)
   bool verify_checksums = true;
   uint64_t seed = 1;
 };
@@ -177,37 +182,38 @@ class Batch {
   std::vector<Bags<int32_t>> bags_;
 };
 
-// The ssd tier's counters, summed over the tables served from ssd.
+// The counters of the tables served in place from their ssd snapshots
+// (serve::SnapshotTableInfo, SnapshotStats), summed.
 struct SsdCounters {
   int tables = 0;
-  int64_t row_bytes = 0;
-  int64_t lookups = 0;  // the tier's count: the distinct rows of each request
-  int64_t hits = 0;
-  int64_t reads = 0;    // block reads
-  int64_t lazy_rows = 0;  // rows computed on first use (never written): must stay 0
+  int64_t capacity_rows = 0;  // rows the DRAM cache holds
+  int64_t lookups = 0;        // every index of every request
+  int64_t hits = 0;           // of them, resident
+  int64_t reads = 0;          // read requests (a run of adjacent 4 KiB blocks each)
+  int64_t rows_read = 0;
+  int64_t lazy_rows = 0;      // rows not in the snapshot, made from the seed: 0 when every row was written
   SsdCounters operator-(const SsdCounters& o) const {
-    return {tables, row_bytes, lookups - o.lookups, hits - o.hits, reads - o.reads, lazy_rows - o.lazy_rows};
+    return {tables,           capacity_rows,          lookups - o.lookups,    hits - o.hits,
+            reads - o.reads,  rows_read - o.rows_read, lazy_rows - o.lazy_rows};
   }
+  double hit_rate() const { return lookups > 0 ? static_cast<double>(hits) / static_cast<double>(lookups) : 0.0; }
 };
 
-// HOOK: where the predictor's ssd tables report their hits and reads. Today
-// the predictor serves an ssd table as an SsdTable loaded from the snapshot
-// (the training tier), reached through model().embeddings().Report(); when
-// the tier that serves the snapshot in place lands (its stats count every
-// lookup, as SnapshotStats does), read it here. nullopt: no table on ssd.
-// REQUIRES: no request in flight.
+// nullopt: no table is served from a snapshot. REQUIRES: no request in
+// flight (the I/O counters are exact then).
 std::optional<SsdCounters> ReadSsdCounters(const serve::Predictor& p) {
+  const std::vector<serve::SnapshotTableInfo> tables = p.snapshot_tables();
+  if (tables.empty()) return std::nullopt;
   SsdCounters c;
-  for (const TableReport& r : p.model().embeddings().Report()) {
-    if (!r.ssd) continue;
+  for (const serve::SnapshotTableInfo& t : tables) {
     ++c.tables;
-    c.row_bytes = r.row_bytes;
-    c.lookups += r.ssd_stats.prefetch_rows;
-    c.hits += r.ssd_stats.prefetch_hits;
-    c.reads += r.ssd_stats.fetch_reads;
-    c.lazy_rows += r.ssd_stats.lazy_rows;
+    c.capacity_rows += t.capacity_rows;
+    c.lookups += t.stats.lookups;
+    c.hits += t.stats.hits;
+    c.reads += t.stats.reads;
+    c.rows_read += t.stats.rows_read;
+    c.lazy_rows += t.stats.lazy_rows;
   }
-  if (c.tables == 0) return std::nullopt;
   return c;
 }
 
@@ -422,8 +428,7 @@ void Print(const Result& r, const Flags& f, const char* note = "") {
               static_cast<long long>(r.late), static_cast<long long>(r.dropped), r.cpu);
   if (r.ssd) {
     const SsdCounters& s = *r.ssd;
-    std::printf(" %8.4f %10.0f %9.1f %9lld",
-                s.lookups > 0 ? static_cast<double>(s.hits) / static_cast<double>(s.lookups) : 0.0,
+    std::printf(" %8.4f %10.0f %9.1f %9lld", s.hit_rate(),
                 r.elapsed > 0 ? static_cast<double>(s.reads) / r.elapsed : 0.0,
                 r.sent > 0 ? static_cast<double>(s.reads) / static_cast<double>(r.sent) : 0.0,
                 static_cast<long long>(s.lazy_rows));
@@ -437,7 +442,7 @@ int Main(const Flags& f) {
   std::string checkpoint = f.checkpoint;
   if (checkpoint.empty()) {
     absl::StatusOr<std::unique_ptr<bench::TempCheckpoint>> ck =
-        bench::TempCheckpoint::Train(f.rows, "serve_load_bench");
+        bench::TempCheckpoint::Train({.rows = f.rows, .ssd_tables = f.ssd_tables}, "serve_load_bench");
     if (!ck.ok()) return std::fprintf(stderr, "serve_load_bench: %s\n", ck.status().ToString().c_str()), 1;
     temp = *std::move(ck);
     checkpoint = temp->path();
@@ -446,52 +451,53 @@ int Main(const Flags& f) {
                             .contexts = f.contexts,
                             .threads_per_context = f.threads_per_context,
                             .verify_checksums = f.verify_checksums};
-  if (f.ssd_cache_bytes > 0) {
+  if (f.ssd_cache_bytes > 0) o.ssd_cache_bytes = f.ssd_cache_bytes;
+  if (f.dram_tables) {  // an override loads a table that trained on ssd instead of serving it in place
     absl::StatusOr<std::string> resolved = ResolveCheckpoint(checkpoint);
     absl::StatusOr<ServingManifest> m = resolved.ok() ? ReadServingManifest(*resolved) : resolved.status();
     if (!m.ok()) return std::fprintf(stderr, "serve_load_bench: %s\n", m.status().ToString().c_str()), 1;
-    // TODO(ssd-serve): the predictor's in-place ssd tier (served from the
-    // checkpoint's snapshot files, no copy) takes its DRAM budget in bytes
-    // from PredictorOptions; set that here when it lands. Until then every
-    // table is an ssd table loaded from the checkpoint into a new log under
-    // --ssd_dir (the training tier), each with an even share of the budget.
-    o.storage.kind = StorageKind::kSsd;
-    o.storage.ssd.capacity_bytes = f.ssd_cache_bytes / static_cast<int64_t>(m->table_rows.size());
-    o.storage.ssd.file.directory = f.ssd_dir;
+    for (size_t t = 0; t < m->table_rows.size(); ++t) o.table_storage[static_cast<int>(t)] = StorageConfig{};
   }
   const Clock::time_point t0 = Clock::now();
   absl::StatusOr<std::unique_ptr<serve::Predictor>> opened = serve::Predictor::Open(checkpoint, o);
   if (!opened.ok()) return std::fprintf(stderr, "serve_load_bench: %s\n", opened.status().ToString().c_str()), 1;
   const serve::Predictor& p = **opened;
   const double open_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  // The snapshots' checksums are verified in the background: not while measuring.
+  while (p.verification().code() == absl::StatusCode::kUnavailable) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!p.verification().ok()) {
+    return std::fprintf(stderr, "serve_load_bench: %s\n", p.verification().ToString().c_str()), 1;
+  }
+  const double verified_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::optional<SsdCounters> ssd = ReadSsdCounters(p);
   const std::vector<uint64_t>& rows = p.manifest().table_rows;
   uint64_t all_rows = 0;
   for (uint64_t r : rows) all_rows += r;
 
   Streams streams(rows, f.alpha);
   LoadRunner runner(p, f, streams);
-  std::printf("serve_load_bench: %s (opened in %.2f s), %zu tables, %llu rows, dim %lld, %s MLPs; requests of %lld "
+  std::printf("serve_load_bench: %s (opened in %.2f s, verified in %.2f s), %zu tables, %llu rows, dim %lld, %s MLPs; requests of %lld "
               "samples, rows %s, dense uniform [0, 8); %d contexts x %d threads, max_batch %lld, %d request threads; "
               "%s; %.1f s warm-up + %.1f s per rate, drain %.1f s, %zu bytes of rows per request made before; "
               "seed %llu\n",
-              p.checkpoint().c_str(), open_s, rows.size(), static_cast<unsigned long long>(all_rows),
+              p.checkpoint().c_str(), open_s, verified_s, rows.size(), static_cast<unsigned long long>(all_rows),
               static_cast<long long>(p.manifest().dim), dlrm::PrecisionName(p.precision()),
               static_cast<long long>(f.samples), f.alpha > 0 ? absl::StrCat("Zipf(", f.alpha, ")").c_str() : "uniform",
               p.contexts(), p.threads_per_context(), static_cast<long long>(f.max_batch), runner.threads(),
-              f.ssd_cache_bytes > 0
-                  ? absl::StrCat("tables on ssd, ", f.ssd_cache_bytes, " bytes of DRAM for rows, files in ", f.ssd_dir)
+              ssd ? absl::StrCat(ssd->tables, " tables served in place from their snapshots, ssd_cache_bytes ",
+                                 o.ssd_cache_bytes, " (", ssd->capacity_rows, " rows)")
                         .c_str()
-                  : "tables as the predictor's default storage",
+                  : f.dram_tables ? "every table loaded into DRAM"
+                                  : "every table in DRAM (none trained on ssd)",
               f.warmup_seconds, f.seconds, f.drain_seconds, runner.request_bytes(),
               static_cast<unsigned long long>(f.seed));
   if (!p.warning().empty()) std::printf("warning: %s\n", p.warning().c_str());
-  const std::optional<SsdCounters> ssd = ReadSsdCounters(p);
   if (ssd) {
-    const int64_t slots = f.ssd_cache_bytes / std::max<int64_t>(1, ssd->row_bytes);
-    std::printf("ssd: %d tables, %lld-byte rows; best possible hit rate (the %lld hottest rows, budget / row bytes, "
-                "serving every lookup): %.4f\n",
-                ssd->tables, static_cast<long long>(ssd->row_bytes), static_cast<long long>(slots),
-                BestHitRate(rows, f.alpha, slots));
+    std::printf("ssd: best possible hit rate (the %lld hottest rows, as many as the cache holds, serving every "
+                "lookup): %.4f\n",
+                static_cast<long long>(ssd->capacity_rows), BestHitRate(rows, f.alpha, ssd->capacity_rows));
   }
   if (f.prewarm_seconds > 0) {
     const std::optional<SsdCounters> before = ReadSsdCounters(p);
@@ -501,8 +507,7 @@ int Main(const Flags& f) {
                 runner.threads());
     if (before) {
       const SsdCounters d = *ReadSsdCounters(p) - *before;
-      std::printf(", hit rate %.4f, %lld block reads", d.lookups > 0 ? static_cast<double>(d.hits) / d.lookups : 0.0,
-                  static_cast<long long>(d.reads));
+      std::printf(", hit rate %.4f, %lld reads", d.hit_rate(), static_cast<long long>(d.reads));
     }
     std::printf("\n");
   }
@@ -576,8 +581,10 @@ int main(int argc, char** argv) {
   app.add_option("--contexts", f.contexts, "PredictorOptions::contexts (0: the predictor's default)");
   app.add_option("--threads_per_context", f.threads_per_context, "PredictorOptions::threads_per_context");
   app.add_option("--max_batch", f.max_batch, "PredictorOptions::max_batch (a larger request is scored in pieces)");
-  app.add_option("--ssd_cache_bytes", f.ssd_cache_bytes, "serve every table from ssd with this much DRAM for rows");
-  app.add_option("--ssd_dir", f.ssd_dir, "with --ssd_cache_bytes: the directory of the ssd tier's files");
+  app.add_option("--ssd_cache_bytes", f.ssd_cache_bytes,
+                 "PredictorOptions::ssd_cache_bytes: DRAM for the rows of the tables served in place (0: default)");
+  app.add_flag("--dram_tables", f.dram_tables, "load every table into DRAM, those that trained on ssd too");
+  app.add_flag("--ssd_tables", f.ssd_tables, "without --checkpoint: the tiny model's 4 tables trained on ssd");
   app.add_option("--verify_checksums", f.verify_checksums, "verify the checkpoint's files when opening it (1/0)");
   app.add_option("--seed", f.seed, "the arrivals' and the requests' seed");
   try {
@@ -587,10 +594,6 @@ int main(int argc, char** argv) {
   }
   if (f.rates.empty() && !f.find_max) {
     std::fprintf(stderr, "serve_load_bench: give --rates a,b,... or --find_max (--help)\n");
-    return 2;
-  }
-  if (f.ssd_cache_bytes > 0 && f.ssd_dir.empty()) {
-    std::fprintf(stderr, "serve_load_bench: --ssd_cache_bytes needs --ssd_dir\n");
     return 2;
   }
   return cemb::Main(f);
