@@ -48,6 +48,9 @@
 #             memlimit CAP: max QPS at 64 samples for Zipf(1.05) with a 2 GiB
 #             and a 512 MiB budget, and uniform (2 GiB): hit rate (and the best
 #             possible), reads/s and per request, p99 at 70% of max QPS.
+#   miss      bench/miss_latency_bench on OUT/ssd/ck under memlimit CAP: the
+#             latency k = 1, 8, 26 cold misses add to one request, against the
+#             drive's own time for k concurrent 4 KiB reads (queue depth k).
 #   torch-ssd the same model in PyTorch with the tables torch.from_file maps of
 #             OUT/ssd/npy (dropped from the page cache, then PREWARM seconds of
 #             load), under the same cap, the same open loop: Zipf(1.05) and
@@ -82,7 +85,7 @@ source bench/machine.sh
 OUT=$(realpath -m "$1")
 shift
 phases=("$@")
-((${#phases[@]})) || phases=(prepare check drive dram dram-open ssd-dram ssd torch-ssd)
+((${#phases[@]})) || phases=(prepare check drive dram dram-open ssd-dram ssd miss torch-ssd)
 BUILD_DIR=${BUILD_DIR:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 CAP=${CAP:-3G}
@@ -103,7 +106,7 @@ logs=$OUT/logs
 mkdir -p "$logs"
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD_DIR" -j "$JOBS" --target dlrm-train ssd_bench predictor_bench serve_load_bench cemb_python \
+cmake --build "$BUILD_DIR" -j "$JOBS" --target dlrm-train ssd_bench predictor_bench serve_load_bench miss_latency_bench cemb_python \
   cemb_serve_python >/dev/null
 bin=$BUILD_DIR/bench
 train=$BUILD_DIR/apps/dlrm-train
@@ -206,6 +209,11 @@ if has ssd; then
       --warmup_seconds "$WARMUP" --checkpoint "$ssd/ck" --samples 64 --alpha "$alpha" \
       --ssd_cache_bytes "$budget" --prewarm_seconds "$PREWARM" --find_max --start_rate 50
   done
+fi
+
+if has miss; then
+  banner "miss: the latency k cold misses add to a request, against the drive's k concurrent reads, under memlimit $CAP"
+  run "$logs/miss.txt" "$MEMLIMIT" "$CAP" "$bin/miss_latency_bench" --checkpoint "$ssd/ck" --ks 1,8,26 --trials 200
 fi
 
 if has torch-ssd; then

@@ -155,6 +155,13 @@ def main():
             r = found[ours][0] / q
             print(f"- {ours[:-4]} against {t[:-4]} (torch's better): {found[ours][0]:,.1f} / {q:,.1f} = {r:.1f}x "
                   f"max QPS (aim >= 5x: {'met' if r >= 5 else 'MISSED'})")
+    miss = read(logs, "miss.txt")
+    if miss:
+        print()
+        print("## latency against cold misses (bench/miss_latency_bench: added p50 <= 1.2 x drive p50 + 100 us)")
+        for line in miss.splitlines():
+            if re.match(r"^\s+\d+ ", line) or line.startswith("   k"):
+                print("    " + line.strip())
 
 
 if __name__ == "__main__":
