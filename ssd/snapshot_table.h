@@ -48,7 +48,6 @@
 #ifndef CEMB_SSD_SNAPSHOT_TABLE_H_
 #define CEMB_SSD_SNAPSHOT_TABLE_H_
 
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -63,6 +62,7 @@
 #include "embedding/simple_table.h"
 #include "embedding/table_io.h"
 #include "embedding/types.h"
+#include "ssd/internal/resolved_rows.h"
 #include "ssd/internal/snapshot_core.h"
 
 namespace cemb {
@@ -249,30 +249,19 @@ class SnapshotRequest {
 // A request's pooled rows from resolved row addresses (SnapshotTable::Resolve):
 //   out[b * ld + c] = s_b * sum_{j in [offsets[b], offsets[b+1])} w_j * rows[j][c]
 //   w_j = weights[j] or 1; s_b = 1/|bag| for kMean, else 1; fp32, in index order.
-// Equal to TableKernels' pooled_lookup of the same rows (each column summed
-// in index order; a weighted row by fma, as the kernels do): bit for bit
-// unweighted, and weighted in an optimised build.
-// Scalar: a plain loop, not the ISA-dispatched kernels.
-template <typename T>
+// Runs the embedding kernels (embedding/kernels.h) over the rows: the
+// process's ISA (as TableKernels' kAuto: CEMB_ISA, else the best the CPU
+// has) and the kernel specialised for featuresize (or the tiled fallback),
+// both chosen once per process. So it equals TableKernels' pooled_lookup of
+// the same rows bit for bit, weighted or not: the same code sums them.
+// Only featuresize columns of each output row are written.
+// REQUIRES: offsets nondecreasing from 0 to at most rows.size(); weights
+// empty or one per row.
+template <StorageType T>
 void PooledSumResolved(std::span<const T* const> rows, std::span<const int64_t> offsets, int64_t featuresize,
                        Pooling pooling, std::span<const float> weights, float* out, int64_t ld) {
-  for (size_t b = 0; b + 1 < offsets.size(); ++b) {
-    float* o = out + static_cast<int64_t>(b) * ld;
-    for (int64_t c = 0; c < featuresize; ++c) o[c] = 0.0f;
-    for (int64_t j = offsets[b]; j < offsets[b + 1]; ++j) {
-      const T* r = rows[static_cast<size_t>(j)];
-      if (weights.empty()) {
-        for (int64_t c = 0; c < featuresize; ++c) o[c] += ToFloat(r[c]);
-      } else {
-        const float w = weights[static_cast<size_t>(j)];
-        for (int64_t c = 0; c < featuresize; ++c) o[c] = std::fma(ToFloat(r[c]), w, o[c]);
-      }
-    }
-    if (pooling == Pooling::kMean && offsets[b + 1] > offsets[b]) {
-      const float s = 1.0f / static_cast<float>(offsets[b + 1] - offsets[b]);
-      for (int64_t c = 0; c < featuresize; ++c) o[c] *= s;
-    }
-  }
+  ssd_internal::PoolResolvedRows<T>(ssd_internal::ResolvedPooledKernel<T>(featuresize), rows, offsets, featuresize,
+                                    pooling, weights, out, ld);
 }
 
 }  // namespace cemb
