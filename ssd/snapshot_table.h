@@ -184,7 +184,8 @@ class SnapshotTable {
 //   SnapshotRequest request;  // one per request thread, reused
 //   for (int k = 0; k < 26; ++k) CEMB_RETURN_IF_ERROR(request.Start(tables[k], indices[k], rows[k]));
 //   CEMB_RETURN_IF_ERROR(request.Finish());
-//   for (int k = 0; k < 26; ++k) PooledSumResolved<float>(rows[k], offsets[k], 64, Pooling::kSum, {}, out + 64 * k, ld);
+//   for (int k = 0; k < 26; ++k)
+//     PooledSumResolved<float>(rows[k], offsets[k], 64, Pooling::kSum, {}, out + 64 * k, ld);
 //   request.Release();
 class SnapshotRequest {
  public:

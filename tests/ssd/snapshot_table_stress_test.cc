@@ -357,7 +357,9 @@ struct GatedTables {
   // rows [begin, begin + counts[k]) of each table k's snapshot order: distinct blocks.
   std::vector<std::vector<int64_t>> Rows(int begin, std::vector<int> counts) const {
     std::vector<std::vector<int64_t>> rows(kTables);
-    for (int k = 0; k < kTables; ++k) rows[k].assign(want[k].ids.begin() + begin, want[k].ids.begin() + begin + counts[k]);
+    for (int k = 0; k < kTables; ++k) {
+      rows[k].assign(want[k].ids.begin() + begin, want[k].ids.begin() + begin + counts[k]);
+    }
     return rows;
   }
   int64_t InFlight() const {

@@ -223,7 +223,8 @@ TEST(SnapshotTable, StartSetsHitsAtOnceAndFinishTheMisses) {
   constexpr int64_t kN = 1000;
   auto want = TrainedSnapshot<float>::Make<16>("halves", kN, 16, 0, 1, kN);
   ASSERT_TRUE(want.ok()) << want.status();
-  auto t = SnapshotTable<float, 16>::Open({.name = "halves", .nvectors = kN}, {.path = want->path, .capacity_bytes = 1 << 16});
+  auto t = SnapshotTable<float, 16>::Open({.name = "halves", .nvectors = kN},
+                                          {.path = want->path, .capacity_bytes = 1 << 16});
   ASSERT_TRUE(t.ok());
   SnapshotPins pins;
   std::vector<int64_t> warm = {want->ids[0]};
@@ -264,7 +265,8 @@ struct ThreeTables {
       SnapshotTableOptions o{.path = want.back().path, .capacity_bytes = slots * 64};
       if (k == faulty) {
         o.wrap_io = [](std::unique_ptr<BlockIo> io, int) -> std::unique_ptr<BlockIo> {
-          return std::make_unique<FaultInjectingBlockIo>(std::move(io), std::vector<IoFault>{{.op = IoOp::kRead, .nth = 1}});
+          return std::make_unique<FaultInjectingBlockIo>(std::move(io),
+                                                         std::vector<IoFault>{{.op = IoOp::kRead, .nth = 1}});
         };
       }
       auto t = SnapshotTable<float, 16>::Open({.name = absl::StrCat(name, k), .nvectors = kN}, o);
