@@ -7,19 +7,23 @@
 // The model is the Kaggle-shaped DLRM (26 tables of the Kaggle
 // cardinalities capped at --rows, dim 16, bottom 512-256-64-16, top
 // 512-256-1, dot, fp32), trained for one step by the trainer into a
-// temporary checkpoint (or --checkpoint DIR, written before).
+// temporary checkpoint (or --checkpoint DIR, written before: any model, e.g.
+// the full Kaggle cardinalities that bench/run_serve.sh trains). A request
+// larger than --max_batch (the predictor's, 256) is scored in pieces. Each
+// client cycles through --pool requests of uniform random rows made before
+// the clock starts (16 by default; the rows a pool touches, against the
+// last-level cache, decide whether the lookups reach DRAM).
 // Not Google Benchmark: its loop has no notion of concurrent clients whose
 // request latencies are the result.
 //
 //   predictor_bench [--rows 100000] [--seconds 2] [--batches 1,16,256] [--clients 1,2]
-#include <unistd.h>
-
+//                   [--checkpoint DIR] [--max_batch 256] [--pool 16]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -28,10 +32,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "bench/bench_checkpoint.h"
 #include "bench/bench_util.h"
 #include "serve/predictor.h"
-#include "train/config.h"
-#include "train/trainer.h"
 
 namespace {
 
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
   int64_t rows = 100000;
   double seconds = 2;
   std::vector<int64_t> batches = {1, 16, 256}, clients = {1, 2};
+  int64_t max_batch = 256, pool_size = 16;
   std::string checkpoint;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
@@ -88,33 +92,23 @@ int main(int argc, char** argv) {
     else if (flag == "--batches") batches = ParseList(value);
     else if (flag == "--clients") clients = ParseList(value);
     else if (flag == "--checkpoint") checkpoint = value;
+    else if (flag == "--max_batch") max_batch = ParseList(value)[0];
+    else if (flag == "--pool") pool_size = ParseList(value)[0];
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
   }
-  std::string tmp;
+  std::unique_ptr<cemb::bench::TempCheckpoint> temp;
   if (checkpoint.empty()) {
-    const char* base = std::getenv("TMPDIR");
-    tmp = std::string(base ? base : "/tmp") + "/predictor_bench_XXXXXX";
-    if (::mkdtemp(tmp.data()) == nullptr) return 1;
-    checkpoint = tmp + "/ck";
-    absl::StatusOr<cemb::dlrm::TrainConfig> c = cemb::dlrm::TrainConfig::Parse(
-        absl::StrCat("data: {source: synthetic, samples: 4096, max_ind_range: ", rows, ", work_dir: ", tmp,
-                     "/data}\nmodel: {embedding_dim: 16, bottom_mlp: [512, 256, 64, 16], top_mlp: [512, 256, 1], "
-                     "mlp_precision: fp32}\ntrain: {batch_size: 1024, steps: 1, progress: false, checkpoint_dir: ",
-                     checkpoint, "}\n"),
-        "predictor_bench");
-    if (!c.ok()) {
-      std::fprintf(stderr, "%s\n", c.status().ToString().c_str());
+    absl::StatusOr<std::unique_ptr<cemb::bench::TempCheckpoint>> ck =
+        cemb::bench::TempCheckpoint::Train({.rows = rows}, "predictor_bench");
+    if (!ck.ok()) {
+      std::fprintf(stderr, "%s\n", ck.status().ToString().c_str());
       return 1;
     }
-    absl::StatusOr<std::unique_ptr<cemb::dlrm::Trainer>> t = cemb::dlrm::Trainer::Create(*c, {.out = nullptr});
-    absl::StatusOr<cemb::dlrm::TrainSummary> s = t.ok() ? (*t)->Run() : t.status();
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s\n", s.status().ToString().c_str());
-      return 1;
-    }
+    temp = *std::move(ck);
+    checkpoint = temp->path();
   }
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   struct Mode {
@@ -125,7 +119,7 @@ int main(int argc, char** argv) {
   std::printf("%-14s %5s %7s %12s %10s %10s\n", "mode", "batch", "clients", "samples/s", "p50 us", "p99 us");
   for (const Mode& mode : modes) {
     absl::StatusOr<std::unique_ptr<cemb::serve::Predictor>> p = cemb::serve::Predictor::Open(
-        checkpoint, {.max_batch = 256, .contexts = mode.contexts, .threads_per_context = mode.threads});
+        checkpoint, {.max_batch = max_batch, .contexts = mode.contexts, .threads_per_context = mode.threads});
     if (!p.ok()) {
       std::fprintf(stderr, "%s\n", p.status().ToString().c_str());
       return 1;
@@ -141,7 +135,7 @@ int main(int argc, char** argv) {
           threads.emplace_back([&, c] {
             std::mt19937_64 rng(1000 + c);
             std::vector<Request> pool;
-            for (int i = 0; i < 16; ++i) pool.push_back(MakeRequest(b, table_rows, rng));
+            for (int64_t i = 0; i < pool_size; ++i) pool.push_back(MakeRequest(b, table_rows, rng));
             std::vector<float> out(b);
             const Clock::time_point warm_end = Clock::now() + std::chrono::milliseconds(200);
             for (size_t i = 0; Clock::now() < warm_end; ++i) {
@@ -174,6 +168,5 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (!tmp.empty()) std::filesystem::remove_all(tmp);
   return 0;
 }

@@ -94,32 +94,32 @@ class TypedSnapshotPart final : public SnapshotPart {
   }
 
   struct TypedScratch final : Scratch {
-    std::vector<SnapshotPins> pins;             // per table
-    std::vector<std::vector<const T*>> rows;    // per table: the resolved rows of its indices
+    SnapshotRequest request;                  // the request's pins over its tables
+    std::vector<std::vector<const T*>> rows;  // per table: the resolved rows of its indices
     std::vector<int64_t> offsets;
   };
 
   std::unique_ptr<Scratch> NewScratch() const override {
     auto s = std::make_unique<TypedScratch>();
-    s->pins = std::vector<SnapshotPins>(tables_.size());
     s->rows.resize(tables_.size());
     return s;
   }
 
+  // Every table's rows started (hits pinned, misses submitted), then one
+  // Finish: the request's misses of all its tables are in flight together.
   absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, Scratch& scratch) override {
     auto& s = static_cast<TypedScratch&>(scratch);
     const int64_t dim = tables_.empty() ? 0 : tables_.front().featuresize();
     absl::Status status;
-    size_t resolved = 0;
-    for (; resolved < tables_.size() && status.ok(); ++resolved) {
-      SnapshotTable<T, D>& table = tables_[resolved];
-      const Bags<int32_t>& b = bags[ids_[resolved]];
+    for (size_t k = 0; k < tables_.size() && status.ok(); ++k) {
+      SnapshotTable<T, D>& table = tables_[k];
+      const Bags<int32_t>& b = bags[ids_[k]];
       status = validate_bags(table.name(), table.nvectors(), b);
       if (!status.ok()) break;
-      s.rows[resolved].resize(b.indices.size());
-      status = table.Resolve(b.indices, &s.pins[resolved], s.rows[resolved]);
-      if (!status.ok()) break;  // this table holds no pins of the request
+      s.rows[k].resize(b.indices.size());
+      status = s.request.Start(table, b.indices, std::span<const T*>(s.rows[k]));
     }
+    if (status.ok()) status = s.request.Finish();
     if (status.ok()) {
       for (size_t k = 0; k < tables_.size(); ++k) {
         const Bags<int32_t>& b = bags[ids_[k]];
@@ -127,7 +127,7 @@ class TypedSnapshotPart final : public SnapshotPart {
         PooledSumResolved<T>(s.rows[k], s.offsets, dim, Pooling::kSum, b.weights, out.data + ids_[k] * dim, out.ld);
       }
     }
-    for (size_t k = 0; k < resolved; ++k) tables_[k].Release(&s.pins[k]);
+    s.request.Release();
     return status;
   }
 

@@ -11,9 +11,11 @@
 //       (Prefetch, BeginStep, Lookup, EndStep) under one mutex, so lookups
 //       of such a layer run one at a time (serialised());
 //   - ssd snapshots served in place (ssd/snapshot_table.h), read only:
-//       a request resolves its rows of every such table (hits with no lock,
-//       misses read with O_DIRECT through io_uring), pools them, releases
-//       its pins. Nothing is written.
+//       a request starts its rows of every such table (hits pinned with no
+//       lock, misses submitted with O_DIRECT through io_uring), then
+//       finishes them together (SnapshotRequest: its misses of all its
+//       tables in flight at once), pools them, releases its pins. Nothing
+//       is written.
 //
 // Thread safety: NewReader and snapshots from any thread; each reader by one
 // thread at a time (a predictor gives each inference context its own).

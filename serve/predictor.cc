@@ -146,9 +146,10 @@ struct Predictor::Impl {
   std::vector<std::unique_ptr<Context>> contexts;
 
   // The background verification of the files served in place: Unavailable
-  // while it runs, then its result.
+  // while it runs, then its result; `failed` is what a request reads.
   mutable std::mutex verified_mu;
   absl::Status verified;
+  std::atomic<bool> failed{false};
   std::atomic<bool> stop_verifying{false};
   std::thread verifier;
 
@@ -175,6 +176,7 @@ struct Predictor::Impl {
       if (s.ok() && options.log) options.log(absl::StrCat("predictor: ", files.size(), " snapshot file(s) verified"));
       std::lock_guard<std::mutex> lock(verified_mu);
       verified = s;
+      failed.store(!s.ok(), std::memory_order_release);
     });
   }
 
@@ -371,7 +373,7 @@ absl::Status Predictor::Predict(const dlrm::BatchView& batch, std::span<float> p
     }
   }
   if (n == 0) return absl::OkStatus();
-  if (absl::Status v = p.Verified(); absl::IsDataLoss(v)) return v;
+  if (p.failed.load(std::memory_order_acquire)) return p.Verified();
   ScopedOmpThreads scope(p.threads);
   Context* c = p.Take();
   absl::Status status;

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -162,8 +163,20 @@ const std::byte* SnapshotCore::TryHit(uint32_t row, SnapshotPins* pins) {
   return Slot(s);
 }
 
+// --- a call: Start, Install, Finish ------------------------------------------
+//
+// Start never waits (beyond mu_), Install waits only for the device, and
+// only Finish waits for rows other requests load, after the call's own rows
+// are installed. A request that starts several tables installs all of them
+// before it finishes any (SnapshotRequest), so every row it waits for
+// belongs to a request that installs its rows without waiting for anyone:
+// two requests cannot wait on each other.
+
 template <typename Index>
-absl::Status SnapshotCore::Resolve(std::span<const Index> rows, SnapshotPins* pins, const std::byte** out) {
+absl::Status SnapshotCore::Start(std::span<const Index> rows, SnapshotPins* pins, const std::byte** out) {
+  if (pins->phase_ != SnapshotPins::Phase::kIdle) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": these pins hold a call started and not finished"));
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || rows[i] >= nvectors_) {
       return absl::InvalidArgumentError(
@@ -171,7 +184,7 @@ absl::Status SnapshotCore::Resolve(std::span<const Index> rows, SnapshotPins* pi
                        rows[i] < 0 ? "" : absl::StrCat(nvectors_)));
     }
   }
-  const size_t first_pin = pins->slots_.size();
+  pins->first_pin_ = pins->slots_.size();
   pins->misses_.clear();
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto row = static_cast<uint32_t>(rows[i]);
@@ -183,22 +196,91 @@ absl::Status SnapshotCore::Resolve(std::span<const Index> rows, SnapshotPins* pi
   }
   lookups_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
   hits_.fetch_add(static_cast<int64_t>(rows.size() - pins->misses_.size()), std::memory_order_relaxed);
+  pins->error_ = absl::OkStatus();
+  pins->rows_.clear();
+  pins->loads_.clear();
+  pins->waits_.clear();
+  pins->phase_ = SnapshotPins::Phase::kWaiting;
   if (pins->misses_.empty()) return absl::OkStatus();
-  absl::Status s = ResolveMisses(pins, out);
-  if (!s.ok()) {
-    for (size_t i = first_pin; i < pins->slots_.size(); ++i) {
-      pins_[pins->slots_[i]].fetch_sub(1, std::memory_order_release);
-    }
-    pins->slots_.resize(first_pin);
+
+  std::vector<SnapshotPins::Miss>& misses = pins->misses_;
+  std::sort(misses.begin(), misses.end(),
+            [](const SnapshotPins::Miss& a, const SnapshotPins::Miss& b) { return a.row < b.row; });
+  for (const SnapshotPins::Miss& m : misses) {
+    if (pins->rows_.empty() || pins->rows_.back() != m.row) pins->rows_.push_back(m.row);
   }
-  return s;
+  const size_t nrows = pins->rows_.size();
+  misses_.fetch_add(static_cast<int64_t>(nrows), std::memory_order_relaxed);
+  pins->addresses_.assign(nrows, nullptr);
+  pins->pending_.resize(nrows);
+  for (size_t k = 0; k < nrows; ++k) pins->pending_[k] = static_cast<uint32_t>(k);
+  if (absl::Status s = Claim(pins); !s.ok()) {
+    pins->phase_ = SnapshotPins::Phase::kIdle;
+    UnpinCall(pins);
+    return s;
+  }
+  if (!pins->loads_.empty()) {
+    pins->phase_ = SnapshotPins::Phase::kReading;
+    SubmitLoads(pins);
+  }
+  return absl::OkStatus();
 }
-template absl::Status SnapshotCore::Resolve(std::span<const int32_t>, SnapshotPins*, const std::byte**);
-template absl::Status SnapshotCore::Resolve(std::span<const int64_t>, SnapshotPins*, const std::byte**);
+template absl::Status SnapshotCore::Start(std::span<const int32_t>, SnapshotPins*, const std::byte**);
+template absl::Status SnapshotCore::Start(std::span<const int64_t>, SnapshotPins*, const std::byte**);
+
+absl::Status SnapshotCore::Finish(SnapshotPins* pins, const std::byte** out) {
+  if (pins->phase_ == SnapshotPins::Phase::kIdle) {
+    return absl::FailedPreconditionError(absl::StrCat(name_, ": Finish of pins with no call started"));
+  }
+  Install(pins);
+  absl::Status error = std::exchange(pins->error_, absl::OkStatus());
+  // Rounds: a row whose loader (another request) failed is loaded by this
+  // one, which then holds no other row loading.
+  while (error.ok()) {
+    AwaitShared(pins);
+    if (pins->next_.empty()) break;
+    std::swap(pins->pending_, pins->next_);
+    error = Claim(pins);
+    if (!error.ok() || pins->loads_.empty()) continue;
+    pins->phase_ = SnapshotPins::Phase::kReading;
+    SubmitLoads(pins);
+    Install(pins);
+    error = std::exchange(pins->error_, absl::OkStatus());
+  }
+  pins->phase_ = SnapshotPins::Phase::kIdle;
+  if (!error.ok()) {
+    UnpinCall(pins);
+    return error;
+  }
+  size_t k = 0;
+  for (const SnapshotPins::Miss& m : pins->misses_) {
+    while (pins->rows_[k] != m.row) ++k;
+    out[m.position] = pins->addresses_[k];
+  }
+  return absl::OkStatus();
+}
+
+void SnapshotCore::Abandon(SnapshotPins* pins) {
+  if (pins->phase_ == SnapshotPins::Phase::kIdle) return;
+  Install(pins);
+  pins->error_ = absl::OkStatus();
+  pins->phase_ = SnapshotPins::Phase::kIdle;
+  UnpinCall(pins);
+}
 
 void SnapshotCore::Release(SnapshotPins* pins) {
+  Abandon(pins);
   for (uint32_t s : pins->slots_) pins_[s].fetch_sub(1, std::memory_order_release);
   pins->slots_.clear();
+}
+
+void SnapshotCore::UnpinCall(SnapshotPins* pins) {
+  for (const SnapshotPins::Load& l : pins->waits_) pins_[l.slot].fetch_sub(1, std::memory_order_release);
+  pins->waits_.clear();
+  for (size_t i = pins->first_pin_; i < pins->slots_.size(); ++i) {
+    pins_[pins->slots_[i]].fetch_sub(1, std::memory_order_release);
+  }
+  pins->slots_.resize(pins->first_pin_);
 }
 
 // --- misses ----------------------------------------------------------------
@@ -231,109 +313,53 @@ std::optional<uint32_t> SnapshotCore::TakeSlot() {
   return std::nullopt;
 }
 
-absl::Status SnapshotCore::ResolveMisses(SnapshotPins* pins, const std::byte** out) {
-  std::vector<SnapshotPins::Miss>& misses = pins->misses_;
-  std::sort(misses.begin(), misses.end(),
-            [](const SnapshotPins::Miss& a, const SnapshotPins::Miss& b) { return a.row < b.row; });
-  pins->rows_.clear();
-  for (const SnapshotPins::Miss& m : misses) {
-    if (pins->rows_.empty() || pins->rows_.back() != m.row) pins->rows_.push_back(m.row);
-  }
-  const size_t nrows = pins->rows_.size();
-  misses_.fetch_add(static_cast<int64_t>(nrows), std::memory_order_relaxed);
-  pins->addresses_.assign(nrows, nullptr);
-  pins->pending_.resize(nrows);
-  for (size_t k = 0; k < nrows; ++k) pins->pending_[k] = static_cast<uint32_t>(k);
-
-  // Rounds: a row whose loader (another request) failed is tried again by this one.
-  while (!pins->pending_.empty()) {
-    pins->loads_.clear();
-    pins->waits_.clear();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (uint32_t k : pins->pending_) {
-        const uint32_t row = pins->rows_[k];
-        const uint32_t w = state_[row].load(std::memory_order_relaxed);  // changes only under mu_, but for hits' pins
-        if (w != 0 && (w & kLoading) == 0) {  // resident since the hit path looked
-          const uint32_t s = w - 1;
-          pins_[s].fetch_add(1, std::memory_order_relaxed);
-          referenced_[s].store(1, std::memory_order_relaxed);
-          pins->slots_.push_back(s);
-          pins->addresses_[k] = Slot(s);
-        } else if (w != 0) {  // another request is loading it: pinned now, waited for below
-          const uint32_t s = (w & ~kLoading) - 1;
-          pins_[s].fetch_add(1, std::memory_order_relaxed);
-          pins->waits_.push_back({row, s, k, 0, false});
-          shared_.fetch_add(1, std::memory_order_relaxed);
-        } else {
-          const std::optional<uint32_t> s = TakeSlot();
-          if (!s) {
-            const int64_t asked = static_cast<int64_t>(pins->loads_.size() + pins->waits_.size());
-            for (const SnapshotPins::Load& l : pins->loads_) {
-              state_[l.row].store(0, std::memory_order_relaxed);
-              slot_row_[l.slot] = kNoRow;
-              pins_[l.slot].fetch_sub(1, std::memory_order_release);
-            }
-            for (const SnapshotPins::Load& l : pins->waits_) pins_[l.slot].fetch_sub(1, std::memory_order_release);
-            return absl::ResourceExhaustedError(absl::StrCat(
-                name_, ": every one of the ", capacity_, " slots is pinned (a request has ",
-                static_cast<int64_t>(pins->slots_.size()) + asked, " rows pinned and needs more): give the table more ",
-                "capacity_bytes than the rows of the requests served at once"));
-          }
-          slot_row_[*s] = row;
-          state_[row].store(kLoading | (*s + 1), std::memory_order_relaxed);
-          pins_[*s].fetch_add(1 - kClaimed, std::memory_order_release);  // the claim becomes this request's pin
-          const uint32_t at = position_[row];
-          pins->loads_.push_back(
-              {row, *s, k, at == kNoRow ? kLazy : data_offset_ + static_cast<uint64_t>(at) * row_bytes_, false});
+absl::Status SnapshotCore::Claim(SnapshotPins* pins) {
+  pins->loads_.clear();
+  pins->waits_.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t k : pins->pending_) {
+    const uint32_t row = pins->rows_[k];
+    const uint32_t w = state_[row].load(std::memory_order_relaxed);  // changes only under mu_, but for hits' pins
+    if (w != 0 && (w & kLoading) == 0) {  // resident since the hit path looked
+      const uint32_t s = w - 1;
+      pins_[s].fetch_add(1, std::memory_order_relaxed);
+      referenced_[s].store(1, std::memory_order_relaxed);
+      pins->slots_.push_back(s);
+      pins->addresses_[k] = Slot(s);
+    } else if (w != 0) {  // another request is loading it: pinned now, waited for in Finish
+      const uint32_t s = (w & ~kLoading) - 1;
+      pins_[s].fetch_add(1, std::memory_order_relaxed);
+      pins->waits_.push_back({row, s, k, 0, false});
+      shared_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      const std::optional<uint32_t> s = TakeSlot();
+      if (!s) {
+        const int64_t asked = static_cast<int64_t>(pins->loads_.size() + pins->waits_.size());
+        for (const SnapshotPins::Load& l : pins->loads_) {
+          state_[l.row].store(0, std::memory_order_relaxed);
+          slot_row_[l.slot] = kNoRow;
+          pins_[l.slot].fetch_sub(1, std::memory_order_release);
         }
+        for (const SnapshotPins::Load& l : pins->waits_) pins_[l.slot].fetch_sub(1, std::memory_order_release);
+        pins->loads_.clear();
+        pins->waits_.clear();
+        return absl::ResourceExhaustedError(absl::StrCat(
+            name_, ": every one of the ", capacity_, " slots is pinned (a request has ",
+            static_cast<int64_t>(pins->slots_.size()) + asked, " rows pinned and needs more): give the table more ",
+            "capacity_bytes than the rows of the requests served at once"));
       }
+      slot_row_[*s] = row;
+      state_[row].store(kLoading | (*s + 1), std::memory_order_relaxed);
+      pins_[*s].fetch_add(1 - kClaimed, std::memory_order_release);  // the claim becomes this request's pin
+      const uint32_t at = position_[row];
+      pins->loads_.push_back(
+          {row, *s, k, at == kNoRow ? kLazy : data_offset_ + static_cast<uint64_t>(at) * row_bytes_, false});
     }
-
-    // The reads of this request's misses, all submitted at once, with no lock.
-    const absl::Status error = Load(pins);
-
-    std::unique_lock<std::mutex> lock(mu_);
-    for (const SnapshotPins::Load& l : pins->loads_) {
-      if (l.ok) {
-        state_[l.row].store(l.slot + 1, std::memory_order_release);
-        pins->slots_.push_back(l.slot);
-        pins->addresses_[l.index] = Slot(l.slot);
-      } else {  // not resident again; its slot is free once unpinned
-        state_[l.row].store(0, std::memory_order_relaxed);
-        slot_row_[l.slot] = kNoRow;
-        pins_[l.slot].fetch_sub(1, std::memory_order_release);
-      }
-    }
-    if (!pins->loads_.empty()) loaded_.notify_all();
-    if (!error.ok()) {
-      for (const SnapshotPins::Load& l : pins->waits_) pins_[l.slot].fetch_sub(1, std::memory_order_release);
-      return error;
-    }
-    pins->next_.clear();
-    for (const SnapshotPins::Load& l : pins->waits_) {
-      const uint32_t loading = kLoading | (l.slot + 1);
-      loaded_.wait(lock, [&] { return state_[l.row].load(std::memory_order_relaxed) != loading; });
-      if (state_[l.row].load(std::memory_order_relaxed) == l.slot + 1) {
-        pins->slots_.push_back(l.slot);
-        pins->addresses_[l.index] = Slot(l.slot);
-      } else {  // its loader failed
-        pins_[l.slot].fetch_sub(1, std::memory_order_release);
-        pins->next_.push_back(l.index);
-      }
-    }
-    std::swap(pins->pending_, pins->next_);
-  }
-
-  size_t k = 0;
-  for (const SnapshotPins::Miss& m : misses) {
-    while (pins->rows_[k] != m.row) ++k;
-    out[m.position] = pins->addresses_[k];
   }
   return absl::OkStatus();
 }
 
-absl::Status SnapshotCore::Load(SnapshotPins* pins) {
+void SnapshotCore::SubmitLoads(SnapshotPins* pins) {
   // The distinct blocks the rows' features lie in, as runs of adjacent blocks.
   pins->blocks_.clear();
   for (const SnapshotPins::Load& l : pins->loads_) {
@@ -361,7 +387,7 @@ absl::Status SnapshotCore::Load(SnapshotPins* pins) {
     pins->buffer_bytes_ = bytes;
   }
 
-  absl::Status error;
+  // The reads of every missed row, all submitted at once, with no lock.
   if (!pins->runs_.empty()) {
     pins->requests_.clear();
     for (size_t r = 0; r < pins->runs_.size(); ++r) {
@@ -370,53 +396,101 @@ absl::Status SnapshotCore::Load(SnapshotPins* pins) {
                                  run.blocks * kBlockBytes, r});
       pins->runs_[r].result = -EIO;  // until its completion says otherwise
     }
-    std::unique_ptr<Ring> ring = BorrowRing(&error);
-    if (ring != nullptr) {
-      pins->done_.clear();
-      error = ring->io->Submit(pins->requests_);
-      while (error.ok() && ring->io->in_flight() > 0) error = ring->io->Reap(ring->io->in_flight(), &pins->done_);
-      for (const BlockCompletion& c : pins->done_) pins->runs_[c.tag].result = c.result;
-      ReturnRing(std::move(ring));
-      if (!error.ok()) error = Prefix(name_, absl::Status(error.code(), absl::StrCat(path_, ": ", error.message())));
+    pins->ring_ = BorrowRing();
+    if (absl::Status s = pins->ring_->io->Submit(pins->requests_); !s.ok()) {
+      pins->error_ = Prefix(name_, absl::Status(s.code(), absl::StrCat(path_, ": ", s.message())));
     }
     reads_.fetch_add(static_cast<int64_t>(pins->runs_.size()), std::memory_order_relaxed);
   }
 
-  int64_t lazy = 0, read = 0;
+  // Rows not in the snapshot, computed while the reads fly.
+  int64_t lazy = 0;
   for (SnapshotPins::Load& l : pins->loads_) {
+    if (l.begin != kLazy) continue;
     std::byte* slot = Slot(l.slot);
-    if (l.begin == kLazy) {
-      if (seed_) {
-        init_row_(*seed_, nvectors_, l.row, featuresize_, slot);
-      } else {
-        std::memset(slot, 0, feature_bytes_);
-      }
-      l.ok = true;
-      ++lazy;
-      continue;
+    if (seed_) {
+      init_row_(*seed_, nvectors_, l.row, featuresize_, slot);
+    } else {
+      std::memset(slot, 0, feature_bytes_);
     }
+    l.ok = true;
+    ++lazy;
+  }
+  lazy_rows_.fetch_add(lazy, std::memory_order_relaxed);
+}
+
+void SnapshotCore::Install(SnapshotPins* pins) {
+  if (pins->phase_ != SnapshotPins::Phase::kReading) return;
+  pins->phase_ = SnapshotPins::Phase::kWaiting;
+  if (std::unique_ptr<SnapshotRing> ring = std::move(pins->ring_)) {
+    absl::Status s = pins->error_;
+    pins->done_.clear();
+    while (s.ok() && ring->io->in_flight() > 0) {
+      s = ring->io->Reap(ring->io->in_flight(), &pins->done_);
+      if (!s.ok()) pins->error_ = Prefix(name_, absl::Status(s.code(), absl::StrCat(path_, ": ", s.message())));
+    }
+    for (const BlockCompletion& c : pins->done_) pins->runs_[c.tag].result = c.result;
+    // A ring that failed is not lent again; destroying it waits for what
+    // the kernel still holds of the call's buffer.
+    ReturnRing(std::move(ring), pins->error_.ok());
+  }
+
+  int64_t read = 0, failed = 0;
+  for (SnapshotPins::Load& l : pins->loads_) {
+    if (l.begin == kLazy) continue;
     const uint64_t block = l.begin / kBlockBytes;
     const auto run = std::upper_bound(pins->runs_.begin(), pins->runs_.end(), block,
                                       [](uint64_t b, const SnapshotPins::Run& r) { return b < r.first_block; }) -
                      1;
     const uint64_t run_begin = run->first_block * kBlockBytes;
-    l.ok = error.ok() && run->result >= 0 &&
-           static_cast<uint64_t>(run->result) >= l.begin + feature_bytes_ - run_begin;
+    l.ok = run->result >= 0 && static_cast<uint64_t>(run->result) >= l.begin + feature_bytes_ - run_begin;
     if (l.ok) {
-      std::memcpy(slot, pins->buffer_.get() + run->buffer_offset + (l.begin - run_begin), feature_bytes_);
+      std::memcpy(Slot(l.slot), pins->buffer_.get() + run->buffer_offset + (l.begin - run_begin), feature_bytes_);
       ++read;
-    } else if (error.ok()) {
-      error = ReadError(run_begin, run->blocks * uint64_t{kBlockBytes}, run->result);
+    } else if (pins->error_.ok()) {
+      pins->error_ = ReadError(run_begin, run->blocks * uint64_t{kBlockBytes}, run->result);
     }
   }
-  if (!error.ok()) {
-    int64_t failed = 0;
+  if (!pins->error_.ok()) {
     for (const SnapshotPins::Run& r : pins->runs_) failed += r.result < 0 ? 1 : 0;
     failed_reads_.fetch_add(std::max<int64_t>(failed, 1), std::memory_order_relaxed);
   }
-  lazy_rows_.fetch_add(lazy, std::memory_order_relaxed);
   rows_read_.fetch_add(read, std::memory_order_relaxed);
-  return error;
+
+  // The rows this call loaded serve every request from now on (those that
+  // failed are not resident again; their slots are free once unpinned).
+  if (pins->loads_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const SnapshotPins::Load& l : pins->loads_) {
+    if (l.ok) {
+      state_[l.row].store(l.slot + 1, std::memory_order_release);
+      pins->slots_.push_back(l.slot);
+      pins->addresses_[l.index] = Slot(l.slot);
+    } else {
+      state_[l.row].store(0, std::memory_order_relaxed);
+      slot_row_[l.slot] = kNoRow;
+      pins_[l.slot].fetch_sub(1, std::memory_order_release);
+    }
+  }
+  loaded_.notify_all();
+}
+
+void SnapshotCore::AwaitShared(SnapshotPins* pins) {
+  pins->next_.clear();
+  if (pins->waits_.empty()) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const SnapshotPins::Load& l : pins->waits_) {
+    const uint32_t loading = kLoading | (l.slot + 1);
+    loaded_.wait(lock, [&] { return state_[l.row].load(std::memory_order_relaxed) != loading; });
+    if (state_[l.row].load(std::memory_order_relaxed) == l.slot + 1) {
+      pins->slots_.push_back(l.slot);
+      pins->addresses_[l.index] = Slot(l.slot);
+    } else {  // its loader failed
+      pins_[l.slot].fetch_sub(1, std::memory_order_release);
+      pins->next_.push_back(l.index);
+    }
+  }
+  pins->waits_.clear();
 }
 
 absl::Status SnapshotCore::ReadError(uint64_t offset, uint64_t bytes, int64_t result) const {
@@ -427,26 +501,25 @@ absl::Status SnapshotCore::ReadError(uint64_t offset, uint64_t bytes, int64_t re
 
 // --- rings -------------------------------------------------------------------
 
-std::unique_ptr<SnapshotCore::Ring> SnapshotCore::BorrowRing(absl::Status* error) {
+std::unique_ptr<SnapshotRing> SnapshotCore::BorrowRing() {
   int index;
   {
     std::lock_guard<std::mutex> lock(rings_mu_);
     if (!free_rings_.empty()) {
-      std::unique_ptr<Ring> ring = std::move(free_rings_.back());
+      std::unique_ptr<SnapshotRing> ring = std::move(free_rings_.back());
       free_rings_.pop_back();
       return ring;
     }
     index = rings_made_++;
   }
-  auto ring = std::make_unique<Ring>();
+  auto ring = std::make_unique<SnapshotRing>();
   absl::StatusOr<std::unique_ptr<BlockIo>> io = NewUringBlockIo(file_.fd(), options_.queue_depth);
   ring->io = io.ok() ? *std::move(io) : NewPosixBlockIo(file_.fd());  // no io_uring: pread, one at a time
   if (options_.wrap_io) ring->io = options_.wrap_io(std::move(ring->io), index);
-  *error = absl::OkStatus();
   return ring;
 }
 
-void SnapshotCore::ReturnRing(std::unique_ptr<Ring> ring) {
+void SnapshotCore::ReturnRing(std::unique_ptr<SnapshotRing> ring, bool healthy) {
   const IoCounters& c = ring->io->counters();
   std::lock_guard<std::mutex> lock(rings_mu_);
   io_.reads += c.reads - ring->added.reads;
@@ -457,7 +530,7 @@ void SnapshotCore::ReturnRing(std::unique_ptr<Ring> ring) {
   io_.depth_sum += c.depth_sum - ring->added.depth_sum;
   io_.registered += c.registered - ring->added.registered;
   ring->added = c;
-  free_rings_.push_back(std::move(ring));
+  if (healthy) free_rings_.push_back(std::move(ring));
 }
 
 SnapshotStats SnapshotCore::stats() const {
@@ -478,3 +551,40 @@ SnapshotStats SnapshotCore::stats() const {
 }
 
 }  // namespace cemb::ssd_internal
+
+namespace cemb {
+
+absl::Status SnapshotRequest::Started(absl::Status s) {
+  if (s.ok()) {
+    ++used_;
+  } else {
+    Release();  // the failed Start holds nothing of its call
+  }
+  return s;
+}
+
+absl::Status SnapshotRequest::Finish() {
+  // Every table's rows installed before any wait for another request's.
+  for (size_t k = 0; k < used_; ++k) parts_[k].core->Install(parts_[k].pins.get());
+  for (size_t k = 0; k < used_; ++k) {
+    if (!parts_[k].pins->started()) continue;  // finished by an earlier Finish
+    if (absl::Status s = parts_[k].core->Finish(parts_[k].pins.get(), parts_[k].out); !s.ok()) {
+      Release();
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void SnapshotRequest::Release() {
+  for (size_t k = 0; k < used_; ++k) parts_[k].core->Release(parts_[k].pins.get());
+  used_ = 0;
+}
+
+int64_t SnapshotRequest::pinned() const {
+  int64_t n = 0;
+  for (size_t k = 0; k < used_; ++k) n += parts_[k].pins->size();
+  return n;
+}
+
+}  // namespace cemb

@@ -40,7 +40,8 @@
 // mutex released, its slot pinned: misses of several threads are in flight
 // together, but each call reads one row, so a thread that misses k rows
 // pays k device latencies (a serving request: SnapshotTable, in
-// ssd/snapshot_table.h, reads them in one batch). Correct from any number
+// ssd/snapshot_table.h, reads them in one batch, and those of all the
+// tables it touches at once: SnapshotRequest). Correct from any number
 // of threads. If it fails (an I/O error, every slot pinned), it returns a
 // row of NaNs and status() says why.
 //

@@ -43,7 +43,7 @@ struct SnapshotTableOptions {
 
 // Counts since the table was opened (stats()).
 struct SnapshotStats {
-  int64_t lookups = 0;       // rows asked by Resolve (each index)
+  int64_t lookups = 0;       // rows asked by Start / Resolve (each index)
   int64_t hits = 0;          // of them, resident without a lock
   int64_t misses = 0;        // distinct rows per request that were not
   int64_t shared = 0;        // of the misses, rows another request was reading: waited for, not read again
@@ -61,13 +61,19 @@ struct SnapshotStats {
 
 namespace ssd_internal {
 class SnapshotCore;
-}
+// An io_uring of a table's pool, lent to one request at a time.
+struct SnapshotRing {
+  std::unique_ptr<BlockIo> io;
+  IoCounters added;  // of its counters, those already in stats
+};
+}  // namespace ssd_internal
 
 // One request's pins on one table, and the scratch its misses use (kept
 // for the next request: a warm SnapshotPins allocates nothing). Give each
-// request thread its own. Release() it when the request's kernels are done;
-// REQUIRES: released before it is destroyed (a pin left behind keeps its
-// slot from eviction for ever).
+// request thread its own. It holds one call (Start .. Finish) at a time,
+// and between the two the ring its reads are in flight on. Release() it
+// when the request's kernels are done; REQUIRES: released before it is
+// destroyed (a pin left behind keeps its slot from eviction for ever).
 class SnapshotPins {
  public:
   SnapshotPins() = default;
@@ -75,9 +81,15 @@ class SnapshotPins {
   SnapshotPins& operator=(const SnapshotPins&) = delete;
   // Slots pinned (a row asked twice is pinned twice).
   int64_t size() const { return static_cast<int64_t>(slots_.size()); }
+  // A call started (Start) and not yet finished.
+  bool started() const { return phase_ != Phase::kIdle; }
 
  private:
   friend class ssd_internal::SnapshotCore;
+  // Of the call in progress: kReading, its reads may be in flight (its
+  // loads not installed); kWaiting, its loads installed, the rows other
+  // requests load not yet waited for.
+  enum class Phase : uint8_t { kIdle, kReading, kWaiting };
   struct Miss {
     uint32_t row;
     uint32_t position;  // in the request
@@ -95,19 +107,25 @@ class SnapshotPins {
     size_t buffer_offset;
     int64_t result;  // bytes read, or -errno
   };
+  Phase phase_ = Phase::kIdle;
+  size_t first_pin_ = 0;  // slots_[first_pin_, ...) are the call's
+  absl::Status error_;    // the call's first failure (a read, the ring), for Finish
   std::vector<uint32_t> slots_;
   std::vector<Miss> misses_;
   std::vector<uint32_t> rows_;  // the distinct missed rows, in order
   std::vector<const std::byte*> addresses_;  // of rows_, once resolved
   std::vector<uint32_t> pending_, next_;     // indices into rows_ still to resolve
   std::vector<Load> loads_;     // rows this request reads or computes
-  std::vector<Load> waits_;     // rows another request is loading
+  std::vector<Load> waits_;     // rows another request is loading, pinned, not yet waited for
   std::vector<uint64_t> blocks_;
   std::vector<Run> runs_;
   std::vector<BlockRequest> requests_;
   std::vector<BlockCompletion> done_;
   std::unique_ptr<std::byte, decltype(&std::free)> buffer_{nullptr, &std::free};
   size_t buffer_bytes_ = 0;
+  // Borrowed from the table while the call's reads are in flight. After
+  // buffer_, so that it goes first (waiting for the reads into buffer_).
+  std::unique_ptr<ssd_internal::SnapshotRing> ring_;
 };
 
 namespace ssd_internal {
@@ -123,9 +141,26 @@ class SnapshotCore {
                                                             SnapshotInitFn init_row);
   ~SnapshotCore();
 
-  // out[i] = the DRAM address of rows[i]'s features.
+  // A call in two halves (ssd/snapshot_table.h has the contracts):
+  // Start pins the hits, claims the misses and submits their reads, never
+  // waiting; Install reaps the call's reads and installs its rows, waiting
+  // only for the device; Finish installs (if not yet), then waits for the
+  // rows other requests load. out[i] = the DRAM address of rows[i]'s
+  // features, for hits at Start, for the rest at Finish.
   template <typename Index>
-  absl::Status Resolve(std::span<const Index> rows, SnapshotPins* pins, const std::byte** out);
+  absl::Status Start(std::span<const Index> rows, SnapshotPins* pins, const std::byte** out);
+  void Install(SnapshotPins* pins);
+  absl::Status Finish(SnapshotPins* pins, const std::byte** out);
+  // Ends a started call without waiting for other requests: installs its
+  // reads (other requests may be waiting for them) and unpins every row of
+  // the call. No-op when no call is started.
+  void Abandon(SnapshotPins* pins);
+  template <typename Index>
+  absl::Status Resolve(std::span<const Index> rows, SnapshotPins* pins, const std::byte** out) {
+    if (absl::Status s = Start(rows, pins, out); !s.ok()) return s;
+    return Finish(pins, out);
+  }
+  // Unpins every row of *pins (abandoning a call still started).
   void Release(SnapshotPins* pins);
 
   SnapshotStats stats() const;
@@ -147,24 +182,30 @@ class SnapshotCore {
   static constexpr uint32_t kClaimed = uint32_t{1} << 31;
   static constexpr uint32_t kNoRow = UINT32_MAX;
   static constexpr uint64_t kLazy = UINT64_MAX;
-  struct Ring {
-    std::unique_ptr<BlockIo> io;
-    IoCounters added;  // of its counters, those already in stats
-  };
 
   SnapshotCore() = default;
   std::byte* Slot(uint32_t s) const { return pool_.get() + static_cast<size_t>(s) * stride_; }
   // The hit path: pins row's slot if it is resident; no lock.
   const std::byte* TryHit(uint32_t row, SnapshotPins* pins);
-  absl::Status ResolveMisses(SnapshotPins* pins, const std::byte** out);
+  // Under mu_, for the rows pins->pending_: pins the resident ones, pins and
+  // lists in waits_ those another request is loading, takes a slot and marks
+  // loading the others (loads_). ResourceExhausted when a slot is missing:
+  // then nothing of this round stays claimed or pinned.
+  absl::Status Claim(SnapshotPins* pins);
   // Under mu_: a slot for a new row, claimed (pin count kClaimed), or nullopt
   // when every slot is pinned.
   std::optional<uint32_t> TakeSlot();
-  // Reads or computes the rows of pins->loads_ into their slots and sets
-  // their `ok`; returns the first failure (a read, or no ring).
-  absl::Status Load(SnapshotPins* pins);
-  std::unique_ptr<Ring> BorrowRing(absl::Status* error);
-  void ReturnRing(std::unique_ptr<Ring> ring);
+  // Submits the reads of pins->loads_ (one per run of adjacent blocks) on a
+  // ring it borrows into pins->ring_, then computes the rows not in the
+  // snapshot. Never waits; a failure is kept in pins->error_.
+  void SubmitLoads(SnapshotPins* pins);
+  // Waits for the rows of pins->waits_: pinned in slots_ when resident,
+  // else (their loader failed) unpinned and listed in next_.
+  void AwaitShared(SnapshotPins* pins);
+  // Unpins the rows of waits_ (not waited for) and those of the call.
+  void UnpinCall(SnapshotPins* pins);
+  void ReturnRing(std::unique_ptr<SnapshotRing> ring, bool healthy);
+  std::unique_ptr<SnapshotRing> BorrowRing();
   absl::Status ReadError(uint64_t offset, uint64_t bytes, int64_t result) const;
 
   std::string name_, path_;
@@ -195,7 +236,7 @@ class SnapshotCore {
   int64_t unused_ = 0;  // slots [unused_, capacity_) never handed out
 
   mutable std::mutex rings_mu_;  // the free rings, and stats_.io
-  std::vector<std::unique_ptr<Ring>> free_rings_;
+  std::vector<std::unique_ptr<SnapshotRing>> free_rings_;
   int rings_made_ = 0;
   IoCounters io_;
 

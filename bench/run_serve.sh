@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# The serving sitting of issue 33, section 4, end to end: makes the two
+# checkpoints, measures the C++ predictor and PyTorch on the same models in
+# one sitting, and prints every figure bench/RESULTS.md's entry needs, with a
+# summary against the issue's targets at the end.
+#
+#   sudo bash bench/run_serve.sh OUT                  # everything (as root: memlimit needs it)
+#   sudo bash bench/run_serve.sh OUT dram ssd         # some phases again (the checkpoints in OUT are kept)
+#
+# OUT must be on the drive under test (not tmpfs): the ssd checkpoint, the
+# drive's read test go there. The checkpoints made
+# there are used again by later runs whatever the settings: remove OUT/kaggle
+# or OUT/ssd to make one again (e.g. with another KAGGLE_MAX_IND_RANGE). Disk:
+# about 35 GB while the ssd model is made, 20 GB after. Phases, in order
+# (default: all); the output of each is kept in OUT/logs/<phase>*.txt:
+#   prepare   OUT/kaggle: the Kaggle-shaped model (configs/bench-kaggle.yaml,
+#             configs/kaggle.yaml's model: 26 tables of the Kaggle cardinalities
+#             capped at KAGGLE_MAX_IND_RANGE, 0 = none: 33.8 M rows, 2.2 GB; dim
+#             16, bottom 512-256-64-16, top 512-256-1, dot, fp32 MLPs) trained 1
+#             step on its synthetic uniform data (the accuracy is irrelevant to
+#             speed) into OUT/kaggle/ck, exported as .npy into OUT/kaggle/npy
+#             (the same weights).
+#             OUT/ssd: configs/bench-ssd.yaml's model (8 tables x 4 M rows x 64,
+#             fp32: 7.6 GiB; bottom 512-256-64, top 512-512-256-1) with EVERY
+#             row written: run A (tables on ssd, rows computed from the seed
+#             when first used) exports its initial weights as .npy; run B
+#             imports them (model.init_from: every row written through the ssd
+#             tables), trains 1 step and checkpoints (each table's snapshot
+#             holds every row: its size says so) into OUT/ssd/ck, and
+#             exports the weights torch maps into OUT/ssd/npy. So a miss while
+#             serving is a real read, never a row computed on first use (the
+#             load bench's "lazy rows" column stays 0).
+#   check     torch's scores of both models against cemb.serve.Predictor's
+#             (bench/torch_serve_bench.py check, to 1e-5).
+#   drive     the drive's random 4 KiB O_DIRECT read rate at queue depth 64
+#             over an 8 GiB file, the tables' size (bench/ssd_bench --limit_only 1).
+#   dram      the Kaggle model in DRAM, closed loop, batch 1, 16, 256, 2048,
+#             1 and 2 clients: bench/predictor_bench (request-level and
+#             batch-level) against torch_serve_bench.py closed (the same two
+#             ways, OpenBLAS at its best core); each client cycles through
+#             POOL requests of uniform rows.
+#   dram-open the Kaggle model's max QPS, open loop (bench/serve_load_bench
+#             --find_max), requests of 1, 16, 256 and 2048 samples, uniform rows.
+#   ssd-dram  the bench-ssd model all in DRAM (no cap): max QPS at requests of
+#             64 samples, Zipf(1.05): "the DRAM model's max QPS" of the targets.
+#   ssd       the bench-ssd model's tables served in place from the
+#             checkpoint's snapshots (PredictorOptions::ssd_cache_bytes) under
+#             memlimit CAP: max QPS at 64 samples for Zipf(1.05) with a 2 GiB
+#             and a 512 MiB budget, and uniform (2 GiB): hit rate (and the best
+#             possible), reads/s and per request, p99 at 70% of max QPS.
+#   miss      bench/miss_latency_bench on OUT/ssd/ck under memlimit CAP: the
+#             latency k = 1, 8, 26 cold misses add to one request, against the
+#             drive's own time for k concurrent 4 KiB reads (queue depth k).
+#   torch-ssd the same model in PyTorch with the tables torch.from_file maps of
+#             OUT/ssd/npy (dropped from the page cache, then PREWARM seconds of
+#             load), under the same cap, the same open loop: Zipf(1.05) and
+#             uniform; as torch.from_file maps them, and with madvise(RANDOM)
+#             (a fault then reads its page, not read_ahead_kb around it).
+#
+# Environment: BUILD_DIR (build), PYTHON (/usr/bin/python3: Debian's, with
+# torch and numpy), CAP (3G), MEMLIMIT (../shared/tools/memlimit),
+# RATE_SECONDS (10: measured seconds per rate), WARMUP (3: seconds of the same
+# load before each), PREWARM (30: closed-loop seconds before an ssd or
+# torch-ssd sweep, to fill the cache), POOL (64), KAGGLE_MAX_IND_RANGE (0),
+# SSD_ROWS (4000000: rows per table of the ssd model), BUDGETS ("2147483648
+# 536870912": the ssd sweeps' two budgets in bytes; the logs keep the names
+# zipf-2g and zipf-512m), DRIVE_ROWS (33554432: the drive test's file, 8 GiB),
+# JOBS (the build's parallel jobs: nproc), TORCH_LD_LIBRARY_PATH (put first in
+# torch's LD_LIBRARY_PATH: a libopenblas0-pthread's directory, where OpenBLAS
+# is unpacked rather than installed), TORCH_PROCS (2) and TORCH_THREADS (4:
+# torch's open-loop processes, and request threads in each), TORCH_MADVISE
+# ("none random": torch-ssd runs with each; none is what torch.from_file
+# gives, random turns off the read-around of a fault, read_ahead_kb).
+# torch needs OpenBLAS for its sgemm (apt-get install libopenblas0; Debian's
+# python3-torch alone brings the netlib reference BLAS, ~40x slower, which
+# torch_serve_bench.py refuses).
+# A smoke run of the whole script (tiny shapes, a fraction of a second per
+# rate: it proves the tools, it measures nothing):
+#   KAGGLE_MAX_IND_RANGE=1000 SSD_ROWS=65536 BUDGETS="4194304 1048576" DRIVE_ROWS=262144 RATE_SECONDS=0.3 \
+#     WARMUP=0.1 PREWARM=0.5 POOL=4 bash bench/run_serve.sh /work/tmp/serve-smoke
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/machine.sh
+[[ $# -ge 1 ]] || { sed -n '2,60p' "$0"; exit 2; }
+OUT=$(realpath -m "$1")
+shift
+phases=("$@")
+((${#phases[@]})) || phases=(prepare check drive dram dram-open ssd-dram ssd miss torch-ssd)
+BUILD_DIR=${BUILD_DIR:-build}
+PYTHON=${PYTHON:-/usr/bin/python3}
+CAP=${CAP:-3G}
+MEMLIMIT=${MEMLIMIT:-$(realpath ../shared/tools/memlimit)}
+SECONDS_PER_RATE=${RATE_SECONDS:-10}
+WARMUP=${WARMUP:-3}
+PREWARM=${PREWARM:-30}
+POOL=${POOL:-64}
+KAGGLE_MAX_IND_RANGE=${KAGGLE_MAX_IND_RANGE:-0}
+SSD_ROWS=${SSD_ROWS:-4000000}
+DRIVE_ROWS=${DRIVE_ROWS:-33554432}
+JOBS=${JOBS:-$(nproc)}
+BUDGETS=${BUDGETS:-2147483648 536870912}
+TORCH_PROCS=${TORCH_PROCS:-2}
+TORCH_THREADS=${TORCH_THREADS:-4}
+TORCH_MADVISE=${TORCH_MADVISE:-none random}
+logs=$OUT/logs
+mkdir -p "$logs"
+
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS" --target dlrm-train ssd_bench predictor_bench serve_load_bench miss_latency_bench cemb_python \
+  cemb_serve_python >/dev/null
+bin=$BUILD_DIR/bench
+train=$BUILD_DIR/apps/dlrm-train
+torch_bench() {  # torch_serve_bench.py with torch's environment
+  LD_LIBRARY_PATH=${TORCH_LD_LIBRARY_PATH:+$TORCH_LD_LIBRARY_PATH:}${LD_LIBRARY_PATH:-} \
+    PYTHONPATH=$BUILD_DIR/python "$PYTHON" bench/torch_serve_bench.py "$@"
+}
+load_bench() { "$bin/serve_load_bench" --seconds "$SECONDS_PER_RATE" --warmup_seconds "$WARMUP" "$@"; }
+has() { local p; for p in "${phases[@]}"; do [[ $p == "$1" ]] && return 0; done; return 1; }
+banner() { echo; echo "== $1: $(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"; }
+run() {  # run LOG COMMAND...: prints the command, runs it, keeps its output in LOG
+  local log=$1; shift
+  echo "\$ $*" | tee "$log"
+  "$@" 2>&1 | tee -a "$log"
+}
+
+banner "sitting in $OUT ($(findmnt -n -o SOURCE,FSTYPE -T "$OUT" | tr -s ' '))"
+dev=$(findmnt -n -o MAJ:MIN -T "$OUT" | tr -d ' ' || true)
+echo "read_ahead_kb of the drive: $(cat "/sys/dev/block/$dev/queue/read_ahead_kb" 2>/dev/null ||
+  cat "/sys/dev/block/$dev/../queue/read_ahead_kb" 2>/dev/null || echo '?')"
+
+kaggle=$OUT/kaggle ssd=$OUT/ssd
+if has prepare; then
+  banner prepare
+  if [[ ! -f $kaggle/ck/LATEST || ! -f $kaggle/npy/top_l.4.bias.npy ]]; then
+    rm -rf "$kaggle" && mkdir -p "$kaggle"
+    run "$logs/prepare-kaggle.txt" "$train" --config configs/bench-kaggle.yaml --set data.samples=24576 \
+      --set data.max_ind_range="$KAGGLE_MAX_IND_RANGE" --set data.work_dir="$kaggle/data" --set train.steps=1 \
+      --set train.checkpoint_dir="$kaggle/ck" --export "$kaggle/npy"
+    rm -rf "$kaggle/data"
+  fi
+  echo "kaggle: $(du -sh "$kaggle/ck" | cut -f1) checkpoint, $(du -sh "$kaggle/npy" | cut -f1) of .npy"
+  if [[ ! -f $ssd/ck/LATEST || ! -f $ssd/npy/top_l.6.bias.npy ]]; then
+    rm -rf "$ssd" && mkdir -p "$ssd/tier"
+    common=(--config configs/bench-ssd.yaml --set model.tables.rows="$SSD_ROWS"
+            --set data.samples=24576 --set data.work_dir="$ssd/data"
+            --set model.storage.kind=ssd --set model.storage.slow_tier="$ssd/tier" --set model.dram_budget=2GiB
+            --set train.steps=1)
+    run "$logs/prepare-ssd-init.txt" "$train" "${common[@]}" --export "$ssd/npy-init"
+    run "$logs/prepare-ssd.txt" "$train" "${common[@]}" --set model.init_from="$ssd/npy-init" \
+      --set train.checkpoint_dir="$ssd/ck" --export "$ssd/npy"
+    rm -rf "$ssd/npy-init" "$ssd/data" "$ssd/tier"
+  fi
+  # Every row in the snapshot: a format-2 snapshot of n rows is 4 KiB of header,
+  # n 4-byte ids (to a multiple of 4 KiB), then n rows (docs/ssd.md).
+  step=$(cat "$ssd/ck/LATEST")
+  want=$((4096 + (SSD_ROWS * 4 + 4095) / 4096 * 4096 + SSD_ROWS * 256))
+  for f in "$ssd/ck/$step"/model/emb_l.*.ssd; do
+    if [[ $(stat -c %s "$f") != "$want" ]]; then
+      echo "run_serve.sh: $f holds $(stat -c %s "$f") bytes, not the $want of $SSD_ROWS rows of 256 bytes:" \
+        "not every row was written" >&2
+      exit 1
+    fi
+  done
+  echo "ssd: $(du -sh "$ssd/ck" | cut -f1) checkpoint ($(ls "$ssd/ck/$step"/model/emb_l.*.ssd | wc -l)" \
+    "snapshots of all $SSD_ROWS rows x 256 B), $(du -sh "$ssd/npy" | cut -f1) of .npy"
+fi
+
+if has check; then
+  banner check
+  run "$logs/check-kaggle.txt" torch_bench check --npy "$kaggle/npy" --checkpoint "$kaggle/ck" --samples 1000
+  run "$logs/check-ssd.txt" torch_bench check --npy "$ssd/npy" --checkpoint "$ssd/ck" --samples 1000
+fi
+
+if has drive; then
+  banner "drive ($DRIVE_ROWS rows x 256 B file, random 4 KiB reads)"
+  mkdir -p "$OUT/drive"
+  run "$logs/drive.txt" "$bin/ssd_bench" --limit_only 1 --dir "$OUT/drive" --rows "$DRIVE_ROWS"
+  rm -rf "$OUT/drive"
+fi
+
+if has dram; then
+  banner "dram: the Kaggle model, closed loop"
+  run "$logs/dram-cemb.txt" "$bin/predictor_bench" --checkpoint "$kaggle/ck" --batches 1,16,256,2048 --clients 1,2 \
+    --max_batch 2048 --pool "$POOL" --seconds "$SECONDS_PER_RATE"
+  run "$logs/dram-torch.txt" torch_bench closed --npy "$kaggle/npy" --checkpoint "$kaggle/ck" \
+    --batches 1,16,256,2048 --clients 1,2 --pool "$POOL" --seconds "$SECONDS_PER_RATE"
+fi
+
+if has dram-open; then
+  banner "dram-open: the Kaggle model, open loop"
+  for s in 1 16 256 2048; do
+    run "$logs/dram-open-$s.txt" load_bench --checkpoint "$kaggle/ck" --samples "$s" --alpha 0 --max_batch 2048 \
+      --find_max --start_rate $((16000 / s > 4 ? 16000 / s : 4))
+  done
+fi
+
+if has ssd-dram; then
+  banner "ssd-dram: the bench-ssd model all in DRAM (no cap)"
+  run "$logs/ssd-dram.txt" load_bench --checkpoint "$ssd/ck" --dram_tables --samples 64 --alpha 1.05 --find_max \
+    --start_rate 200
+fi
+
+if has ssd; then
+  read -r big small <<< "$BUDGETS"
+  for case in "zipf-2g 1.05 $big" "zipf-512m 1.05 $small" "uniform-2g 0 $big"; do
+    read -r name alpha budget <<< "$case"
+    banner "ssd $name: tables served in place from their snapshots, ssd_cache_bytes $budget, under memlimit $CAP"
+    run "$logs/ssd-$name.txt" "$MEMLIMIT" "$CAP" "$bin/serve_load_bench" --seconds "$SECONDS_PER_RATE" \
+      --warmup_seconds "$WARMUP" --checkpoint "$ssd/ck" --samples 64 --alpha "$alpha" \
+      --ssd_cache_bytes "$budget" --prewarm_seconds "$PREWARM" --find_max --start_rate 50
+  done
+fi
+
+if has miss; then
+  banner "miss: the latency k cold misses add to a request, against the drive's k concurrent reads, under memlimit $CAP"
+  run "$logs/miss.txt" "$MEMLIMIT" "$CAP" "$bin/miss_latency_bench" --checkpoint "$ssd/ck" --ks 1,8,26 --trials 200
+fi
+
+if has torch-ssd; then
+  for case in "zipf 1.05" "uniform 0"; do
+    for advice in $TORCH_MADVISE; do
+      read -r name alpha <<< "$case"
+      log=$logs/torch-ssd-$name$([[ $advice == none ]] || echo "-$advice").txt
+      banner "torch-ssd $name: torch.from_file maps (madvise $advice) under memlimit $CAP"
+      run "$log" env LD_LIBRARY_PATH="${TORCH_LD_LIBRARY_PATH:+$TORCH_LD_LIBRARY_PATH:}${LD_LIBRARY_PATH:-}" \
+        PYTHONPATH="$BUILD_DIR/python" "$MEMLIMIT" "$CAP" "$PYTHON" bench/torch_serve_bench.py open \
+        --npy "$ssd/npy" --checkpoint "$ssd/ck" --tables from_file --madvise "$advice" --samples 64 --alpha "$alpha" \
+        --procs "$TORCH_PROCS" --threads "$TORCH_THREADS" --seconds "$SECONDS_PER_RATE" --warmup_seconds "$WARMUP" \
+        --prewarm_seconds "$PREWARM" --find_max --start_rate 10
+    done
+  done
+fi
+
+banner "summary (from $logs)"
+"$PYTHON" bench/run_serve_summary.py "$logs"

@@ -1,0 +1,9 @@
+// The avx512 embedding kernels of ResolvedRowTable (ssd/internal/resolved_rows.h),
+// compiled with this ISA's -m flags (ssd/CMakeLists.txt) and called only when the CPU has it,
+// as the libraries' generated kernel units (cmake/kernels_isa.cc.in) are for their tables.
+#define CEMB_KERNELS_ISA_AVX512
+#include "embedding/internal/kernels_impl.h"
+#include "ssd/internal/resolved_rows.h"
+
+CEMB_INSTANTIATE_KERNELS(MakeKernelsAvx512, ::cemb::ssd_internal::ResolvedRowTable<float>)
+CEMB_INSTANTIATE_KERNELS(MakeKernelsAvx512, ::cemb::ssd_internal::ResolvedRowTable<::cemb::bfloat16>)
