@@ -16,14 +16,23 @@
 //
 // The bodies: --body FILE (one infer request, sent as is), or --bodies
 // distinct random requests of --samples samples in the preprocessed form,
-// made from the model's metadata (its dense width and tables' rows).
+// made from the model's metadata (its dense width and tables' rows) before
+// the clock starts, sent in turn (they repeat after --bodies requests: give
+// at least qps x (warmup + seconds) to send every row draw once). A
+// sample's row of table t ~ Zipf(--alpha) over the table's rows, the hot
+// ranks spread by the LFSR bijection of seed 0x5eed + t (bench_util.h's
+// FillZipf), uniform with --alpha 0: the distribution, and the hot rows,
+// that bench/serve_load_bench draws for the in-process predictor, so that
+// the two are compared on the same traffic (ssd hit rates included). Dense
+// features uniform in [0, 5).
 //
 //   serve_http_load --url http://127.0.0.1:8000 --qps 2000 --seconds 10 [--connections 32]
-//                   [--samples 1] [--warmup_seconds 1] [--model dlrm] [--body FILE] [--seed 1]
+//                   [--samples 1] [--alpha 0] [--bodies 20000] [--warmup_seconds 1] [--model dlrm]
+//                   [--body FILE] [--seed 1]
 //
 // Prints one line a script can parse:
 //   serve_http_load: offered_qps Q achieved_qps A ok N p50_ms .. p90_ms .. p99_ms .. p999_ms .. max_ms ..
-//     status_503 N p99_503_ms .. other_errors N failed N late_sends N
+//     status_503 N p99_503_ms .. other_errors N failed N late_sends N samples_per_request S alpha A connections C
 // (achieved: answers 200 per second of the measured window).
 #include <algorithm>
 #include <atomic>
@@ -35,6 +44,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -43,6 +53,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/random.h"
 #include "bench/bench_util.h"
 #include "httplib.h"
 
@@ -59,7 +70,8 @@ struct Options {
   double warmup_seconds = 1;
   int connections = 32;
   int64_t samples = 1;
-  int bodies = 64;
+  double alpha = 0;
+  int bodies = 20000;
   std::string body_file;
   uint64_t seed = 1;
 };
@@ -117,9 +129,16 @@ std::vector<std::string> MakeBodies(const Options& o) {
     std::fprintf(stderr, "serve_http_load: the metadata has no table_rows or dense shape: %s\n", meta->body.c_str());
     std::exit(1);
   }
+  std::vector<cemb::ZipfSampler> zipf;
+  std::vector<cemb::LfsrScrambler> scramble;
+  for (size_t t = 0; t < rows.size(); ++t) {
+    zipf.emplace_back(static_cast<uint64_t>(rows[t]), o.alpha > 0 ? o.alpha : 1.0);
+    scramble.emplace_back(static_cast<uint64_t>(rows[t]), 0x5eed + t);
+  }
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<float> x(0.f, 5.f);
   std::vector<std::string> bodies;
+  std::vector<int64_t> ids(static_cast<size_t>(o.samples) * rows.size());  // table t's rows: [t * samples, ...)
   char buf[32];
   for (int b = 0; b < o.bodies; ++b) {
     std::string s = absl::StrCat(R"({"inputs":[{"name":"dense","datatype":"FP32","shape":[)", o.samples, ",",
@@ -130,10 +149,18 @@ std::vector<std::string> MakeBodies(const Options& o) {
     }
     absl::StrAppend(&s, R"(]},{"name":"sparse","datatype":"INT64","shape":[)", o.samples, ",", rows.size(),
                     R"(],"data":[)");
-    for (int64_t i = 0; i < o.samples; ++i) {
+    for (size_t t = 0; t < rows.size(); ++t) {
+      const std::span<int64_t> ix(ids.data() + t * static_cast<size_t>(o.samples), static_cast<size_t>(o.samples));
+      if (o.alpha > 0) {
+        cemb::bench::FillZipf(ix, zipf[t], scramble[t], rng());
+      } else {
+        cemb::bench::FillUniform(ix, rows[t], rng());
+      }
+    }
+    for (int64_t i = 0; i < o.samples; ++i) {  // sample by sample
       for (size_t t = 0; t < rows.size(); ++t) {
         if (i || t) s += ',';
-        absl::StrAppend(&s, static_cast<int64_t>(rng() % static_cast<uint64_t>(rows[t])));
+        absl::StrAppend(&s, ids[t * static_cast<size_t>(o.samples) + static_cast<size_t>(i)]);
       }
     }
     s += "]}]}";
@@ -193,6 +220,7 @@ int main(int argc, char** argv) {
     else if (flag == "--warmup_seconds") o.warmup_seconds = std::atof(value.c_str());
     else if (flag == "--connections") o.connections = std::atoi(value.c_str());
     else if (flag == "--samples") o.samples = std::atoll(value.c_str());
+    else if (flag == "--alpha") o.alpha = std::atof(value.c_str());
     else if (flag == "--bodies") o.bodies = std::atoi(value.c_str());
     else if (flag == "--body") o.body_file = value;
     else if (flag == "--seed") o.seed = std::strtoull(value.c_str(), nullptr, 10);
@@ -235,10 +263,10 @@ int main(int argc, char** argv) {
   std::printf(
       "serve_http_load: offered_qps %.0f achieved_qps %.0f ok %zu p50_ms %.3f p90_ms %.3f p99_ms %.3f p999_ms %.3f "
       "max_ms %.3f status_503 %zu p99_503_ms %.3f other_errors %lld failed %lld late_sends %lld samples_per_request "
-      "%lld connections %d\n",
+      "%lld alpha %g connections %d\n",
       o.qps, static_cast<double>(all.ok_ms.size()) / o.seconds, all.ok_ms.size(), p50, p90, p99, p999, max,
       all.shed_ms.size(), Percentile(all.shed_ms, 0.99), static_cast<long long>(all.other),
       static_cast<long long>(all.failed), static_cast<long long>(all.late), static_cast<long long>(o.samples),
-      o.connections);
+      o.alpha, o.connections);
   return 0;
 }
