@@ -384,7 +384,7 @@ absl::Status Predictor::Predict(const dlrm::BatchView& batch, std::span<float> p
   return status;
 }
 
-absl::Status Predictor::PredictCriteo(std::span<const data::CriteoRow> rows, std::span<float> probabilities) const {
+absl::Status Predictor::TakesRawCriteo() const {
   const ServingManifest& m = impl_->manifest;
   const bool vocabulary = m.ids == "vocabulary" && impl_->vocabulary.has_value();
   if ((m.ids != "modulo" && !vocabulary) || m.dense_transform != "log1p") {
@@ -398,9 +398,15 @@ absl::Status Predictor::PredictCriteo(std::span<const data::CriteoRow> rows, std
     return absl::FailedPreconditionError(absl::StrCat("the model has ", num_tables(), " tables and ", num_dense(),
                                                       " dense features, Criteo 26 and 13"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Predictor::PredictCriteo(std::span<const data::CriteoRow> rows, std::span<float> probabilities) const {
+  CEMB_RETURN_IF_ERROR(TakesRawCriteo());
+  const ServingManifest& m = impl_->manifest;
   const int64_t n = static_cast<int64_t>(rows.size());
   const data::CriteoTransform transform{.table_sizes = m.table_rows,
-                                        .vocabulary = vocabulary ? &*impl_->vocabulary : nullptr};
+                                        .vocabulary = impl_->vocabulary ? &*impl_->vocabulary : nullptr};
   std::vector<float> dense(static_cast<size_t>(n * data::kNumDense));
   std::vector<int32_t> by_sample(static_cast<size_t>(n * data::kNumCategorical));
   for (int64_t i = 0; i < n; ++i) {

@@ -140,6 +140,8 @@ class Predictor {
   // written before checkpoints kept it).
   [[nodiscard]] absl::Status PredictCriteo(std::span<const data::CriteoRow> rows,
                                            std::span<float> probabilities) const;
+  // OK when PredictCriteo can score this model; else its FailedPrecondition.
+  [[nodiscard]] absl::Status TakesRawCriteo() const;
 
   // The model (its tables, its dense master weights) the contexts were
   // copied from: for tests and inspection; change nothing through it.

@@ -196,8 +196,7 @@ struct Server::Impl {
     m->inputs = {.num_dense = m->predictor->num_dense(),
                  .num_tables = m->predictor->num_tables(),
                  .table_rows = m->predictor->manifest().table_rows,
-                 // Raw Criteo features work exactly when an empty call is accepted.
-                 .criteo = m->predictor->PredictCriteo({}, {}).ok()};
+                 .criteo = m->predictor->TakesRawCriteo().ok()};
     return std::shared_ptr<const Model>(std::move(m));
   }
 

@@ -314,6 +314,7 @@ TEST_P(PredictorTest, ABadRowIsNamedAndNothingIsScored) {
   // Synthetic data: raw Criteo features have no preprocessing to go through.
   std::vector<data::CriteoRow> rows(2);
   EXPECT_TRUE(absl::IsFailedPrecondition(p->PredictCriteo(rows, out)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(p->TakesRawCriteo()));
 }
 
 // Table 2 trained on the ssd tier: its snapshot is served in place, and
@@ -505,6 +506,7 @@ TEST_P(RawCriteo, FeaturesGoThroughTheTrainingsPreprocessing) {
   absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(dir + "/ck", {});
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ((*p)->manifest().ids, GetParam());
+  EXPECT_TRUE((*p)->TakesRawCriteo().ok()) << (*p)->TakesRawCriteo();
   EXPECT_EQ((*p)->manifest().dense_transform, "log1p");
   if (vocabulary) {
     absl::StatusOr<std::string> step = ResolveCheckpoint(dir + "/ck");
