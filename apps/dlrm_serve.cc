@@ -36,6 +36,7 @@ int Main(int argc, char** argv) {
   ServerOptions o;
   int64_t ssd_cache_bytes = o.predictor.ssd_cache_bytes;
   bool no_verify = false;
+  bool dram_tables = false;
   int score_delay_ms = 0;
   app.add_option("--checkpoint", o.checkpoint,
                  "the checkpoint directory (its LATEST is served and reloaded when it moves), a LATEST file or a "
@@ -78,6 +79,8 @@ int Main(int argc, char** argv) {
   app.add_option("--ssd_cache_bytes", ssd_cache_bytes, "DRAM for the rows of the tables served from ssd snapshots")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  app.add_flag("--dram_tables", dram_tables,
+               "load the tables that trained on ssd into DRAM instead of serving them in place from their snapshots");
   app.add_flag("--no_verify", no_verify, "do not verify the checkpoint's checksums");
   app.add_option("--debug_score_delay_ms", score_delay_ms,
                  "for tests: sleep this long before each scoring (holds requests in flight)")
@@ -89,6 +92,7 @@ int Main(int argc, char** argv) {
   }
   o.predictor.ssd_cache_bytes = ssd_cache_bytes;
   o.predictor.verify_checksums = !no_verify;
+  o.predictor.serve_in_place = !dram_tables;
   o.log = [](std::string_view line) {
     std::fprintf(stderr, "dlrm-serve: %.*s\n", static_cast<int>(line.size()), line.data());
   };

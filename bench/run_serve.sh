@@ -56,6 +56,21 @@
 #             load), under the same cap, the same open loop: Zipf(1.05) and
 #             uniform; as torch.from_file maps them, and with madvise(RANDOM)
 #             (a fault then reads its page, not read_ahead_kb around it).
+#   http-dram the protocol's cost (issue 34), all in DRAM: dlrm-serve
+#             --dram_tables on OUT/ssd/ck against serve_load_bench
+#             --dram_tables, max QPS and p99 at 70% of it, 64 samples,
+#             Zipf(1.05); then HTTP at twice that max QPS (overload: 503s at
+#             once, the admitted requests' p99).
+#   http-batching the Kaggle model over HTTP, requests of 1 sample, uniform
+#             rows: max QPS and p99 at 70% for each --max_batch and
+#             --max_wait_us of BATCHING ("1:0 32:0 32:200 ...").
+#   http-ssd  the same as http-dram with the tables served in place under
+#             memlimit CAP (ssd_cache_bytes 2 GiB, PREWARM seconds of load
+#             first, in both), then a reload under load: 1 GiB of cache
+#             (two models are open during the swap), HTTP at half the max QPS
+#             while LATEST moves to a hard-linked copy of the checkpoint
+#             (removed after): p99 before, across and after the swap, and
+#             failed requests.
 #
 # Environment: BUILD_DIR (build), PYTHON (/usr/bin/python3: Debian's, with
 # torch and numpy), CAP (3G), MEMLIMIT (../shared/tools/memlimit),
@@ -72,7 +87,8 @@
 # is unpacked rather than installed), TORCH_PROCS (2) and TORCH_THREADS (4:
 # torch's open-loop processes, and request threads in each), TORCH_MADVISE
 # ("none random": torch-ssd runs with each; none is what torch.from_file
-# gives, random turns off the read-around of a fault, read_ahead_kb).
+# gives, random turns off the read-around of a fault, read_ahead_kb),
+# BATCHING (http-batching's max_batch:max_wait_us pairs).
 # torch needs OpenBLAS for its sgemm (apt-get install libopenblas0; Debian's
 # python3-torch alone brings the netlib reference BLAS, ~40x slower, which
 # torch_serve_bench.py refuses).
@@ -87,7 +103,7 @@ source bench/machine.sh
 OUT=$(realpath -m "$1")
 shift
 phases=("$@")
-((${#phases[@]})) || phases=(prepare check drive dram dram-open ssd-dram ssd miss torch-ssd)
+((${#phases[@]})) || phases=(prepare check drive dram dram-open ssd-dram ssd miss torch-ssd http-dram http-batching http-ssd)
 BUILD_DIR=${BUILD_DIR:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 CAP=${CAP:-3G}
@@ -104,12 +120,13 @@ BUDGETS=${BUDGETS:-2147483648 536870912}
 TORCH_PROCS=${TORCH_PROCS:-2}
 TORCH_THREADS=${TORCH_THREADS:-4}
 TORCH_MADVISE=${TORCH_MADVISE:-none random}
+BATCHING=${BATCHING:-1:0 32:0 32:200 32:1000 256:0 256:200 256:1000}
 logs=$OUT/logs
 mkdir -p "$logs"
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" --target dlrm-train ssd_bench predictor_bench serve_load_bench miss_latency_bench cemb_python \
-  cemb_serve_python >/dev/null
+  cemb_serve_python dlrm-serve serve_http_load >/dev/null
 bin=$BUILD_DIR/bench
 train=$BUILD_DIR/apps/dlrm-train
 torch_bench() {  # torch_serve_bench.py with torch's environment
@@ -231,6 +248,102 @@ if has torch-ssd; then
         --prewarm_seconds "$PREWARM" --find_max --start_rate 10
     done
   done
+fi
+
+# dlrm-serve in the background (serve_up NAME [PREFIX... --] ARGS...: PREFIX
+# e.g. memlimit), its output in logs/NAME-serve.txt; sets $url once it listens.
+serve_up() {
+  local name=$1 prefix=() i; shift
+  if [[ " $* " == *" -- "* ]]; then
+    while [[ $1 != -- ]]; do prefix+=("$1"); shift; done
+    shift
+  fi
+  local log=$logs/$name-serve.txt
+  echo "\$ ${prefix[*]} dlrm-serve --port 0 $*" | tee "$log.cmd"
+  "${prefix[@]}" "$BUILD_DIR/apps/dlrm-serve" --port 0 "$@" > "$log" 2>&1 &
+  url=
+  for ((i = 0; i < 1200; ++i)); do
+    url=$(grep -o 'listening on http://[0-9.:]*' "$log" | cut -d' ' -f3 || true)
+    [[ -n $url ]] && return 0
+    sleep 0.5
+  done
+  echo "run_serve.sh: dlrm-serve did not listen:" >&2; cat "$log" >&2; return 1
+}
+serve_down() {  # SIGTERM to dlrm-serve (not to memlimit, which waits for it); its log's tail
+  pkill -TERM -x dlrm-serve || true
+  wait || true
+  tail -n 3 "$logs/$1-serve.txt"
+}
+http_load() { "$bin/serve_http_load" --url "$url" --seconds "$SECONDS_PER_RATE" --warmup_seconds "$WARMUP" "$@"; }
+max_qps() { sed -n 's/^max QPS: \([0-9.]*\) .*/\1/p' "$1" | tail -n 1; }
+# The server's defaults, but many HTTP threads: the load generator's
+# connections (each holds one) must exceed the rate x the p99.
+serve_flags=(--http_threads 128 --max_queue 512)
+
+if has http-dram; then
+  banner "http-dram: dlrm-serve against the in-process predictor, bench-ssd all in DRAM, 64 samples, Zipf(1.05)"
+  run "$logs/http-dram-inprocess.txt" load_bench --checkpoint "$ssd/ck" --dram_tables --samples 64 --alpha 1.05 \
+    --find_max --start_rate 200
+  serve_up http-dram "${serve_flags[@]}" --checkpoint "$ssd/ck" --dram_tables --no_verify --reload_poll_s 0
+  run "$logs/http-dram.txt" http_load --samples 64 --alpha 1.05 --connections 64 --find_max --start_rate 200 || true
+  over=$(max_qps "$logs/http-dram.txt")
+  [[ -n $over ]] && run "$logs/http-dram-overload.txt" http_load --samples 64 --alpha 1.05 --connections 100 \
+    --qps "$(awk -v q="$over" 'BEGIN { print 2 * q }')" || true
+  serve_down http-dram
+fi
+
+if has http-batching; then
+  for pair in $BATCHING; do
+    IFS=: read -r batch wait_us <<< "$pair"
+    banner "http-batching: the Kaggle model, 1-sample requests, --max_batch $batch --max_wait_us $wait_us"
+    serve_up "http-batching-$batch-$wait_us" "${serve_flags[@]}" --checkpoint "$kaggle/ck" --no_verify \
+      --reload_poll_s 0 --max_batch "$batch" --max_wait_us "$wait_us"
+    run "$logs/http-batching-$batch-$wait_us.txt" http_load --samples 1 --alpha 0 --connections 100 --find_max \
+      --start_rate 1000 --precision 0.1 || true
+    serve_down "http-batching-$batch-$wait_us"
+  done
+fi
+
+if has http-ssd; then
+  read -r big small <<< "$BUDGETS"
+  banner "http-ssd: dlrm-serve against the in-process predictor, tables served in place, under memlimit $CAP"
+  run "$logs/http-ssd-inprocess.txt" "$MEMLIMIT" "$CAP" "$bin/serve_load_bench" --seconds "$SECONDS_PER_RATE" \
+    --warmup_seconds "$WARMUP" --checkpoint "$ssd/ck" --samples 64 --alpha 1.05 --ssd_cache_bytes "$big" \
+    --prewarm_seconds "$PREWARM" --find_max --start_rate 200
+  serve_up http-ssd "$MEMLIMIT" "$CAP" -- "${serve_flags[@]}" --checkpoint "$ssd/ck" --ssd_cache_bytes "$big" \
+    --no_verify --reload_poll_s 0
+  # The cache filled as serve_load_bench's prewarm fills it (there closed
+  # loop; here an open loop above what the server keeps up with).
+  run "$logs/http-ssd-prewarm.txt" "$bin/serve_http_load" --url "$url" --samples 64 --alpha 1.05 --connections 64 \
+    --qps 1500 --seconds "$PREWARM" --warmup_seconds 0 || true
+  run "$logs/http-ssd.txt" http_load --samples 64 --alpha 1.05 --connections 64 --find_max --start_rate 200 || true
+  curl -s "$url/metrics" | grep -E '^cemb_serve_ssd_(hit_rate|reads_total)' | tee -a "$logs/http-ssd.txt"
+  serve_down http-ssd
+  half=$(awk -v q="$(max_qps "$logs/http-ssd.txt")" 'BEGIN { printf "%.1f", q / 2 }')
+
+  banner "http-ssd reload: HTTP at $half requests/s while LATEST moves (1 GiB of cache per model, memlimit $CAP)"
+  step=$(cat "$ssd/ck/LATEST")
+  copy=step-999999999
+  rm -rf "${ssd:?}/ck/$copy"
+  serve_up http-reload "$MEMLIMIT" "$CAP" -- "${serve_flags[@]}" --checkpoint "$ssd/ck" --ssd_cache_bytes 1073741824 \
+    --reload_poll_s 1
+  run "$logs/http-reload-before.txt" "$bin/serve_http_load" --url "$url" --samples 64 --alpha 1.05 --connections 64 \
+    --qps "$half" --seconds 60 --warmup_seconds 30 || true
+  ( sleep 10
+    cp -al "$ssd/ck/$step" "$ssd/ck/$copy"
+    echo "$copy" > "$ssd/ck/LATEST.tmp" && mv "$ssd/ck/LATEST.tmp" "$ssd/ck/LATEST"
+    echo "LATEST -> $copy at $(date +%T)" ) &
+  run "$logs/http-reload-across.txt" "$bin/serve_http_load" --url "$url" --samples 64 --alpha 1.05 --connections 64 \
+    --qps "$half" --seconds 60 --warmup_seconds 0 --seed 7 || true
+  wait %% 2>/dev/null || true
+  run "$logs/http-reload-after.txt" "$bin/serve_http_load" --url "$url" --samples 64 --alpha 1.05 --connections 64 \
+    --qps "$half" --seconds 30 --warmup_seconds 0 --seed 9 || true
+  curl -s "$url/metrics" | grep -E '^cemb_serve_(reloads_total|model_version|ssd_hit_rate)' |
+    tee -a "$logs/http-reload-after.txt"
+  serve_down http-reload  # not in a pipeline: its `wait` must be this shell's
+  grep -E 'reload|memlimit' "$logs/http-reload-serve.txt" | tee -a "$logs/http-reload-after.txt"
+  echo "$step" > "$ssd/ck/LATEST.tmp" && mv "$ssd/ck/LATEST.tmp" "$ssd/ck/LATEST"
+  rm -rf "${ssd:?}/ck/$copy"
 fi
 
 banner "summary (from $logs)"

@@ -14,35 +14,46 @@
 // latency includes the lag. Each connection needs an HTTP thread of the
 // server (dlrm-serve --http_threads).
 //
-// The bodies: --body FILE (one infer request, sent as is), or --bodies
-// distinct random requests of --samples samples in the preprocessed form,
-// made from the model's metadata (its dense width and tables' rows) before
-// the clock starts, sent in turn (they repeat after --bodies requests: give
-// at least qps x (warmup + seconds) to send every row draw once). A
-// sample's row of table t ~ Zipf(--alpha) over the table's rows, the hot
-// ranks spread by the LFSR bijection of seed 0x5eed + t (bench_util.h's
-// FillZipf), uniform with --alpha 0: the distribution, and the hot rows,
-// that bench/serve_load_bench draws for the in-process predictor, so that
-// the two are compared on the same traffic (ssd hit rates included). Dense
+// The bodies: --body FILE (one infer request, sent as is), or distinct
+// random requests of --samples samples in the preprocessed form, made from
+// the model's metadata (its dense width and tables' rows) before each
+// measurement's clock starts: one for every request it sends (--bodies N:
+// N, sent in turn, repeating after N), drawn afresh for each measurement,
+// so that no row draw repeats and an ssd table's hit rate is the traffic's
+// own. A sample's row of table t ~ Zipf(--alpha) over the table's rows,
+// the hot ranks spread by the LFSR bijection of seed 0x5eed + t
+// (bench_util.h's FillZipf), uniform with --alpha 0: the distribution, and
+// the hot rows, that bench/serve_load_bench draws for the in-process
+// predictor, so that the two are compared on the same traffic. Dense
 // features uniform in [0, 5).
 //
-//   serve_http_load --url http://127.0.0.1:8000 --qps 2000 --seconds 10 [--connections 32]
-//                   [--samples 1] [--alpha 0] [--bodies 20000] [--warmup_seconds 1] [--model dlrm]
-//                   [--body FILE] [--seed 1]
+// Kept up: the 200 answers given within the measured window against the
+// requests due in it (as serve_load_bench counts them). --find_max
+// searches the max QPS as serve_load_bench does (bench/rate_search.h): the
+// highest rate kept up (>= --min_achieved, 0.99) with p99 <= --max_p99_ms
+// (25) and no failed request or 503; then one measurement at 70% of it.
 //
-// Prints one line a script can parse:
-//   serve_http_load: offered_qps Q achieved_qps A ok N p50_ms .. p90_ms .. p99_ms .. p999_ms .. max_ms ..
-//     status_503 N p99_503_ms .. other_errors N failed N late_sends N samples_per_request S alpha A connections C
-// (achieved: answers 200 per second of the measured window).
+//   serve_http_load --url http://127.0.0.1:8000 --qps 2000 --seconds 10 [--connections 32]
+//                   [--samples 1] [--alpha 0] [--bodies 0] [--warmup_seconds 1] [--model dlrm]
+//                   [--body FILE] [--seed 1]
+//   serve_http_load --url ... --samples 64 --alpha 1.05 --find_max --start_rate 400
+//
+// Prints one line a script can parse per measurement:
+//   serve_http_load: offered_qps Q achieved_qps A kept_up K ok N p50_ms .. p90_ms .. p99_ms .. p999_ms ..
+//     max_ms .. status_503 N p99_503_ms .. other_errors N failed N late_sends N samples_per_request S
+//     alpha A connections C
+// (achieved: 200 answers per second of the measured window), and with
+// --find_max "max QPS: R requests/s ..." before the line of 70% of it.
+// Exit status 1 when the server cannot be reached or a request fails
+// (no answer), 2 on a usage error.
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <mutex>
+#include <optional>
 #include <random>
 #include <span>
 #include <sstream>
@@ -50,11 +61,13 @@
 #include <thread>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/random.h"
 #include "bench/bench_util.h"
+#include "bench/rate_search.h"
 #include "httplib.h"
 
 namespace {
@@ -62,6 +75,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Options {
+  std::string url = "http://127.0.0.1:8000";
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string model = "dlrm";
@@ -71,15 +85,38 @@ struct Options {
   int connections = 32;
   int64_t samples = 1;
   double alpha = 0;
-  int bodies = 20000;
+  int bodies = 0;  // 0: one per request sent
   std::string body_file;
   uint64_t seed = 1;
+  bool find_max = false;
+  cemb::bench::RateSearch search;
+  double min_achieved = 0.99;
+  double max_p99_ms = 25;
+};
+
+// What the model's metadata says the requests hold.
+struct Shape {
+  std::vector<int64_t> rows;  // each table's
+  int64_t num_dense = 0;
 };
 
 // Per connection: what its measured requests got.
 struct Tally {
   std::vector<double> ok_ms, shed_ms;
-  int64_t other = 0, failed = 0, late = 0;
+  int64_t arrivals = 0, answered_in_window = 0, other = 0, failed = 0, late = 0;
+};
+
+struct Result {
+  double offered = 0;
+  Tally all;
+  double p99 = 0;
+  double kept_up() const {
+    return all.arrivals == 0 ? 1.0 : static_cast<double>(all.answered_in_window) / static_cast<double>(all.arrivals);
+  }
+  bool pass(const Options& o) const {
+    return all.failed == 0 && all.other == 0 && all.shed_ms.empty() && kept_up() >= o.min_achieved &&
+           p99 <= o.max_p99_ms;
+  }
 };
 
 double Percentile(std::vector<double>& v, double q) {
@@ -102,18 +139,7 @@ std::vector<int64_t> JsonInts(const std::string& text, const std::string& key) {
   return out;
 }
 
-// Random preprocessed requests for the model the server answers for.
-std::vector<std::string> MakeBodies(const Options& o) {
-  if (!o.body_file.empty()) {
-    std::ifstream in(o.body_file);
-    std::stringstream s;
-    s << in.rdbuf();
-    if (!in) {
-      std::fprintf(stderr, "serve_http_load: cannot read %s\n", o.body_file.c_str());
-      std::exit(1);
-    }
-    return {s.str()};
-  }
+Shape ReadShape(const Options& o) {
   httplib::Client c(o.host, o.port);
   httplib::Result meta = c.Get("/v2/models/" + o.model);
   if (!meta || meta->status != 200) {
@@ -121,44 +147,51 @@ std::vector<std::string> MakeBodies(const Options& o) {
                  meta ? meta->body.c_str() : httplib::to_string(meta.error()).c_str());
     std::exit(1);
   }
-  const std::vector<int64_t> rows = JsonInts(meta->body, "table_rows");
+  Shape shape{.rows = JsonInts(meta->body, "table_rows")};
   // "dense" is [-1, num_dense]: the first input's second dimension.
-  const size_t shape = meta->body.find("\"shape\":[-1,");
-  const int64_t num_dense = shape == std::string::npos ? 0 : std::atoll(meta->body.c_str() + shape + 12);
-  if (rows.empty() || num_dense <= 0) {
+  const size_t at = meta->body.find("\"shape\":[-1,");
+  shape.num_dense = at == std::string::npos ? 0 : std::atoll(meta->body.c_str() + at + 12);
+  if (shape.rows.empty() || shape.num_dense <= 0) {
     std::fprintf(stderr, "serve_http_load: the metadata has no table_rows or dense shape: %s\n", meta->body.c_str());
     std::exit(1);
   }
+  return shape;
+}
+
+// `count` random preprocessed requests from stream `seed`.
+std::vector<std::string> MakeBodies(const Options& o, const Shape& shape, int64_t count, uint64_t seed) {
+  const size_t tables = shape.rows.size();
   std::vector<cemb::ZipfSampler> zipf;
   std::vector<cemb::LfsrScrambler> scramble;
-  for (size_t t = 0; t < rows.size(); ++t) {
-    zipf.emplace_back(static_cast<uint64_t>(rows[t]), o.alpha > 0 ? o.alpha : 1.0);
-    scramble.emplace_back(static_cast<uint64_t>(rows[t]), 0x5eed + t);
+  for (size_t t = 0; t < tables; ++t) {
+    zipf.emplace_back(static_cast<uint64_t>(shape.rows[t]), o.alpha > 0 ? o.alpha : 1.0);
+    scramble.emplace_back(static_cast<uint64_t>(shape.rows[t]), 0x5eed + t);
   }
-  std::mt19937_64 rng(o.seed);
+  std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> x(0.f, 5.f);
   std::vector<std::string> bodies;
-  std::vector<int64_t> ids(static_cast<size_t>(o.samples) * rows.size());  // table t's rows: [t * samples, ...)
+  bodies.reserve(static_cast<size_t>(count));
+  std::vector<int64_t> ids(static_cast<size_t>(o.samples) * tables);  // table t's rows: [t * samples, ...)
   char buf[32];
-  for (int b = 0; b < o.bodies; ++b) {
+  for (int64_t b = 0; b < count; ++b) {
     std::string s = absl::StrCat(R"({"inputs":[{"name":"dense","datatype":"FP32","shape":[)", o.samples, ",",
-                                 num_dense, R"(],"data":[)");
-    for (int64_t i = 0; i < o.samples * num_dense; ++i) {
+                                 shape.num_dense, R"(],"data":[)");
+    for (int64_t i = 0; i < o.samples * shape.num_dense; ++i) {
       if (i) s += ',';
       s.append(buf, std::to_chars(buf, buf + sizeof buf, x(rng)).ptr);
     }
-    absl::StrAppend(&s, R"(]},{"name":"sparse","datatype":"INT64","shape":[)", o.samples, ",", rows.size(),
+    absl::StrAppend(&s, R"(]},{"name":"sparse","datatype":"INT64","shape":[)", o.samples, ",", tables,
                     R"(],"data":[)");
-    for (size_t t = 0; t < rows.size(); ++t) {
+    for (size_t t = 0; t < tables; ++t) {
       const std::span<int64_t> ix(ids.data() + t * static_cast<size_t>(o.samples), static_cast<size_t>(o.samples));
       if (o.alpha > 0) {
         cemb::bench::FillZipf(ix, zipf[t], scramble[t], rng());
       } else {
-        cemb::bench::FillUniform(ix, rows[t], rng());
+        cemb::bench::FillUniform(ix, shape.rows[t], rng());
       }
     }
     for (int64_t i = 0; i < o.samples; ++i) {  // sample by sample
-      for (size_t t = 0; t < rows.size(); ++t) {
+      for (size_t t = 0; t < tables; ++t) {
         if (i || t) s += ',';
         absl::StrAppend(&s, ids[t * static_cast<size_t>(o.samples) + static_cast<size_t>(i)]);
       }
@@ -169,29 +202,36 @@ std::vector<std::string> MakeBodies(const Options& o) {
   return bodies;
 }
 
-void Connection(const Options& o, const std::vector<std::string>& bodies, int id, Clock::time_point start,
-                Tally& tally) {
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Connection `id` of a measurement at `qps`: sends its share of the
+// arrivals (the bodies id, id + connections, ...) and tallies them.
+void Connection(const Options& o, double qps, const std::vector<std::string>& bodies, int id,
+                Clock::time_point start, uint64_t seed, Tally& tally) {
   httplib::Client c(o.host, o.port);
   c.set_keep_alive(true);
   c.set_tcp_nodelay(true);
   c.set_read_timeout(30, 0);
-  std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(id));
-  std::exponential_distribution<double> gap(o.qps / o.connections);
-  const Clock::time_point measure = start + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(o.warmup_seconds));
-  const Clock::time_point end = measure + std::chrono::duration_cast<Clock::duration>(
-                                              std::chrono::duration<double>(o.seconds));
+  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(id));
+  std::exponential_distribution<double> gap(qps / o.connections);
+  const Clock::time_point measure = start + Seconds(o.warmup_seconds);
+  const Clock::time_point end = measure + Seconds(o.seconds);
   Clock::time_point due = start;
   const std::string path = "/v2/models/" + o.model + "/infer";
   for (size_t k = static_cast<size_t>(id);; k += static_cast<size_t>(o.connections)) {
-    due += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+    due += Seconds(gap(rng));
     if (due >= end) return;
     const Clock::time_point now = Clock::now();
     const bool late = now > due + std::chrono::milliseconds(1);
     if (now < due) std::this_thread::sleep_until(due);
     httplib::Result res = c.Post(path, bodies[k % bodies.size()], "application/json");
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - due).count();
+    const Clock::time_point answered = Clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(answered - due).count();
+    if (res && res->status == 200 && answered >= measure && answered < end) ++tally.answered_in_window;
     if (due < measure) continue;
+    ++tally.arrivals;
     tally.late += late;
     if (!res) {
       ++tally.failed;
@@ -205,68 +245,136 @@ void Connection(const Options& o, const std::vector<std::string>& bodies, int id
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  cemb::bench::RequireOptimizedBuild(argv[0]);
-  Options o;
-  std::string url = "http://127.0.0.1:8000";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--url") url = value;
-    else if (flag == "--model") o.model = value;
-    else if (flag == "--qps") o.qps = std::atof(value.c_str());
-    else if (flag == "--seconds") o.seconds = std::atof(value.c_str());
-    else if (flag == "--warmup_seconds") o.warmup_seconds = std::atof(value.c_str());
-    else if (flag == "--connections") o.connections = std::atoi(value.c_str());
-    else if (flag == "--samples") o.samples = std::atoll(value.c_str());
-    else if (flag == "--alpha") o.alpha = std::atof(value.c_str());
-    else if (flag == "--bodies") o.bodies = std::atoi(value.c_str());
-    else if (flag == "--body") o.body_file = value;
-    else if (flag == "--seed") o.seed = std::strtoull(value.c_str(), nullptr, 10);
-    else {
-      std::fprintf(stderr, "serve_http_load: unknown flag %s (see the comment at the top of bench/serve_http_load.cc)\n",
-                   flag.c_str());
-      return 2;
-    }
+// One measurement at `qps`: its own bodies (unless --body or --bodies), then the clock.
+Result Measure(const Options& o, const Shape* shape, const std::vector<std::string>& fixed, double qps,
+               uint64_t seed) {
+  std::vector<std::string> fresh;
+  if (fixed.empty()) {
+    const double sent = qps * (o.warmup_seconds + o.seconds);
+    fresh = MakeBodies(o, *shape, static_cast<int64_t>(sent + 6 * std::sqrt(sent)) + o.connections, seed);
   }
-  // http://host:port
-  const std::string rest = url.starts_with("http://") ? url.substr(7) : url;
-  const size_t colon = rest.rfind(':');
-  o.host = rest.substr(0, colon);
-  if (colon != std::string::npos) o.port = std::atoi(rest.c_str() + colon + 1);
-  if (o.qps <= 0 || o.seconds <= 0 || o.connections <= 0 || o.samples <= 0 || o.bodies <= 0) {
-    std::fprintf(stderr, "serve_http_load: --qps, --seconds, --connections, --samples and --bodies must be > 0\n");
-    return 2;
-  }
-
-  const std::vector<std::string> bodies = MakeBodies(o);
+  const std::vector<std::string>& bodies = fixed.empty() ? fresh : fixed;
   std::vector<Tally> tallies(static_cast<size_t>(o.connections));
   std::vector<std::thread> threads;
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(50);
   for (int i = 0; i < o.connections; ++i) {
-    threads.emplace_back([&, i] { Connection(o, bodies, i, start, tallies[static_cast<size_t>(i)]); });
+    threads.emplace_back([&, i] { Connection(o, qps, bodies, i, start, seed, tallies[static_cast<size_t>(i)]); });
   }
   for (std::thread& t : threads) t.join();
 
-  Tally all;
+  Result r{.offered = qps};
+  Tally& all = r.all;
   for (Tally& t : tallies) {
     all.ok_ms.insert(all.ok_ms.end(), t.ok_ms.begin(), t.ok_ms.end());
     all.shed_ms.insert(all.shed_ms.end(), t.shed_ms.begin(), t.shed_ms.end());
+    all.arrivals += t.arrivals;
+    all.answered_in_window += t.answered_in_window;
     all.other += t.other;
     all.failed += t.failed;
     all.late += t.late;
   }
-  const double p50 = Percentile(all.ok_ms, 0.50), p90 = Percentile(all.ok_ms, 0.90),
-               p99 = Percentile(all.ok_ms, 0.99), p999 = Percentile(all.ok_ms, 0.999);
+  const double p50 = Percentile(all.ok_ms, 0.50), p90 = Percentile(all.ok_ms, 0.90);
+  r.p99 = Percentile(all.ok_ms, 0.99);
+  const double p999 = Percentile(all.ok_ms, 0.999);
   const double max = all.ok_ms.empty() ? 0 : *std::max_element(all.ok_ms.begin(), all.ok_ms.end());
   std::printf(
-      "serve_http_load: offered_qps %.0f achieved_qps %.0f ok %zu p50_ms %.3f p90_ms %.3f p99_ms %.3f p999_ms %.3f "
-      "max_ms %.3f status_503 %zu p99_503_ms %.3f other_errors %lld failed %lld late_sends %lld samples_per_request "
-      "%lld alpha %g connections %d\n",
-      o.qps, static_cast<double>(all.ok_ms.size()) / o.seconds, all.ok_ms.size(), p50, p90, p99, p999, max,
-      all.shed_ms.size(), Percentile(all.shed_ms, 0.99), static_cast<long long>(all.other),
+      "serve_http_load: offered_qps %.1f achieved_qps %.1f kept_up %.4f ok %zu p50_ms %.3f p90_ms %.3f p99_ms %.3f "
+      "p999_ms %.3f max_ms %.3f status_503 %zu p99_503_ms %.3f other_errors %lld failed %lld late_sends %lld "
+      "samples_per_request %lld alpha %g connections %d\n",
+      qps, static_cast<double>(all.ok_ms.size()) / o.seconds, r.kept_up(), all.ok_ms.size(), p50, p90, r.p99, p999,
+      max, all.shed_ms.size(), Percentile(all.shed_ms, 0.99), static_cast<long long>(all.other),
       static_cast<long long>(all.failed), static_cast<long long>(all.late), static_cast<long long>(o.samples),
       o.alpha, o.connections);
+  std::fflush(stdout);
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"serve_http_load: open-loop Poisson load on dlrm-serve (bench/serve_http_load.cc)"};
+  app.add_option("--url", o.url, "the server")->capture_default_str();
+  app.add_option("--model", o.model, "the model's name")->capture_default_str();
+  app.add_option("--qps", o.qps, "the offered rate (requests/s)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--seconds", o.seconds, "measured")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--warmup_seconds", o.warmup_seconds, "sent, not measured")->capture_default_str();
+  app.add_option("--connections", o.connections, "keep-alive connections, a thread each")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--samples", o.samples, "samples per request")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--alpha", o.alpha, "Zipf exponent of the rows (0: uniform)")->capture_default_str();
+  app.add_option("--bodies", o.bodies, "distinct requests, sent in turn (0: one per request sent)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--body", o.body_file, "one request body, sent as is");
+  app.add_option("--seed", o.seed, "the rows' and arrivals' stream")->capture_default_str();
+  app.add_flag("--find_max", o.find_max, "search for the max QPS (bench/rate_search.h), then measure 70% of it");
+  app.add_option("--start_rate", o.search.start_rate, "--find_max's first rate")->capture_default_str();
+  app.add_option("--precision", o.search.precision, "--find_max stops when the failing rate is within this")
+      ->capture_default_str();
+  app.add_option("--max_measurements", o.search.max_measurements, "--find_max's measurements at most")
+      ->capture_default_str();
+  app.add_option("--min_achieved", o.min_achieved, "kept up: answers in the window / arrivals in it, at least")
+      ->capture_default_str();
+  app.add_option("--max_p99_ms", o.max_p99_ms, "kept up: p99 at most")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  // http://host:port
+  const std::string rest = o.url.starts_with("http://") ? o.url.substr(7) : o.url;
+  const size_t colon = rest.rfind(':');
+  o.host = rest.substr(0, colon);
+  if (colon != std::string::npos) o.port = std::atoi(rest.c_str() + colon + 1);
+
+  std::vector<std::string> fixed;
+  std::optional<Shape> shape;
+  if (!o.body_file.empty()) {
+    std::ifstream in(o.body_file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) return std::fprintf(stderr, "serve_http_load: cannot read %s\n", o.body_file.c_str()), 1;
+    fixed.push_back(text.str());
+  } else {
+    shape = ReadShape(o);
+    if (o.bodies > 0) fixed = MakeBodies(o, *shape, o.bodies, o.seed);
+  }
+  const Shape* s = shape ? &*shape : nullptr;
+  uint64_t seed = o.seed;
+  int64_t failed = 0;
+  auto measure = [&](double rate) {
+    Result r = Measure(o, s, fixed, rate, ++seed);
+    failed += r.all.failed;
+    return r;
+  };
+  if (!o.find_max) {
+    measure(o.qps);
+  } else {
+    const cemb::bench::RateSearchResult r = cemb::bench::FindMaxRate(o.search, [&](double rate) -> std::optional<bool> {
+      const Result m = measure(rate);
+      if (m.all.failed > 0) return std::nullopt;
+      return m.pass(o);
+    });
+    if (r.max_rate > 0) {
+      std::printf("max QPS: %.1f requests/s (%.0f samples/s): answers >= %.2f x arrivals, p99 <= %.1f ms, no 503; "
+                  "the next rate up failed at %.1f\n",
+                  r.max_rate, r.max_rate * static_cast<double>(o.samples), o.min_achieved, o.max_p99_ms,
+                  r.failed_rate);
+      if (!r.stopped) {
+        std::printf("70%% of max QPS:\n");
+        measure(0.7 * r.max_rate);
+      }
+    } else if (!r.stopped) {
+      std::printf("max QPS: none found (every rate tried failed, the lowest %.1f requests/s)\n", r.failed_rate);
+    }
+  }
+  if (failed > 0) return std::fprintf(stderr, "serve_http_load: %lld requests got no answer\n", static_cast<long long>(failed)), 1;
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cemb::bench::RequireOptimizedBuild(argv[0]);
+  return Main(argc, argv);
 }

@@ -86,6 +86,7 @@
 #include "base/random.h"
 #include "bench/bench_checkpoint.h"
 #include "bench/bench_util.h"
+#include "bench/rate_search.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/serving_manifest.h"
 #include "serve/predictor.h"
@@ -450,14 +451,9 @@ int Main(const Flags& f) {
   serve::PredictorOptions o{.max_batch = f.max_batch,
                             .contexts = f.contexts,
                             .threads_per_context = f.threads_per_context,
+                            .serve_in_place = !f.dram_tables,
                             .verify_checksums = f.verify_checksums};
   if (f.ssd_cache_bytes > 0) o.ssd_cache_bytes = f.ssd_cache_bytes;
-  if (f.dram_tables) {  // an override loads a table that trained on ssd instead of serving it in place
-    absl::StatusOr<std::string> resolved = ResolveCheckpoint(checkpoint);
-    absl::StatusOr<ServingManifest> m = resolved.ok() ? ReadServingManifest(*resolved) : resolved.status();
-    if (!m.ok()) return std::fprintf(stderr, "serve_load_bench: %s\n", m.status().ToString().c_str()), 1;
-    for (size_t t = 0; t < m->table_rows.size(); ++t) o.table_storage[static_cast<int>(t)] = StorageConfig{};
-  }
   const Clock::time_point t0 = Clock::now();
   absl::StatusOr<std::unique_ptr<serve::Predictor>> opened = serve::Predictor::Open(checkpoint, o);
   if (!opened.ok()) return std::fprintf(stderr, "serve_load_bench: %s\n", opened.status().ToString().c_str()), 1;
@@ -521,28 +517,22 @@ int Main(const Flags& f) {
     return r;
   };
   for (double rate : f.rates) measure(rate);
-  if (f.find_max) {
-    double lo = 0, hi = kInf, rate = f.start_rate;
-    for (int i = 0; i < f.max_measurements && failed == 0; ++i) {
-      (measure(rate).pass(f) ? lo : hi) = rate;
-      if (std::isinf(hi)) {
-        rate = 2 * lo;
-      } else if (lo == 0) {
-        if (hi < f.start_rate / 64) break;  // no rate passes: give up
-        rate = hi / 2;
-      } else if (hi / lo - 1 > f.precision) {
-        rate = (lo + hi) / 2;
-      } else {
-        break;
-      }
-    }
-    if (lo > 0) {
+  if (f.find_max && failed == 0) {
+    const bench::RateSearchResult r = bench::FindMaxRate(
+        {.start_rate = f.start_rate, .precision = f.precision, .max_measurements = f.max_measurements},
+        [&](double rate) -> std::optional<bool> {
+          const Result m = measure(rate);
+          if (m.failed > 0) return std::nullopt;
+          return m.pass(f);
+        });
+    if (r.max_rate > 0) {
       std::printf("max QPS: %.1f requests/s (%.0f samples/s): answers >= %.2f x arrivals and p99 <= %.1f ms; "
                   "the next rate up failed at %.1f\n",
-                  lo, lo * static_cast<double>(f.samples), f.min_achieved, f.max_p99_ms, hi);
-      measure(0.7 * lo, "  (70% of max QPS)");
-    } else {
-      std::printf("max QPS: none found (every rate tried failed, the lowest %.1f requests/s)\n", hi);
+                  r.max_rate, r.max_rate * static_cast<double>(f.samples), f.min_achieved, f.max_p99_ms,
+                  r.failed_rate);
+      if (!r.stopped) measure(0.7 * r.max_rate, "  (70% of max QPS)");
+    } else if (!r.stopped) {
+      std::printf("max QPS: none found (every rate tried failed, the lowest %.1f requests/s)\n", r.failed_rate);
     }
   }
   if (failed > 0) return std::fprintf(stderr, "serve_load_bench: requests failed\n"), 1;

@@ -122,7 +122,7 @@ PYBIND11_MODULE(_serve, m) {
       .def_static(
           "open",
           [](const std::string& path, int64_t max_batch, int contexts, int threads_per_context, bool verify,
-             int64_t ssd_cache_bytes) {
+             int64_t ssd_cache_bytes, bool serve_in_place) {
             absl::StatusOr<std::unique_ptr<Predictor>> p;
             {
               py::gil_scoped_release release;
@@ -130,13 +130,15 @@ PYBIND11_MODULE(_serve, m) {
                                          .max_batch = max_batch,
                                          .contexts = contexts,
                                          .threads_per_context = threads_per_context,
+                                         .serve_in_place = serve_in_place,
                                          .verify_checksums = verify});
             }
             Check(p.status());
             return std::move(*p);
           },
           py::arg("path"), py::arg("max_batch") = 256, py::arg("contexts") = 0, py::arg("threads_per_context") = 0,
-          py::arg("verify_checksums") = true, py::arg("ssd_cache_bytes") = PredictorOptions{}.ssd_cache_bytes)
+          py::arg("verify_checksums") = true, py::arg("ssd_cache_bytes") = PredictorOptions{}.ssd_cache_bytes,
+          py::arg("serve_in_place") = true)
       .def("predict", &Predict, py::arg("dense"), py::arg("sparse"))
       .def("predict_criteo", &PredictCriteo, py::arg("integers"), py::arg("categorical"))
       .def_property_readonly("checkpoint", &Predictor::checkpoint)

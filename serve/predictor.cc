@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -87,11 +88,16 @@ std::vector<bool> InPlaceTables(const std::string& checkpoint, const ServingMani
   std::vector<bool> in_place(m.table_rows.size());
   for (size_t t = 0; t < in_place.size(); ++t) {
     std::error_code ec;
-    in_place[t] = t < m.table_storage.size() && m.table_storage[t] == "ssd" &&
+    in_place[t] = options.serve_in_place && t < m.table_storage.size() && m.table_storage[t] == "ssd" &&
                   !options.table_storage.contains(static_cast<int>(t)) &&
                   std::filesystem::exists(absl::StrCat(checkpoint, "/", SnapshotFile(t)), ec);
   }
   return in_place;
+}
+
+// The rows one sample of table t pools at most (1 where the manifest says none).
+int64_t Hotness(const ServingManifest& m, int t) {
+  return t < static_cast<int>(m.hotness.size()) ? std::max<int64_t>(int64_t{m.hotness[static_cast<size_t>(t)]}, 1) : 1;
 }
 
 // Where the pooled rows come from: the model's layer (the tables loaded)
@@ -278,12 +284,20 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
   CEMB_ASSIGN_OR_RETURN(p.model, dlrm::Dlrm::Create(model_options));
   CEMB_RETURN_IF_ERROR(p.model->Load(p.checkpoint + "/model"));
   CEMB_ASSIGN_OR_RETURN(p.source, MakeSource(p.checkpoint, *p.model, p.manifest, options, in_place));
-  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int contexts = options.contexts > 0 ? options.contexts : hardware;
+  // Every context's request pins its rows at once: the contexts each
+  // table's share of the cache can hold.
+  int64_t fit = std::numeric_limits<int64_t>::max();
   for (const SnapshotTableInfo& info : p.source->snapshots()) {
-    // Every context's request pins its rows at once.
-    const int64_t hotness = info.table < static_cast<int>(p.manifest.hotness.size()) ? p.manifest.hotness[info.table] : 1;
-    const int64_t needed = contexts * options.max_batch * std::max<int64_t>(hotness, 1);
+    fit = std::min(fit, info.capacity_rows / (options.max_batch * Hotness(p.manifest, info.table)));
+  }
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int contexts = options.contexts > 0 ? options.contexts : hardware;
+  if (options.contexts == 0 && !p.source->snapshots().empty()) {
+    contexts = static_cast<int>(std::clamp<int64_t>(fit, hardware, int64_t{PredictorOptions::kSsdContextsPerThread} * hardware));
+  }
+  for (const SnapshotTableInfo& info : p.source->snapshots()) {
+    const int64_t hotness = Hotness(p.manifest, info.table);
+    const int64_t needed = contexts * options.max_batch * hotness;
     if (info.capacity_rows < needed) {
       return absl::InvalidArgumentError(absl::StrCat(
           "predictor: ssd_cache_bytes (", options.ssd_cache_bytes, ") gives table emb", info.table, " ",

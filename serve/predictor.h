@@ -90,9 +90,18 @@ struct PredictorOptions {
   int64_t max_batch = 256;
   // Inference contexts (concurrent scorings) and the OpenMP threads each
   // uses. 0, 0: the measured default (docs/serving.md): one context per
-  // hardware thread, one thread each.
+  // hardware thread, one thread each; with tables served in place,
+  // kSsdContextsPerThread per hardware thread (a request waiting on the
+  // drive holds a context but no core), fewer where a table's share of
+  // ssd_cache_bytes cannot pin that many requests' rows (never fewer than
+  // one per hardware thread).
+  static constexpr int kSsdContextsPerThread = 4;
   int contexts = 0;
   int threads_per_context = 0;
+  // Serve the tables that trained on ssd in place from their snapshots;
+  // false: load them with `storage` (DRAM by default), as table_storage
+  // does table by table.
+  bool serve_in_place = true;
   // Verify every file's checksum (those served in place in the background).
   bool verify_checksums = true;
   // Lines about the model and warnings (precision); none when empty.

@@ -28,9 +28,10 @@ class Predictor:
     @classmethod
     def load(cls, path, **options):
         """Options (serve/predictor.h's PredictorOptions): max_batch=256, contexts=0,
-        threads_per_context=0, verify_checksums=True, ssd_cache_bytes=1 GiB. Tables that
-        trained on ssd are served in place from the checkpoint's snapshots, with
-        ssd_cache_bytes of DRAM for their rows (docs/serving.md)."""
+        threads_per_context=0, verify_checksums=True, ssd_cache_bytes=1 GiB,
+        serve_in_place=True. Tables that trained on ssd are served in place from the
+        checkpoint's snapshots, with ssd_cache_bytes of DRAM for their rows
+        (serve_in_place=False: loaded into DRAM; docs/serving.md)."""
         return cls(_Predictor.open(str(path), **options))
 
     def _out(self, probs, as_torch):

@@ -427,6 +427,36 @@ TEST_P(PredictorTest, ServingInPlaceWritesNothingAndCreatesNoFile) {
   EXPECT_EQ(Listing(*dir_), before);
 }
 
+// A request waiting on the drive holds a context but no core: by default a
+// predictor serving tables in place has more contexts than hardware
+// threads, as many as every table's share of the cache can pin.
+TEST_P(PredictorTest, TablesServedInPlaceGetMoreContextsThanCores) {
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::unique_ptr<Predictor> roomy = Open();
+  ASSERT_NE(roomy, nullptr);
+  ASSERT_FALSE(roomy->snapshot_tables().empty());
+  EXPECT_EQ(roomy->contexts(), PredictorOptions::kSsdContextsPerThread * hardware);
+
+  // A share that pins two requests of 32 samples per hardware thread.
+  std::unique_ptr<Predictor> probe = Open({.ssd_cache_bytes = 64 << 10, .max_batch = 1});
+  ASSERT_NE(probe, nullptr);
+  const double rows_per_byte = static_cast<double>(probe->snapshot_tables()[0].capacity_rows) / (64 << 10);
+  const auto two = static_cast<int64_t>(std::ceil(2 * hardware * 32 / rows_per_byte));
+  std::unique_ptr<Predictor> tight = Open({.ssd_cache_bytes = two, .max_batch = 32});
+  ASSERT_NE(tight, nullptr);
+  EXPECT_GE(tight->contexts(), hardware);
+  EXPECT_LT(tight->contexts(), PredictorOptions::kSsdContextsPerThread * hardware);
+  for (const SnapshotTableInfo& info : tight->snapshot_tables()) {
+    EXPECT_GE(info.capacity_rows, tight->contexts() * 32) << "emb" << info.table;
+    EXPECT_LT(info.capacity_rows, PredictorOptions::kSsdContextsPerThread * hardware * 32) << "emb" << info.table;
+  }
+
+  std::unique_ptr<Predictor> dram = Open({.serve_in_place = false});
+  ASSERT_NE(dram, nullptr);
+  EXPECT_TRUE(dram->snapshot_tables().empty());
+  EXPECT_EQ(dram->contexts(), hardware);
+}
+
 // A copy of GetParam()'s checkpoint directory (its step-N directories and LATEST).
 std::string CopyCheckpoint(const std::string& from, const std::string& name) {
   const std::string to = absl::StrCat(fs::path(from).parent_path().string(), "/", name);
