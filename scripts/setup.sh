@@ -31,7 +31,7 @@ packages=(
                        # that links cemb::embedding/cache never talks MPI
   libcpp-httplib-dev   # cpp-httplib 0.11: dlrm-serve's HTTP server (cemb::server)
   libsimdjson-dev      # simdjson 3.0: its request parser (measured against nlohmann::json)
-  nlohmann-json3-dev   # nlohmann::json 3.11: only bench/json_parse_bench, the comparison
+  nlohmann-json3-dev   # nlohmann::json 3.11: where a refused request body breaks; bench/json_parse_bench
   pybind11-dev python3-dev   # the Python module cemb (python/): pybind11 2.10 and the headers
   python3-numpy python3-torch python3-pytest  # its PyTorch layer, example and tests
 )

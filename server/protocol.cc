@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "simdjson.h"
 
 namespace cemb::server {
@@ -174,15 +175,21 @@ absl::Status NotAnInteger(const Tensor& t, const std::string& where, dom::elemen
   return Invalid(t, absl::StrCat(where, ": ", TypeName(e), ", not an integer"));
 }
 
-// Row index k of a one-id-per-table [n, tables] tensor, or of a multi-hot
-// sample's ids; `where` names it. Negative or too large rows are left to
-// the predictor's check (it names table, bag and index); a value that is
-// no int32 cannot be a row at all.
-absl::StatusOr<int32_t> RowIndex(const Tensor& t, dom::element e, const std::string& where) {
+// A row index of table `table` (a one-id-per-table [n, tables] tensor's
+// element, or a multi-hot sample's id); `where` names it. A row below 0 or
+// at or past the table's rows (model.table_rows, when given) is refused
+// here, named by sample and table: the predictor checks again, but names
+// only its own batch's bags.
+absl::StatusOr<int32_t> RowIndex(const Tensor& t, dom::element e, const ModelInputs& model, int64_t table,
+                                 const std::string& where) {
   const std::optional<int64_t> v = Integer(e);
   if (!v) return NotAnInteger(t, where, e);
-  if (*v < std::numeric_limits<int32_t>::min() || *v > std::numeric_limits<int32_t>::max()) {
-    return Invalid(t, absl::StrCat(where, ": row ", *v, " is out of range (a row index is an int32)"));
+  if (*v < 0) return Invalid(t, absl::StrCat(where, ": row ", *v, " is negative"));
+  const uint64_t rows = static_cast<size_t>(table) < model.table_rows.size()
+                            ? model.table_rows[static_cast<size_t>(table)]
+                            : uint64_t{std::numeric_limits<int32_t>::max()} + 1;
+  if (static_cast<uint64_t>(*v) >= rows) {
+    return Invalid(t, absl::StrCat(where, ": row ", *v, " is out of range (the table has ", rows, " rows)"));
   }
   return static_cast<int32_t>(*v);
 }
@@ -222,7 +229,7 @@ absl::Status ParsePreprocessed(const Tensor* dense, const Tensor* sparse, const 
       for (int64_t i = 0; i <= n; ++i) r.offsets[t][i] = static_cast<int32_t>(i);
     }
     return ForEachElement(*sparse, [&](int64_t k, dom::element e) -> absl::Status {
-      CEMB_ASSIGN_OR_RETURN(r.indices[k % nt][k / nt], RowIndex(*sparse, e, SampleTable(k / nt, k % nt)));
+      CEMB_ASSIGN_OR_RETURN(r.indices[k % nt][k / nt], RowIndex(*sparse, e, model, k % nt, SampleTable(k / nt, k % nt)));
       return absl::OkStatus();
     });
   }
@@ -262,7 +269,7 @@ absl::Status ParsePreprocessed(const Tensor* dense, const Tensor* sparse, const 
       if (++t == nt) t = 0, ++i;
     }
     CEMB_ASSIGN_OR_RETURN(r.indices[t][r.offsets[t][i] + j],
-                          RowIndex(*sparse, e, absl::StrCat(SampleTable(i, t), ", id ", j)));
+                          RowIndex(*sparse, e, model, t, absl::StrCat(SampleTable(i, t), ", id ", j)));
     ++j;
     return absl::OkStatus();
   });
@@ -358,6 +365,41 @@ absl::Status CheckOutputs(dom::array outputs) {
   return absl::OkStatus();
 }
 
+// Where a body that simdjson refused breaks: simdjson's DOM errors carry
+// no position, nlohmann::json's do. Its SAX parser builds nothing (no
+// allocation, no recursion however deep the body nests) and runs only on a
+// refused body. Empty when nlohmann accepts what simdjson did not (e.g. an
+// integer beyond 64 bits).
+std::string LocateSyntaxError(std::string_view body) {
+  struct Locator : nlohmann::json_sax<nlohmann::json> {
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+      // e.what(): "[json.exception.parse_error.101] parse error at line L, column C: what"
+      std::string_view what = e.what();
+      if (const size_t at = what.find("parse error at "); at != std::string_view::npos) what.remove_prefix(at + 15);
+      const size_t colon = what.find(": ");
+      where = colon == std::string_view::npos
+                  ? absl::StrCat("byte ", position, ": ", A(what))
+                  : absl::StrCat("byte ", position, " (", A(what.substr(0, colon)), "): ", A(what.substr(colon + 2)));
+      return false;
+    }
+    std::string where;
+  } locator;
+  nlohmann::json::sax_parse(body.begin(), body.end(), &locator);
+  return locator.where;
+}
+
 void AppendTensorMetadata(std::string& s, const char* name, const char* datatype, int64_t columns) {
   absl::StrAppend(&s, s.back() == '[' ? "" : ",", "{\"name\":\"", name, "\",\"datatype\":\"", datatype,
                   "\",\"shape\":[-1", columns > 0 ? absl::StrCat(",", columns) : "", "]}");
@@ -372,7 +414,9 @@ absl::StatusOr<InferRequest> ParseInferRequest(std::string_view body, const Mode
   thread_local dom::parser parser;
   dom::element root;
   if (const simdjson::error_code error = parser.parse(body.data(), body.size()).get(root); error) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON: ", simdjson::error_message(error)));
+    const std::string where = LocateSyntaxError(body);
+    return absl::InvalidArgumentError(where.empty() ? absl::StrCat("malformed JSON: ", simdjson::error_message(error))
+                                                    : absl::StrCat("malformed JSON at ", where));
   }
   dom::object request;
   if (root.get_object().get(request) != simdjson::SUCCESS) {

@@ -16,13 +16,14 @@
 //                                                        digits ("": missing), or INT64 ids
 //                                                        in [0, 2^32)
 // INT32 is accepted wherever INT64 is. "data" is flat (row-major) or nested
-// as the shape. Row indices are not checked against the tables here: the
-// predictor's own check (validate_bags) does it, and the server maps its
-// bag to the request's sample.
+// as the shape. Row indices are checked against the tables' rows here
+// (ModelInputs::table_rows), so that a row out of range is named by the
+// request's sample and table.
 //
 // Errors are a Status whose message names the input, the sample and the
 // table (or feature) at fault: InvalidArgument for a malformed body, a
-// wrong datatype, shape or value (HTTP 400); ResourceExhausted for more
+// wrong datatype, shape or value (HTTP 400; malformed JSON names the byte,
+// line and column where it breaks); ResourceExhausted for more
 // samples than the limit (HTTP 413).
 //
 // Thread safety: every function may be called from any number of threads
@@ -59,8 +60,8 @@ inline constexpr char kProbabilitiesOutput[] = "probabilities";
 struct ModelInputs {
   int64_t num_dense = 0;
   int num_tables = 0;
-  // Each table's rows: told in the metadata (a row index is below them);
-  // the parser does not check indices against them (the predictor does).
+  // Each table's rows: told in the metadata; a row index is below them
+  // (empty: below 2^31).
   std::vector<uint64_t> table_rows;
   // The model takes raw Criteo features (Predictor::PredictCriteo works:
   // trained on Criteo TSV, with its id mapping at hand).

@@ -13,9 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "checkpoint/checkpoint.h"
@@ -135,18 +133,6 @@ Endpoint EndpointOf(const std::string& path) {
   return Endpoint::kOther;
 }
 
-// The predictor's message for a row out of range names "bag B" of the
-// batch it scored; scored alone from `first`, that bag is sample first + B.
-std::string BagToSample(absl::string_view message, int64_t first) {
-  const size_t at = message.find("bag ");
-  if (at == absl::string_view::npos) return std::string(message);
-  size_t end = at + 4;
-  while (end < message.size() && absl::ascii_isdigit(static_cast<unsigned char>(message[end]))) ++end;
-  int64_t bag = 0;
-  if (!absl::SimpleAtoi(message.substr(at + 4, end - at - 4), &bag)) return std::string(message);
-  return absl::StrCat(message.substr(0, at), "sample ", first + bag, message.substr(end));
-}
-
 }  // namespace
 
 struct Server::Impl {
@@ -218,8 +204,8 @@ struct Server::Impl {
 
   // --- scoring (the batcher's threads) -----------------------------------
 
-  // Scores one request alone, in pieces of max_batch, so that a row out of
-  // range is named by its sample.
+  // Scores one request alone, in pieces of max_batch, so that a failure
+  // (the parser checked the rows: a failed read, say) is its own.
   void ScoreAlone(const Model& m, Job& job) {
     const InferRequest& r = *job.request;
     job.probabilities.resize(static_cast<size_t>(r.size));
@@ -240,10 +226,12 @@ struct Server::Impl {
             {.size = n, .dense = std::span(r.dense).subspan(s * nd, n * nd), .bags = bags}, out);
       }
       if (absl::IsOutOfRange(status) || absl::IsInvalidArgument(status)) {
-        // The request's rows or bags: named by input and sample.
+        // The parser checked every row against the tables: not expected,
+        // but named by input and the samples scored.
         const std::string input = r.form == InputForm::kCriteo ? kCatFeaturesInput : kSparseInput;
-        job.status = absl::Status(status.code(), absl::StrCat("input '", input, "': ",
-                                                              BagToSample(status.message(), s)));
+        job.status = absl::Status(status.code(), absl::StrCat("input '", input, "', samples ", s, " to ", s + n - 1,
+                                                              " (the predictor's bag b is sample ", s, " + b): ",
+                                                              status.message()));
         return;
       }
       if (!status.ok()) {  // the model's (a failed read, a corrupt file): as the predictor says
@@ -311,8 +299,7 @@ struct Server::Impl {
       status = m->predictor->Predict({.size = samples, .dense = dense, .bags = bags}, probabilities);
     }
     if (!status.ok()) {
-      // One request's bad row (or anything else): each request alone, so
-      // that the others are answered and the culprit is named.
+      // Each request alone, so that the requests not at fault are answered.
       for (Batcher::Request* b : batch) ScoreAlone(*m, *static_cast<Job*>(b->payload));
       return;
     }

@@ -12,6 +12,7 @@
 namespace cemb::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -115,8 +116,19 @@ TEST(ParseInferRequest, RawCriteoIntegerIds) {
 // --- every bad request names what is wrong --------------------------------
 
 TEST(ParseInferRequest, MalformedJson) {
-  EXPECT_THAT(Error(R"({"inputs":[)").message(), HasSubstr("malformed JSON"));
-  EXPECT_THAT(Error("").message(), HasSubstr("malformed JSON"));
+  // Where it breaks: the byte (counted from 1), line and column, and what
+  // was read there; the end of a cut body is the byte after its last.
+  EXPECT_THAT(Error(R"({"inputs":[)").message(),
+              HasSubstr("malformed JSON at byte 12 (line 1, column 12): syntax error while parsing value - "
+                        "unexpected end of input"));
+  EXPECT_THAT(Error("").message(), HasSubstr("malformed JSON at byte 1 (line 1, column 1)"));
+  EXPECT_THAT(Error("{\"id\":\"a\",\n \"inputs\":[tru]}").message(),
+              AllOf(HasSubstr("malformed JSON at byte 26 (line 2, column 15)"), HasSubstr("invalid literal")));
+  EXPECT_THAT(Error(R"({"inputs":[1,,2]})").message(), HasSubstr("at byte 14 (line 1, column 14)"));
+  EXPECT_THAT(Error("{\"id\":\"\xff\"}").message(), HasSubstr("at byte 8 (line 1, column 8): syntax error while "
+                                                            "parsing value - invalid string: ill-formed UTF-8 byte"));
+  // What nlohmann::json accepts but simdjson does not: simdjson's own words.
+  EXPECT_THAT(Error(R"({"inputs":[123456789012345678901234567890]})").message(), HasSubstr("malformed JSON: "));
   EXPECT_THAT(Error("[1,2]").message(), HasSubstr("not a JSON object"));
   EXPECT_THAT(Error(R"({"id":5,"inputs":[]})").message(), HasSubstr("'id' is an integer, not a string"));
   EXPECT_THAT(Error(R"({"inputs":{}})").message(), HasSubstr("'inputs' is an object, not an array"));
@@ -181,11 +193,20 @@ TEST(ParseInferRequest, TooManySamples) {
 }
 
 TEST(ParseInferRequest, IndexThatIsNoRowNamesSampleAndTable) {
-  // Rows beyond a table are the predictor's to refuse (the server names the
-  // sample); a value that is no int32 is refused here.
-  EXPECT_TRUE(ParseInferRequest(Body({Dense2(), Input("sparse", "INT64", "[2,2]", "[7,8,-1,99999999]")}), kSmall).ok());
+  // kSmall's tables have 10 and 20 rows.
+  EXPECT_TRUE(ParseInferRequest(Body({Dense2(), Input("sparse", "INT64", "[2,2]", "[9,19,0,0]")}), kSmall).ok());
+  EXPECT_THAT(Error(Body({Dense2(), Input("sparse", "INT64", "[2,2]", "[7,8,-1,9]")})).message(),
+              HasSubstr("input 'sparse': sample 1, table 0: row -1 is negative"));
+  EXPECT_THAT(Error(Body({Dense2(), Input("sparse", "INT64", "[2,2]", "[7,20,9,9]")})).message(),
+              HasSubstr("input 'sparse': sample 0, table 1: row 20 is out of range (the table has 20 rows)"));
   EXPECT_THAT(Error(Body({Dense2(), Input("sparse", "INT64", "[2,2]", "[7,8,9,4294967296]")})).message(),
               HasSubstr("input 'sparse': sample 1, table 1: row 4294967296 is out of range"));
+  // Without the tables' rows, below 2^31.
+  ModelInputs unsized = kSmall;
+  unsized.table_rows.clear();
+  EXPECT_TRUE(ParseInferRequest(Body({Dense2(), Input("sparse", "INT64", "[2,2]", "[7,8,9,2147483647]")}), unsized).ok());
+  EXPECT_THAT(Error(Body({Dense2(), Input("sparse", "INT64", "[2,2]", "[7,8,9,2147483648]")}), unsized).message(),
+              HasSubstr("sample 1, table 1: row 2147483648 is out of range (the table has 2147483648 rows)"));
   EXPECT_THAT(Error(Body({Dense2(), Input("sparse", "INT64", "[2,2]", "[7,8,9,18446744073709551615]")})).message(),
               HasSubstr("input 'sparse': sample 1, table 1: 18446744073709551615 is beyond int64"));
 }
