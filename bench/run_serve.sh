@@ -251,7 +251,8 @@ if has torch-ssd; then
 fi
 
 # dlrm-serve in the background (serve_up NAME [PREFIX... --] ARGS...: PREFIX
-# e.g. memlimit), its output in logs/NAME-serve.txt; sets $url once it listens.
+# e.g. memlimit), its output in logs/NAME-serve.txt; sets $url and returns
+# once it is ready (the model open).
 serve_up() {
   local name=$1 prefix=() i; shift
   if [[ " $* " == *" -- "* ]]; then
@@ -262,12 +263,12 @@ serve_up() {
   echo "\$ ${prefix[*]} dlrm-serve --port 0 $*" | tee "$log.cmd"
   "${prefix[@]}" "$BUILD_DIR/apps/dlrm-serve" --port 0 "$@" > "$log" 2>&1 &
   url=
-  for ((i = 0; i < 1200; ++i)); do
-    url=$(grep -o 'listening on http://[0-9.:]*' "$log" | cut -d' ' -f3 || true)
-    [[ -n $url ]] && return 0
+  for ((i = 0; i < 1200; ++i)); do  # it listens at once, and is ready once the model is open
+    [[ -n $url ]] || url=$(grep -o 'listening on http://[0-9.:]*' "$log" | cut -d' ' -f3 || true)
+    [[ -n $url ]] && curl -sf "$url/v2/health/ready" >/dev/null && return 0
     sleep 0.5
   done
-  echo "run_serve.sh: dlrm-serve did not listen:" >&2; cat "$log" >&2; return 1
+  echo "run_serve.sh: dlrm-serve is not ready:" >&2; cat "$log" >&2; return 1
 }
 serve_down() {  # SIGTERM to dlrm-serve (not to memlimit, which waits for it); its log's tail
   pkill -TERM -x dlrm-serve || true
