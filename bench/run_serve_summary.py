@@ -18,6 +18,12 @@ skipped) and prints:
     (0), and against torch.from_file's max QPS (aim >= 5x). A read is one
     request of the tier (a run of adjacent 4 KiB blocks; one block for a
     random row), the drive's rate random 4 KiB reads.
+  - dlrm-serve (issue 34): its max QPS against the in-process predictor's on
+    the same model and traffic (>= 0.75x) and its p99 at 70% (<= 15 ms), all
+    in DRAM and served in place; the max QPS and p99 at 70% of each
+    --max_batch / --max_wait_us; twice the max QPS (503s, the admitted
+    requests' p99); a reload under load at half of it (failed requests,
+    p99 before, across and after).
 The load lines are serve_load_bench's and torch_serve_bench.py open's
 columns: offered/s achieved/s kept-up samples/s p50 p99 p99.9 late dropped
 [cpu] [hit rate reads/s reads/req lazy rows | majflt/s flt/req] pass.
@@ -78,6 +84,63 @@ def at_max(text, qps):
     hit = [l for l in lines if not l[2] and l[1] == "yes" and qps is not None and abs(l[0][0] - qps) < 0.051]
     seventy = [l for l in lines if l[2]]
     return (hit[-1][0] if hit else None), (seventy[-1][0] if seventy else None)
+
+
+def http_lines(text):
+    """serve_http_load's measurement lines as dicts of their numbers."""
+    out = []
+    for line in (text or "").splitlines():
+        if line.startswith("serve_http_load: offered_qps"):
+            f = line.split()[1:]
+            out.append({k: float(v) for k, v in zip(f[::2], f[1::2])})
+    return out
+
+
+def http_max(text):
+    """serve_http_load --find_max's max QPS and its line at 70% of it (the last one)."""
+    lines = http_lines(text)
+    return max_qps(text), (lines[-1] if lines and max_qps(text) else None)
+
+
+def http_summary(logs):
+    print()
+    print("## dlrm-serve (issue 34): the protocol's cost, batching, overload, reload")
+    for case, inproc, http in (("all in DRAM", "http-dram-inprocess.txt", "http-dram.txt"),
+                               ("served in place, memlimit", "http-ssd-inprocess.txt", "http-ssd.txt")):
+        a, b = read(logs, inproc), read(logs, http)
+        if a is None or b is None:
+            continue
+        q_in, (q_http, seventy) = max_qps(a), http_max(b)
+        ratio = q_http / q_in if q_in and q_http else None
+        p99 = seventy["p99_ms"] if seventy else None
+        print(f"- {case}: in-process max QPS {fmt(q_in, ',.1f')}, dlrm-serve {fmt(q_http, ',.1f')} = "
+              f"{fmt(ratio, '.2f')}x (target >= 0.75: {'met' if ratio and ratio >= 0.75 else 'MISSED'}); "
+              f"p99 at 70% {fmt(p99, '.2f')} ms (target <= 15: {'met' if p99 is not None and p99 <= 15 else 'MISSED'})")
+    rows = []
+    for name in sorted(os.listdir(logs)):
+        m = re.match(r"http-batching-(\d+)-(\d+)\.txt$", name)
+        if m:
+            q, seventy = http_max(read(logs, name))
+            rows.append((int(m[1]), int(m[2]), q, seventy["p99_ms"] if seventy else None))
+    if rows:
+        print("- batching, the Kaggle model, 1-sample requests, uniform rows:")
+        print("  | --max_batch | --max_wait_us | max QPS | p99 ms at 70% |")
+        print("  |---:|---:|---:|---:|")
+        for batch, wait, q, p99 in sorted(rows):
+            print(f"  | {batch} | {wait} | {fmt(q, ',.1f')} | {fmt(p99, '.2f')} |")
+    over = http_lines(read(logs, "http-dram-overload.txt"))
+    if over:
+        o = over[-1]
+        print(f"- twice the max QPS ({o['offered_qps']:,.0f}/s): {o['achieved_qps']:,.0f}/s answered 200 "
+              f"(p99 {o['p99_ms']:.2f} ms), {o['status_503']:,.0f} answered 503 (p99 {o['p99_503_ms']:.2f} ms), "
+              f"{o['failed']:,.0f} failed")
+    for phase in ("before", "across", "after"):
+        lines = http_lines(read(logs, f"http-reload-{phase}.txt"))
+        if lines:
+            r = lines[-1]
+            print(f"- reload at {r['offered_qps']:,.1f}/s, {phase} the swap: {r['ok']:,.0f} ok, p99 {r['p99_ms']:.2f} ms, "
+                  f"p99.9 {r['p999_ms']:.2f} ms, max {r['max_ms']:.2f} ms, 503s {r['status_503']:,.0f}, "
+                  f"failed {r['failed'] + r['other_errors']:,.0f}")
 
 
 def fmt(x, spec=",.0f"):
@@ -162,6 +225,7 @@ def main():
         for line in miss.splitlines():
             if re.match(r"^\s+\d+ ", line) or line.startswith("   k"):
                 print("    " + line.strip())
+    http_summary(logs)
 
 
 if __name__ == "__main__":
