@@ -175,26 +175,29 @@ absl::Status NotAnInteger(const Tensor& t, const std::string& where, dom::elemen
   return Invalid(t, absl::StrCat(where, ": ", TypeName(e), ", not an integer"));
 }
 
-// A row index of table `table` (a one-id-per-table [n, tables] tensor's
-// element, or a multi-hot sample's id); `where` names it. A row below 0 or
-// at or past the table's rows (model.table_rows, when given) is refused
-// here, named by sample and table: the predictor checks again, but names
-// only its own batch's bags.
-absl::StatusOr<int32_t> RowIndex(const Tensor& t, dom::element e, const ModelInputs& model, int64_t table,
-                                 const std::string& where) {
+std::string SampleTable(int64_t sample, int64_t table) { return absl::StrCat("sample ", sample, ", table ", table); }
+
+// A row index of sample `sample`'s bag of table `table` (its id `id` of a
+// multi-hot bag; -1: one id per table). A row below 0 or at or past the
+// table's rows (model.table_rows, when given) is refused here, named by
+// sample and table: the predictor checks again, but names only its own
+// batch's bags. The name is made only for an error: this runs for every id.
+absl::StatusOr<int32_t> RowIndex(const Tensor& t, dom::element e, const ModelInputs& model, int64_t sample,
+                                 int64_t table, int64_t id = -1) {
+  const auto where = [&] {
+    return id < 0 ? SampleTable(sample, table) : absl::StrCat(SampleTable(sample, table), ", id ", id);
+  };
   const std::optional<int64_t> v = Integer(e);
-  if (!v) return NotAnInteger(t, where, e);
-  if (*v < 0) return Invalid(t, absl::StrCat(where, ": row ", *v, " is negative"));
+  if (!v) return NotAnInteger(t, where(), e);
+  if (*v < 0) return Invalid(t, absl::StrCat(where(), ": row ", *v, " is negative"));
   const uint64_t rows = static_cast<size_t>(table) < model.table_rows.size()
                             ? model.table_rows[static_cast<size_t>(table)]
                             : uint64_t{std::numeric_limits<int32_t>::max()} + 1;
   if (static_cast<uint64_t>(*v) >= rows) {
-    return Invalid(t, absl::StrCat(where, ": row ", *v, " is out of range (the table has ", rows, " rows)"));
+    return Invalid(t, absl::StrCat(where(), ": row ", *v, " is out of range (the table has ", rows, " rows)"));
   }
   return static_cast<int32_t>(*v);
 }
-
-std::string SampleTable(int64_t sample, int64_t table) { return absl::StrCat("sample ", sample, ", table ", table); }
 
 absl::Status ParsePreprocessed(const Tensor* dense, const Tensor* sparse, const Tensor* lengths,
                                const ModelInputs& model, const RequestLimits& limits, InferRequest& r) {
@@ -229,7 +232,7 @@ absl::Status ParsePreprocessed(const Tensor* dense, const Tensor* sparse, const 
       for (int64_t i = 0; i <= n; ++i) r.offsets[t][i] = static_cast<int32_t>(i);
     }
     return ForEachElement(*sparse, [&](int64_t k, dom::element e) -> absl::Status {
-      CEMB_ASSIGN_OR_RETURN(r.indices[k % nt][k / nt], RowIndex(*sparse, e, model, k % nt, SampleTable(k / nt, k % nt)));
+      CEMB_ASSIGN_OR_RETURN(r.indices[k % nt][k / nt], RowIndex(*sparse, e, model, k / nt, k % nt));
       return absl::OkStatus();
     });
   }
@@ -269,7 +272,7 @@ absl::Status ParsePreprocessed(const Tensor* dense, const Tensor* sparse, const 
       if (++t == nt) t = 0, ++i;
     }
     CEMB_ASSIGN_OR_RETURN(r.indices[t][r.offsets[t][i] + j],
-                          RowIndex(*sparse, e, model, t, absl::StrCat(SampleTable(i, t), ", id ", j)));
+                          RowIndex(*sparse, e, model, i, t, j));
     ++j;
     return absl::OkStatus();
   });
