@@ -47,7 +47,9 @@
 #             checkpoint's snapshots (PredictorOptions::ssd_cache_bytes) under
 #             memlimit CAP: max QPS at 64 samples for Zipf(1.05) with a 2 GiB
 #             and a 512 MiB budget, and uniform (2 GiB): hit rate (and the best
-#             possible), reads/s and per request, p99 at 70% of max QPS.
+#             possible), reads/s and per request, p99 at 70% of max QPS;
+#             then uniform at 2x and 4x its max QPS: the reads/s the tier gets
+#             out of the drive when the p99 bound is set aside.
 #   miss      bench/miss_latency_bench on OUT/ssd/ck under memlimit CAP: the
 #             latency k = 1, 8, 26 cold misses add to one request, against the
 #             drive's own time for k concurrent 4 KiB reads (queue depth k).
@@ -59,8 +61,9 @@
 #   http-dram the protocol's cost (issue 34), all in DRAM: dlrm-serve
 #             --dram_tables on OUT/ssd/ck against serve_load_bench
 #             --dram_tables, max QPS and p99 at 70% of it, 64 samples,
-#             Zipf(1.05); then HTTP at twice that max QPS (overload: 503s at
-#             once, the admitted requests' p99).
+#             Zipf(1.05); then a server with --max_queue 16 at 70% of that
+#             max QPS (the CPU each side spends) and at twice it (overload:
+#             503s at once, the admitted requests' p99).
 #   http-batching the Kaggle model over HTTP, requests of 1 sample, uniform
 #             rows: max QPS and p99 at 70% for each --max_batch and
 #             --max_wait_us of BATCHING ("1:0 32:0 32:200 ...").
@@ -228,6 +231,13 @@ if has ssd; then
       --warmup_seconds "$WARMUP" --checkpoint "$ssd/ck" --samples 64 --alpha "$alpha" \
       --ssd_cache_bytes "$budget" --prewarm_seconds "$PREWARM" --find_max --start_rate 50
   done
+  # Past the max QPS (the p99 bound set aside): the reads/s the tier gets
+  # out of the drive with uniform rows.
+  max=$(max_qps "$logs/ssd-uniform-2g.txt")
+  [[ -n $max ]] && run "$logs/ssd-uniform-2g-saturated.txt" "$MEMLIMIT" "$CAP" "$bin/serve_load_bench" \
+    --seconds "$SECONDS_PER_RATE" --warmup_seconds "$WARMUP" --checkpoint "$ssd/ck" --samples 64 --alpha 0 \
+    --ssd_cache_bytes "$big" --prewarm_seconds 60 \
+    --rates "$(awk -v q="$max" 'BEGIN { printf "%.0f,%.0f", 2 * q, 4 * q }')"
 fi
 
 if has miss; then
@@ -287,10 +297,26 @@ if has http-dram; then
     --find_max --start_rate 200
   serve_up http-dram "${serve_flags[@]}" --checkpoint "$ssd/ck" --dram_tables --no_verify --reload_poll_s 0
   run "$logs/http-dram.txt" http_load --samples 64 --alpha 1.05 --connections 64 --find_max --start_rate 200 || true
-  over=$(max_qps "$logs/http-dram.txt")
-  [[ -n $over ]] && run "$logs/http-dram-overload.txt" http_load --samples 64 --alpha 1.05 --connections 100 \
-    --qps "$(awk -v q="$over" 'BEGIN { print 2 * q }')" || true
   serve_down http-dram
+  # Overload: a queue sized to a latency (about max QPS x the wait accepted),
+  # more connections than it holds, twice the max QPS; and at 70% of it the
+  # CPU each side spends (the server's from /proc, the generator's from time).
+  max=$(max_qps "$logs/http-dram.txt")
+  if [[ -n $max ]]; then
+    serve_up http-overload --checkpoint "$ssd/ck" --dram_tables --no_verify --reload_poll_s 0 \
+      --http_threads 256 --http_queue 64 --max_queue 16
+    pid=$(pgrep -x dlrm-serve)
+    for q in $(awk -v q="$max" 'BEGIN { print 0.7 * q, 2 * q }'); do
+      t0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+      run "$logs/http-overload-$q.txt" /usr/bin/time -f "load generator CPU: %U user + %S system seconds over %e s" \
+        "$bin/serve_http_load" --url "$url" --seconds "$SECONDS_PER_RATE" --warmup_seconds "$WARMUP" --samples 64 \
+        --alpha 1.05 --connections 200 --qps "$q" || true
+      t1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
+      echo "dlrm-serve CPU: $(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }')" \
+        "seconds over the same run" | tee -a "$logs/http-overload-$q.txt"
+    done
+    serve_down http-overload
+  fi
 fi
 
 if has http-batching; then

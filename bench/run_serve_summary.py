@@ -21,8 +21,9 @@ skipped) and prints:
   - dlrm-serve (issue 34): its max QPS against the in-process predictor's on
     the same model and traffic (>= 0.75x) and its p99 at 70% (<= 15 ms), all
     in DRAM and served in place; the max QPS and p99 at 70% of each
-    --max_batch / --max_wait_us; twice the max QPS (503s, the admitted
-    requests' p99); a reload under load at half of it (failed requests,
+    --max_batch / --max_wait_us; with --max_queue 16, 70% of the DRAM max QPS
+    (the CPU each side spends) and twice it (503s, the admitted requests'
+    p99); a reload under load at half of it (failed requests,
     p99 before, across and after).
 The load lines are serve_load_bench's and torch_serve_bench.py open's
 columns: offered/s achieved/s kept-up samples/s p50 p99 p99.9 late dropped
@@ -128,12 +129,20 @@ def http_summary(logs):
         print("  |---:|---:|---:|---:|")
         for batch, wait, q, p99 in sorted(rows):
             print(f"  | {batch} | {wait} | {fmt(q, ',.1f')} | {fmt(p99, '.2f')} |")
-    over = http_lines(read(logs, "http-dram-overload.txt"))
-    if over:
-        o = over[-1]
-        print(f"- twice the max QPS ({o['offered_qps']:,.0f}/s): {o['achieved_qps']:,.0f}/s answered 200 "
+    overload = []  # (offered, its log's text), --max_queue 16: 70% of the max QPS, then twice it
+    for name in os.listdir(logs):
+        m = re.match(r"http-overload-([\d.]+)\.txt$", name)
+        if m:
+            overload.append((float(m[1]), read(logs, name)))
+    for offered, text in sorted(overload):
+        lines = http_lines(text)
+        if not lines:
+            continue
+        o = lines[-1]
+        cpu = re.findall(r"^(load generator CPU: .*|dlrm-serve CPU: .*)$", text, re.M)
+        print(f"- --max_queue 16, {offered:,.0f}/s offered: {o['achieved_qps']:,.0f}/s answered 200 "
               f"(p99 {o['p99_ms']:.2f} ms), {o['status_503']:,.0f} answered 503 (p99 {o['p99_503_ms']:.2f} ms), "
-              f"{o['failed']:,.0f} failed")
+              f"{o['failed']:,.0f} failed; {'; '.join(cpu)}")
     for phase in ("before", "across", "after"):
         lines = http_lines(read(logs, f"http-reload-{phase}.txt"))
         if lines:
@@ -209,6 +218,11 @@ def main():
         if seventy:
             print(f"; p99 at 70% {seventy[5]:.2f} ms (target <= 10: {'met' if seventy[5] <= 10 else 'MISSED'})", end="")
         print(f"; rows computed on first use: {int(max(lazy)) if lazy else '?'} (must be 0)")
+    saturated = load_lines(read(logs, "ssd-uniform-2g-saturated.txt"))
+    if saturated and limit:
+        best_reads = max(l[0][11] for l in saturated if len(l[0]) >= 14)
+        print(f"- uniform-2g past its max QPS: {best_reads:,.0f} reads/s = {best_reads / limit:.2f}x the drive's "
+              f"(target >= 0.8x at saturation: {'met' if best_reads >= 0.8 * limit else 'MISSED'})")
     for ours, kind in (("ssd-zipf-2g.txt", "zipf"), ("ssd-uniform-2g.txt", "uniform")):
         # torch.from_file at its best: the better of the plain maps and madvise(RANDOM).
         theirs = [(found[t][0], t) for t in (f"torch-ssd-{kind}.txt", f"torch-ssd-{kind}-random.txt")
