@@ -11,12 +11,16 @@
 //     if (m.failed > 0) return std::nullopt;  // stops the search
 //     return m.pass();
 //   });
+//   PrintMaxRate(r, samples, "answers >= 0.99 x arrivals and p99 <= 25 ms");
 #ifndef CEMB_BENCH_RATE_SEARCH_H_
 #define CEMB_BENCH_RATE_SEARCH_H_
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
+#include <string>
 
 namespace cemb::bench {
 
@@ -59,6 +63,18 @@ RateSearchResult FindMaxRate(const RateSearch& s, Measure measure) {
     }
   }
   return r;
+}
+
+// The search's outcome, in the line scripts read (bench/run_serve.sh,
+// run_serve_summary.py: "max QPS: <rate> requests/s ..."); `kept_up` says
+// what passing meant.
+inline void PrintMaxRate(const RateSearchResult& r, int64_t samples_per_request, const std::string& kept_up) {
+  if (r.max_rate > 0) {
+    std::printf("max QPS: %.1f requests/s (%.0f samples/s): %s; the next rate up failed at %.1f\n", r.max_rate,
+                r.max_rate * static_cast<double>(samples_per_request), kept_up.c_str(), r.failed_rate);
+  } else if (!r.stopped) {
+    std::printf("max QPS: none found (every rate tried failed, the lowest %.1f requests/s)\n", r.failed_rate);
+  }
 }
 
 }  // namespace cemb::bench

@@ -64,6 +64,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "base/random.h"
 #include "bench/bench_util.h"
@@ -355,17 +356,12 @@ int Main(int argc, char** argv) {
       if (m.all.failed > 0) return std::nullopt;
       return m.pass(o);
     });
-    if (r.max_rate > 0) {
-      std::printf("max QPS: %.1f requests/s (%.0f samples/s): answers >= %.2f x arrivals, p99 <= %.1f ms, no 503; "
-                  "the next rate up failed at %.1f\n",
-                  r.max_rate, r.max_rate * static_cast<double>(o.samples), o.min_achieved, o.max_p99_ms,
-                  r.failed_rate);
-      if (!r.stopped) {
-        std::printf("70%% of max QPS:\n");
-        measure(0.7 * r.max_rate);
-      }
-    } else if (!r.stopped) {
-      std::printf("max QPS: none found (every rate tried failed, the lowest %.1f requests/s)\n", r.failed_rate);
+    cemb::bench::PrintMaxRate(r, o.samples,
+                              absl::StrFormat("answers >= %.2f x arrivals, p99 <= %.1f ms, no 503", o.min_achieved,
+                                              o.max_p99_ms));
+    if (r.max_rate > 0 && !r.stopped) {
+      std::printf("70%% of max QPS:\n");
+      measure(0.7 * r.max_rate);
     }
   }
   if (failed > 0) return std::fprintf(stderr, "serve_http_load: %lld requests got no answer\n", static_cast<long long>(failed)), 1;

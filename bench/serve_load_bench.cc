@@ -83,6 +83,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/random.h"
 #include "bench/bench_checkpoint.h"
 #include "bench/bench_util.h"
@@ -525,15 +526,9 @@ int Main(const Flags& f) {
           if (m.failed > 0) return std::nullopt;
           return m.pass(f);
         });
-    if (r.max_rate > 0) {
-      std::printf("max QPS: %.1f requests/s (%.0f samples/s): answers >= %.2f x arrivals and p99 <= %.1f ms; "
-                  "the next rate up failed at %.1f\n",
-                  r.max_rate, r.max_rate * static_cast<double>(f.samples), f.min_achieved, f.max_p99_ms,
-                  r.failed_rate);
-      if (!r.stopped) measure(0.7 * r.max_rate, "  (70% of max QPS)");
-    } else if (!r.stopped) {
-      std::printf("max QPS: none found (every rate tried failed, the lowest %.1f requests/s)\n", r.failed_rate);
-    }
+    bench::PrintMaxRate(r, f.samples,
+                        absl::StrFormat("answers >= %.2f x arrivals and p99 <= %.1f ms", f.min_achieved, f.max_p99_ms));
+    if (r.max_rate > 0 && !r.stopped) measure(0.7 * r.max_rate, "  (70% of max QPS)");
   }
   if (failed > 0) return std::fprintf(stderr, "serve_load_bench: requests failed\n"), 1;
   return 0;
