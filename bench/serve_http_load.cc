@@ -364,7 +364,10 @@ int Main(int argc, char** argv) {
       measure(0.7 * r.max_rate);
     }
   }
-  if (failed > 0) return std::fprintf(stderr, "serve_http_load: %lld requests got no answer\n", static_cast<long long>(failed)), 1;
+  if (failed > 0) {
+    std::fprintf(stderr, "serve_http_load: %lld requests got no answer\n", static_cast<long long>(failed));
+    return 1;
+  }
   return 0;
 }
 

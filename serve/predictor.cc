@@ -293,7 +293,8 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int contexts = options.contexts > 0 ? options.contexts : hardware;
   if (options.contexts == 0 && !p.source->snapshots().empty()) {
-    contexts = static_cast<int>(std::clamp<int64_t>(fit, hardware, int64_t{PredictorOptions::kSsdContextsPerThread} * hardware));
+    const int64_t most = int64_t{PredictorOptions::kSsdContextsPerThread} * hardware;
+    contexts = static_cast<int>(std::clamp<int64_t>(fit, hardware, most));
   }
   for (const SnapshotTableInfo& info : p.source->snapshots()) {
     const int64_t hotness = Hotness(p.manifest, info.table);
