@@ -66,7 +66,7 @@
 // victims (epoch-based reclamation, cache/epoch.h), writes dirty ones back,
 // and only then frees the slots. A reader pays nothing per lookup for this;
 // per kernel call (or per request, with the caller's own ReadSection) one
-// store to announce itself and one to leave. Why CLOCK: bench/RESULTS.md
+// store to announce itself and one to leave. Why CLOCK: bench/history/cache.md,
 // "Eviction for serving".
 //
 // Lifetime rule: kFlush: a pointer returned by rowpointer() is valid until
@@ -1132,7 +1132,7 @@ int64_t CachedTable<T, kDynamic>::EvictRound() {
     ASAN_POISON_MEMORY_REGION(slot, stride_);
     s.free_slots.Push(id);
   }
-  // The admission counts halve every `capacity` misses (bench/RESULTS.md
+  // The admission counts halve every `capacity` misses (bench/history/cache.md,
   // "Eviction for serving": counting admissions instead would stop the aging
   // when the filter rejects most rows).
   CacheStats counts;

@@ -176,7 +176,7 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
   // in bf16 too: AMX brgemm runs them about 1.3x slower than with a plain
   // source at MLPerf's shape, but transposing them first with oneDNN's
   // reorder (jit:uni), as the MLP does, costs about as much as it saves
-  // (bench/RESULTS.md), and far more on a loaded machine.
+  // (bench/history/dcnv2.md), and far more on a loaded machine.
   const dt mt = this->mt();
   try {
     for (int l = 0; l < L; ++l) {

@@ -144,7 +144,7 @@ struct Dlrm::Impl {
   // 64-byte aligned: the embedding lookup's threads write 64-byte column
   // blocks of `emb` for different tables; in a 16-byte aligned std::vector
   // those straddle cache lines and the threads false-share every row (the
-  // Kaggle lookup took about 4x as long: bench/RESULTS.md, "false sharing").
+  // Kaggle lookup took about 4x as long: bench/history/training-step.md, "false sharing").
   internal::AlignedBuffer emb, d_emb, top_in, d_top_in, d_bottom, d_logits;
   // The bottom MLP's output of the last Forward (owned by the MLP).
   std::span<const float> bottom_out;

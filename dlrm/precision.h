@@ -8,7 +8,7 @@
 //   AMX                 brg:avx512_core_amx    bf16 faster than fp32
 //   AVX512-BF16, no AMX brg:avx512_core_bf16   bf16 slower than fp32 on one
 //                                              Xeon, faster on a Zen 4 EPYC
-//                                              (bench/RESULTS.md)
+//                                              (bench/history/training-step.md)
 //   AVX2 only (EPYC)    none                   no bf16 matmul at all
 // What is fast depends on the microarchitecture, not only on those flags, so
 // kAuto measures where oneDNN has a bf16 matmul: the caller times one step

@@ -147,7 +147,7 @@ class Ensemble {
   // 64-byte aligned rows (and slices of whole cache lines, e.g. D = 16 fp32):
   // otherwise neighbouring tables' blocks share cache lines and the threads
   // false-share every row (the Kaggle lookup from a std::vector took about
-  // 4x as long: bench/RESULTS.md, "false sharing").
+  // 4x as long: bench/history/training-step.md, "false sharing").
   template <typename Index>
   [[nodiscard]] absl::Status pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
                                            const LookupOptions& options = {}, const Prepared& prepared = {});

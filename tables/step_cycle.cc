@@ -42,7 +42,7 @@ void StepCycle::Work(int worker, int workers) {
   // (an OpenMP thread preempted at once leaves the others spinning at the
   // next barrier), yet keeps its fair share of a busy machine. SCHED_IDLE
   // would run it only on idle cores: beside other busy processes the
-  // prefetchers starve and Drain waits on them (bench/RESULTS.md,
+  // prefetchers starve and Drain waits on them (bench/history/ssd-tier.md,
   // "Prefetcher threads' policy"). If the policy cannot be set, the default stays.
   sched_param param{};
   (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);

@@ -30,7 +30,7 @@ typedef float V16 __attribute__((vector_size(64)));
 // eight floats: a 64-byte vector there is two ymm per operation. Elsewhere
 // sixteen (one zmm; four xmm). kAccumulators: the vectors of dX one pass over
 // X accumulates (kGroup rows x kD / kLanes), so each x_j load serves kGroup
-// rows. Measured (mlp_bench, bench/RESULTS.md): the AVX2 build gains up to
+// rows. Measured (mlp_bench, bench/history/training-step.md): the AVX2 build gains up to
 // 64 (D = 16: 2.9 -> 1.0 ms, D = 64: 0.94 -> 0.62 ms for a batch; beyond
 // 16 ymm they live in L1), the AVX-512 build nothing beyond 4.
 #if defined(__AVX2__) && !defined(__AVX512F__)

@@ -77,7 +77,7 @@ template <typename Table, typename Index>
 // waiting on the word's load. The loop that resolves block k also prefetches
 // block k+1's words, so they have a block's time to arrive (128 rows: 5-10%
 // more lookups/s than 64 in an in-process A/B on the 2-core VM, 32 slower
-// still; bench/RESULTS.md). Resolution never reaches past `end`: a row is looked up (counted,
+// still; bench/history/cache.md). Resolution never reaches past `end`: a row is looked up (counted,
 // admitted) only by the kernel call that owns its position. A template over
 // the ISA `A` (unused in its code) like every kernel here: ResolveBlocks is
 // not inlined, and without A the copies of the AVX2 and AVX-512 translation
