@@ -423,7 +423,17 @@ TEST_P(PredictorTest, ServingInPlaceWritesNothingAndCreatesNoFile) {
     EXPECT_TRUE(p->verification().ok()) << p->verification();
   }
   const int64_t all = BytesWritten() - written;  // before the tap's own write
-  EXPECT_EQ(all - warnings.Close(), 0) << "bytes written other than warnings to stderr";
+  const int64_t warned = warnings.Close();
+#ifndef __SANITIZE_ADDRESS__
+  EXPECT_EQ(all - warned, 0) << "bytes written other than warnings to stderr";
+#else
+  // The sanitizers' runtime writes too: UBSan's vptr check probes whether a
+  // vtable is readable by write(2)-ing 16 bytes of it into a pipe
+  // (IsAccessibleMemoryRange). The byte count is checked in the Release
+  // build; here the files alone.
+  (void)all;
+  (void)warned;
+#endif
   EXPECT_EQ(Listing(*dir_), before);
 }
 
