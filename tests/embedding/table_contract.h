@@ -1,5 +1,13 @@
-// The contract every table type of CachedEmbeddings passes: SimpleTable
-// here, the cached tables of cache/ in their own tests.
+// The typed contract suite a table behind the rowpointer interface passes:
+// its shape, lookups that see the updates, seeded initialisation, save/load
+// (and a bad rows file leaving the table untouched), every kernel against
+// the double-precision reference, long weighted mean bags, and an index out
+// of range refused with nothing written.
+//
+// Instantiated by tests/embedding/simple_table_test.cc (SimpleTable) and by
+// tests/tables/contract_test.cc (MakeStoredTable's simple table on a PMem
+// file and its cached tables: static, dynamic, dynamic with admission, and
+// CLOCK eviction; one test binary each).
 //
 // To run it on a table type, specialise TableFactory and instantiate:
 //   template <> struct cemb::testing::TableFactory<MyTable> {
