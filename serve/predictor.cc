@@ -35,10 +35,16 @@ class ScopedOmpThreads {
   int saved_;
 };
 
-// The sizes a context plans: 1, 2, 4, ... below max_batch, and max_batch.
+// The sizes a context plans: 1, 2, 3, 4, 6, 8, 12, ... (2^k and 3 x 2^k)
+// below max_batch, and max_batch. A batch is padded to the next one, so at
+// most a third of a scoring is padding (dlrm-serve's batches of several
+// 64-sample requests: 192 is planned, not padded to 256).
 std::vector<int64_t> PlannedSizes(int64_t max_batch) {
   std::vector<int64_t> sizes;
-  for (int64_t b = 1; b < max_batch; b *= 2) sizes.push_back(b);
+  for (int64_t b = 1; b < max_batch; b *= 2) {
+    sizes.push_back(b);
+    if (b >= 2 && b + b / 2 < max_batch) sizes.push_back(b + b / 2);
+  }
   sizes.push_back(max_batch);
   return sizes;
 }
