@@ -5,10 +5,11 @@
 // the wait, as wrk2 does; wrk, Debian's, is closed-loop and cannot say
 // what a given arrival rate gets).
 //
-// The arrivals are split over --connections keep-alive connections, each a
-// thread with its own Poisson schedule at qps / connections; a connection
-// sends its next request when it is due, or at once when the previous
-// answer came late. Give it enough connections that one is seldom still
+// The arrivals are split over --connections keep-alive connections, each
+// with its own Poisson schedule at qps / connections, all driven by one
+// thread over epoll (bench/http_connection.h: it takes the server's 2
+// cores less than a thread per connection); a connection sends its next
+// request when it is due, or at once when the previous answer came late. Give it enough connections that one is seldom still
 // waiting when its next request is due (connections >= qps x the p99
 // latency); "late sends" in the report counts those that were, and their
 // latency includes the lag. Each connection needs an HTTP thread of the
@@ -41,8 +42,9 @@
 // Prints one line a script can parse per measurement:
 //   serve_http_load: offered_qps Q achieved_qps A kept_up K ok N p50_ms .. p90_ms .. p99_ms .. p999_ms ..
 //     max_ms .. status_503 N p99_503_ms .. other_errors N failed N late_sends N samples_per_request S
-//     alpha A connections C
-// (achieved: 200 answers per second of the measured window), and with
+//     alpha A connections C cpu_ms_per_request M
+// (achieved: 200 answers per second of the measured window; cpu: this
+// process's CPU while it sends, per request sent, warm-up included), and with
 // --find_max "max QPS: R requests/s ..." before the line of 70% of it.
 // Exit status 1 when the server cannot be reached or a request fails
 // (no answer), 2 on a usage error.
@@ -56,10 +58,15 @@
 #include <optional>
 #include <random>
 #include <span>
+#include <queue>
 #include <sstream>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
+
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
@@ -68,6 +75,7 @@
 #include "absl/strings/str_split.h"
 #include "base/random.h"
 #include "bench/bench_util.h"
+#include "bench/http_connection.h"
 #include "bench/rate_search.h"
 #include "httplib.h"
 
@@ -105,6 +113,7 @@ struct Shape {
 struct Tally {
   std::vector<double> ok_ms, shed_ms;
   int64_t arrivals = 0, answered_in_window = 0, other = 0, failed = 0, late = 0;
+  int64_t sent = 0;  // every request, the warm-up's too
 };
 
 struct Result {
@@ -207,43 +216,143 @@ Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
-// Connection `id` of a measurement at `qps`: sends its share of the
-// arrivals (the bodies id, id + connections, ...) and tallies them.
-void Connection(const Options& o, double qps, const std::vector<std::string>& bodies, int id,
-                Clock::time_point start, uint64_t seed, Tally& tally) {
-  httplib::Client c(o.host, o.port);
-  c.set_keep_alive(true);
-  c.set_tcp_nodelay(true);
-  c.set_read_timeout(30, 0);
-  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(id));
-  std::exponential_distribution<double> gap(qps / o.connections);
+// A connection's arrivals: its own Poisson schedule at qps / connections,
+// and the request due (in flight, or waiting for its time).
+struct Arrivals {
+  std::mt19937_64 rng;
+  std::exponential_distribution<double> gap;
+  Clock::time_point due;
+  size_t body = 0;  // bodies[body % bodies.size()]
+  bool late = false;
+  bool done = false;  // no arrival left before the end
+};
+
+// Sends every connection's arrivals of one measurement from this thread,
+// over epoll: a connection sends when its request is due, or at once when
+// its previous answer came late, and tallies what each request got.
+Tally Drive(const Options& o, double qps, const std::vector<std::string>& bodies, Clock::time_point start,
+            uint64_t seed) {
   const Clock::time_point measure = start + Seconds(o.warmup_seconds);
   const Clock::time_point end = measure + Seconds(o.seconds);
-  Clock::time_point due = start;
-  const std::string path = "/v2/models/" + o.model + "/infer";
-  for (size_t k = static_cast<size_t>(id);; k += static_cast<size_t>(o.connections)) {
-    due += Seconds(gap(rng));
-    if (due >= end) return;
-    const Clock::time_point now = Clock::now();
-    const bool late = now > due + std::chrono::milliseconds(1);
-    if (now < due) std::this_thread::sleep_until(due);
-    httplib::Result res = c.Post(path, bodies[k % bodies.size()], "application/json");
+  const std::string line = "POST /v2/models/" + o.model + "/infer";
+  const int n = o.connections;
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  const int timer = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  epoll_event ev{.events = EPOLLIN, .data = {.u64 = static_cast<uint64_t>(n)}};
+  ::epoll_ctl(ep, EPOLL_CTL_ADD, timer, &ev);
+  std::vector<cemb::bench::HttpConnection> conns(static_cast<size_t>(n));
+  std::vector<Arrivals> arrivals(static_cast<size_t>(n));
+  std::vector<char> watching_out(static_cast<size_t>(n));
+  using Due = std::pair<Clock::time_point, int>;
+  std::priority_queue<Due, std::vector<Due>, std::greater<>> waiting;
+  auto connect = [&](int i) {
+    cemb::bench::HttpConnection& c = conns[static_cast<size_t>(i)];
+    if (!c.Connect(o.host, o.port)) {
+      std::fprintf(stderr, "serve_http_load: %s\n", c.error().c_str());
+      std::exit(1);
+    }
+    epoll_event e{.events = EPOLLIN, .data = {.u64 = static_cast<uint64_t>(i)}};
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, c.fd(), &e);
+    watching_out[static_cast<size_t>(i)] = false;
+  };
+  auto next = [&](int i) {  // the connection's next arrival
+    Arrivals& a = arrivals[static_cast<size_t>(i)];
+    a.due += Seconds(a.gap(a.rng));
+    a.done = a.due >= end;
+    if (!a.done) waiting.emplace(a.due, i);
+  };
+  for (int i = 0; i < n; ++i) {
+    connect(i);
+    Arrivals& a = arrivals[static_cast<size_t>(i)];
+    a.rng.seed(seed * 1000003 + static_cast<uint64_t>(i));
+    a.gap = std::exponential_distribution<double>(qps / n);
+    a.due = start;
+    a.body = static_cast<size_t>(i);
+    next(i);
+  }
+  Tally tally;
+  int in_flight = 0;
+  auto watch = [&](int i) {  // EPOLLOUT while the request is not all written
+    const bool out = conns[static_cast<size_t>(i)].wants_write();
+    if (out == static_cast<bool>(watching_out[static_cast<size_t>(i)])) return;
+    epoll_event e{.events = EPOLLIN | (out ? EPOLLOUT : 0u), .data = {.u64 = static_cast<uint64_t>(i)}};
+    ::epoll_ctl(ep, EPOLL_CTL_MOD, conns[static_cast<size_t>(i)].fd(), &e);
+    watching_out[static_cast<size_t>(i)] = out;
+  };
+  auto finish = [&](int i, cemb::bench::HttpConnection::State state) {
+    using cemb::bench::HttpConnection;
+    Arrivals& a = arrivals[static_cast<size_t>(i)];
+    HttpConnection& c = conns[static_cast<size_t>(i)];
+    --in_flight;
+    ++tally.sent;
     const Clock::time_point answered = Clock::now();
-    const double ms = std::chrono::duration<double, std::milli>(answered - due).count();
-    if (res && res->status == 200 && answered >= measure && answered < end) ++tally.answered_in_window;
-    if (due < measure) continue;
-    ++tally.arrivals;
-    tally.late += late;
-    if (!res) {
-      ++tally.failed;
-    } else if (res->status == 200) {
-      tally.ok_ms.push_back(ms);
-    } else if (res->status == 503) {
-      tally.shed_ms.push_back(ms);
-    } else {
-      ++tally.other;
+    const bool ok = state == HttpConnection::kAnswered;
+    if (ok && c.status() == 200 && answered >= measure && answered < end) ++tally.answered_in_window;
+    if (a.due >= measure) {
+      ++tally.arrivals;
+      tally.late += a.late;
+      const double ms = std::chrono::duration<double, std::milli>(answered - a.due).count();
+      if (!ok) {
+        ++tally.failed;
+      } else if (c.status() == 200) {
+        tally.ok_ms.push_back(ms);
+      } else if (c.status() == 503) {
+        tally.shed_ms.push_back(ms);
+      } else {
+        ++tally.other;
+      }
+    }
+    if (!ok) connect(i);
+    a.body += static_cast<size_t>(n);
+    next(i);
+  };
+  Clock::time_point armed{};
+  std::vector<epoll_event> events(static_cast<size_t>(n) + 1);
+  while (in_flight > 0 || !waiting.empty()) {
+    Clock::time_point now = Clock::now();
+    while (!waiting.empty() && waiting.top().first <= now) {
+      const int i = waiting.top().second;
+      waiting.pop();
+      Arrivals& a = arrivals[static_cast<size_t>(i)];
+      a.late = now > a.due + std::chrono::milliseconds(1);
+      ++in_flight;
+      const auto state = conns[static_cast<size_t>(i)].Send(line, "application/json", bodies[a.body % bodies.size()]);
+      if (state == cemb::bench::HttpConnection::kPending) {
+        watch(i);
+      } else {
+        finish(i, state);
+      }
+    }
+    if (!waiting.empty() && waiting.top().first != armed) {
+      armed = waiting.top().first;
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(armed.time_since_epoch()).count();
+      const itimerspec at{.it_interval = {}, .it_value = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000}};
+      ::timerfd_settime(timer, TFD_TIMER_ABSTIME, &at, nullptr);
+    }
+    const int ready = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), 1000);
+    for (int e = 0; e < ready; ++e) {
+      const int i = static_cast<int>(events[static_cast<size_t>(e)].data.u64);
+      if (i == n) {
+        uint64_t expirations;
+        [[maybe_unused]] ssize_t r = ::read(timer, &expirations, sizeof expirations);
+        continue;
+      }
+      const auto state = conns[static_cast<size_t>(i)].Progress();
+      if (state == cemb::bench::HttpConnection::kPending) {
+        watch(i);
+      } else if (state != cemb::bench::HttpConnection::kIdle) {
+        finish(i, state);
+      }
+    }
+    if (ready == 0 && in_flight > 0 && Clock::now() > end + std::chrono::seconds(30)) {
+      std::fprintf(stderr, "serve_http_load: %d requests unanswered 30 s after the window\n", in_flight);
+      tally.failed += in_flight;
+      break;
     }
   }
+  ::close(timer);
+  ::close(ep);
+  return tally;
 }
 
 // One measurement at `qps`: its own bodies (unless --body or --bodies), then the clock.
@@ -255,25 +364,11 @@ Result Measure(const Options& o, const Shape* shape, const std::vector<std::stri
     fresh = MakeBodies(o, *shape, static_cast<int64_t>(sent + 6 * std::sqrt(sent)) + o.connections, seed);
   }
   const std::vector<std::string>& bodies = fixed.empty() ? fresh : fixed;
-  std::vector<Tally> tallies(static_cast<size_t>(o.connections));
-  std::vector<std::thread> threads;
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(50);
-  for (int i = 0; i < o.connections; ++i) {
-    threads.emplace_back([&, i] { Connection(o, qps, bodies, i, start, seed, tallies[static_cast<size_t>(i)]); });
-  }
-  for (std::thread& t : threads) t.join();
-
-  Result r{.offered = qps};
+  const cemb::bench::CpuClock cpu0 = cemb::bench::CpuClock::Now();
+  Result r{.offered = qps, .all = Drive(o, qps, bodies, start, seed)};
+  const double cpu_s = cemb::bench::CpuClock::Now().cpu - cpu0.cpu;
   Tally& all = r.all;
-  for (Tally& t : tallies) {
-    all.ok_ms.insert(all.ok_ms.end(), t.ok_ms.begin(), t.ok_ms.end());
-    all.shed_ms.insert(all.shed_ms.end(), t.shed_ms.begin(), t.shed_ms.end());
-    all.arrivals += t.arrivals;
-    all.answered_in_window += t.answered_in_window;
-    all.other += t.other;
-    all.failed += t.failed;
-    all.late += t.late;
-  }
   const double p50 = Percentile(all.ok_ms, 0.50), p90 = Percentile(all.ok_ms, 0.90);
   r.p99 = Percentile(all.ok_ms, 0.99);
   const double p999 = Percentile(all.ok_ms, 0.999);
@@ -281,11 +376,12 @@ Result Measure(const Options& o, const Shape* shape, const std::vector<std::stri
   std::printf(
       "serve_http_load: offered_qps %.1f achieved_qps %.1f kept_up %.4f ok %zu p50_ms %.3f p90_ms %.3f p99_ms %.3f "
       "p999_ms %.3f max_ms %.3f status_503 %zu p99_503_ms %.3f other_errors %lld failed %lld late_sends %lld "
-      "samples_per_request %lld alpha %g connections %d\n",
+      "samples_per_request %lld alpha %g connections %d cpu_ms_per_request %.3f\n",
       qps, static_cast<double>(all.ok_ms.size()) / o.seconds, r.kept_up(), all.ok_ms.size(), p50, p90, r.p99, p999,
       max, all.shed_ms.size(), Percentile(all.shed_ms, 0.99), static_cast<long long>(all.other),
       static_cast<long long>(all.failed), static_cast<long long>(all.late), static_cast<long long>(o.samples),
-      o.alpha, o.connections);
+      o.alpha, o.connections,
+      all.sent > 0 ? 1e3 * cpu_s / static_cast<double>(all.sent) : 0.0);
   std::fflush(stdout);
   return r;
 }
@@ -298,7 +394,7 @@ int Main(int argc, char** argv) {
   app.add_option("--qps", o.qps, "the offered rate (requests/s)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seconds", o.seconds, "measured")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--warmup_seconds", o.warmup_seconds, "sent, not measured")->capture_default_str();
-  app.add_option("--connections", o.connections, "keep-alive connections, a thread each")
+  app.add_option("--connections", o.connections, "keep-alive connections (one thread drives them)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--samples", o.samples, "samples per request")->check(CLI::PositiveNumber)->capture_default_str();
