@@ -252,6 +252,12 @@ std::span<const Batch* const> Loader::Peek(size_t n) {
   return {peeked_.data(), n};
 }
 
+uint64_t Loader::samples_before(uint64_t global_batches) const {
+  if (batches_per_epoch_ == 0) return 0;
+  const uint64_t epochs = global_batches / batches_per_epoch_, batches = global_batches % batches_per_epoch_;
+  return epochs * samples_per_epoch_ + std::min<uint64_t>(batches * options_.batch_size, samples_per_epoch_);
+}
+
 LoaderPosition Loader::position() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (batches_per_epoch_ == 0) return {0, 0, fingerprint_};

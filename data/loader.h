@@ -154,6 +154,9 @@ class Loader {
   [[nodiscard]] absl::Status Seek(const LoaderPosition& p);
 
   uint64_t batches_per_epoch() const { return batches_per_epoch_; }
+  // The samples that the first `global_batches` batches hold: a partial
+  // last batch of an epoch counts its own samples.
+  uint64_t samples_before(uint64_t global_batches) const;
   const LoaderOptions& options() const { return options_; }
   const Dataset& dataset() const { return *dataset_; }
 

@@ -87,7 +87,7 @@ std::string DramBudgetText(const TrainConfig& config, const DramSplit& split, in
 
 std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const TableBytes& tables,
                      const std::string& budget_lines, const MlpPrecisionChoice& precision, const data::Dataset& train,
-                     const data::Dataset* validation, int64_t total_steps) {
+                     const data::Dataset* validation, int64_t total_steps, int64_t total_samples) {
   const TrainSettings& t = config.train;
   std::string ssd_line;
   if (tables.ssd > 0) {
@@ -119,8 +119,8 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
   absl::StrAppend(&text, budget_lines);
   if (!precision.warning.empty()) absl::StrAppend(&text, "warning: ", precision.warning, "\n");
   absl::StrAppendFormat(
-      &text, "train: %d steps of %d samples (%.2f epochs), lr %g (%s embeddings, %s dense), %s threads\n", total_steps,
-      t.batch_size, static_cast<double>(total_steps) * static_cast<double>(t.batch_size) / static_cast<double>(train_n),
+      &text, "train: %d steps of %d samples (%d samples, %.2f epochs), lr %g (%s embeddings, %s dense), %s threads\n",
+      total_steps, t.batch_size, total_samples, static_cast<double>(total_samples) / static_cast<double>(train_n),
       config.optimizer.learning_rate,
       EmbeddingOptimizerName(config.optimizer.embedding), DenseOptimizerName(config.optimizer.dense),
       t.threads > 0 ? absl::StrCat(t.threads) : std::string("all"));
@@ -134,10 +134,10 @@ std::string EvalText(const EvalRecord& r, double samples_per_s) {
       r.epoch, r.train_loss, m.log_loss, m.auc, m.accuracy, HumanCount(samples_per_s));
 }
 
-std::string EvalJson(const EvalRecord& r, int64_t batch_size, double samples_per_s) {
+std::string EvalJson(const EvalRecord& r, double samples_per_s) {
   const MetricsResult& m = r.metrics;
   return absl::StrCat("{\"type\":\"eval\",\"step\":", r.step, ",\"epoch\":", JsonNumber(r.epoch),
-                      ",\"samples\":", r.step * batch_size, ",\"lr\":", JsonNumber(r.lr),
+                      ",\"samples\":", r.samples, ",\"lr\":", JsonNumber(r.lr),
                       ",\"train_loss\":", JsonNumber(r.train_loss), ",\"val_log_loss\":", JsonNumber(m.log_loss),
                       ",\"val_auc\":", JsonNumber(m.auc), ",\"val_accuracy\":", JsonNumber(m.accuracy),
                       ",\"val_samples\":", m.samples, ",\"elapsed_s\":", JsonNumber(r.elapsed_seconds),
@@ -339,9 +339,9 @@ void Report::Step(int64_t step, double loss, float lr, double seconds) {
                       static_cast<double>(lr), seconds));
 }
 
-void Report::Eval(const EvalRecord& r, int64_t batch_size, double samples_per_s) {
+void Report::Eval(const EvalRecord& r, double samples_per_s) {
   Print("%s", EvalText(r, samples_per_s));
-  Log(EvalJson(r, batch_size, samples_per_s));
+  Log(EvalJson(r, samples_per_s));
 }
 
 void Report::Summary(const TrainSummary& summary, const RunFacts& facts) {

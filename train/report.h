@@ -19,7 +19,7 @@
 //   CEMB_RETURN_IF_ERROR(report.OpenLog("run.jsonl", /*append=*/false));
 //   report.Print("checkpoint: %s\n", path);
 //   report.Progress(step, total_steps, samples_per_s, loss, eta_s);
-//   report.Eval(record, batch_size, samples_per_s);
+//   report.Eval(record, samples_per_s);
 #ifndef CEMB_TRAIN_REPORT_H_
 #define CEMB_TRAIN_REPORT_H_
 
@@ -44,7 +44,8 @@ namespace cemb::dlrm {
 
 struct EvalRecord {
   int64_t step = 0;       // steps done when evaluated
-  double epoch = 0;       // step * batch_size / train samples
+  int64_t samples = 0;    // samples those steps trained (a partial last batch of an epoch counts its own)
+  double epoch = 0;       // samples / train samples
   float lr = 0;           // the learning rate of the last step
   double train_loss = 0;  // mean step loss since the previous record
   MetricsResult metrics;  // on the validation set
@@ -100,10 +101,10 @@ std::string DramBudgetText(const TrainConfig& config, const DramSplit& dram_spli
 // length.
 std::string PlanText(const TrainConfig& config, const DlrmOptions& model, const TableBytes& tables,
                      const std::string& budget_lines, const MlpPrecisionChoice& precision, const data::Dataset& train,
-                     const data::Dataset* validation, int64_t total_steps);
+                     const data::Dataset* validation, int64_t total_steps, int64_t total_samples);
 // One evaluation: the text line and the "eval" record.
 std::string EvalText(const EvalRecord& r, double samples_per_s);
-std::string EvalJson(const EvalRecord& r, int64_t batch_size, double samples_per_s);
+std::string EvalJson(const EvalRecord& r, double samples_per_s);
 // The end of a run: the phase table, the cache and ssd reports, the final
 // validation; and the "summary" record.
 std::string SummaryText(const TrainSummary& summary, const RunFacts& facts);
@@ -152,7 +153,7 @@ class Report {
   // The "step" record, printed straight into the log: a training step
   // builds no string. Nothing without a log.
   void Step(int64_t step, double loss, float lr, double seconds);
-  void Eval(const EvalRecord& r, int64_t batch_size, double samples_per_s);
+  void Eval(const EvalRecord& r, double samples_per_s);
   void Summary(const TrainSummary& summary, const RunFacts& facts);
 
  private:

@@ -515,7 +515,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
     budget = absl::StrJoin(all, "");
   }
   m.report.Print("%s", PlanText(config, m.model->options(), table_bytes, budget, m.model->mlp_precision_choice(),
-                                *m.datasets.train, m.datasets.validation.get(), m.total_steps));
+                                *m.datasets.train, m.datasets.validation.get(), m.total_steps,
+                                static_cast<int64_t>(m.loader->samples_before(static_cast<uint64_t>(m.total_steps)))));
 
   if (options.resume) CEMB_RETURN_IF_ERROR(m.Agree(m.Resume()));
   absl::Status log;
@@ -555,7 +556,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     summary.eval_seconds += Seconds(e0, Clock::now());
     EvalRecord rec;
     rec.step = m.step;
-    rec.epoch = static_cast<double>(m.step) * static_cast<double>(t.batch_size) / train_n;
+    rec.samples = static_cast<int64_t>(m.loader->samples_before(static_cast<uint64_t>(m.step)));
+    rec.epoch = static_cast<double>(rec.samples) / train_n;
     rec.lr = lr;
     rec.train_loss = m.interval_steps > 0 ? m.interval_loss_sum / static_cast<double>(m.interval_steps) : NAN;
     rec.metrics = r;
@@ -563,7 +565,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     m.interval_loss_sum = 0, m.interval_steps = 0;
     summary.evals.push_back(rec);
     const double sps = step_wall > 0 ? static_cast<double>(samples_done) / step_wall : 0;
-    m.report.Eval(rec, t.batch_size, sps);
+    m.report.Eval(rec, sps);
     return absl::OkStatus();
   };
 

@@ -85,6 +85,12 @@ TEST(Loader, UnshuffledBatchesFollowTheFileWithAPartialLastBatch) {
   ExpectConsistent(*b, {1, 1});
   EXPECT_EQ((*loader)->Next(), nullptr);
   EXPECT_EQ((*loader)->Next(), nullptr);
+  // What the batches held: 4, 8, 10 in the first epoch, then 14, ...
+  EXPECT_EQ((*loader)->samples_before(0), 0u);
+  EXPECT_EQ((*loader)->samples_before(2), 8u);
+  EXPECT_EQ((*loader)->samples_before(3), 10u);
+  EXPECT_EQ((*loader)->samples_before(4), 14u);
+  EXPECT_EQ((*loader)->samples_before(6), 20u);
 }
 
 TEST(Loader, DropLastBatchDropsTheRemainder) {
@@ -99,6 +105,7 @@ TEST(Loader, DropLastBatchDropsTheRemainder) {
     ++batches;
   }
   EXPECT_EQ(batches, 2);
+  EXPECT_EQ((*loader)->samples_before(3), 12u);  // the second epoch's first batch
 }
 
 TEST(Loader, MultiHotBagsAreCsr) {

@@ -143,6 +143,26 @@ TEST_F(TrainerTest, LearnsThePlantedSignal) {
   RecordProperty("seconds", std::to_string(seconds));
 }
 
+// 8,000 training samples at batch 128: each epoch ends with a partial batch
+// of 64, so 2 epochs are 126 steps and 16,000 samples, not 126 x 128.
+TEST_F(TrainerTest, ReportCountsTheSamplesTrainedNotStepsTimesTheBatch) {
+  absl::StatusOr<TrainConfig> c =
+      Config(SmallYaml(), {"data.samples=10000", "train.batch_size=128", "train.epochs=2", "train.eval_every=63",
+                           absl::StrCat("train.log_jsonl=", dir_, "/log.jsonl")});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::string text = TrainAndPrint(*c);
+  EXPECT_THAT(text, HasSubstr("8000 train / 2000 validation samples"));
+  EXPECT_THAT(text, HasSubstr("train: 126 steps of 128 samples (16000 samples, 2.00 epochs)"));
+  std::ifstream in(dir_ + "/log.jsonl");
+  std::vector<std::string> evals;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"type\":\"eval\"") != std::string::npos) evals.push_back(line);
+  }
+  ASSERT_EQ(evals.size(), 2u);  // after the first epoch, and at the end
+  EXPECT_THAT(evals[0], HasSubstr("\"step\":63,\"epoch\":1,\"samples\":8000,"));
+  EXPECT_THAT(evals[1], HasSubstr("\"step\":126,\"epoch\":2,\"samples\":16000,"));
+}
+
 // Losses after resuming equal those of an uninterrupted run, bit for bit,
 // with cached tables and row-wise or element-wise AdaGrad (optimizer state in
 // the checkpoint: apart, or in the rows and the ssd snapshots),
