@@ -18,14 +18,24 @@ Batcher::Batcher(const Options& options, ScoreFn score) : options_(options), sco
 
 Batcher::~Batcher() { Stop(); }
 
+absl::Status Batcher::RefusalLocked() const {
+  if (stopping_) return absl::UnavailableError("the server is shutting down");
+  if (static_cast<int64_t>(queue_.size()) >= options_.max_queue) {
+    return absl::UnavailableError(
+        absl::StrCat("overloaded: ", queue_.size(), " requests are waiting to be scored (the queue's limit)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Batcher::Admits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RefusalLocked();
+}
+
 absl::Status Batcher::Submit(Request* request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return absl::UnavailableError("the server is shutting down");
-    if (static_cast<int64_t>(queue_.size()) >= options_.max_queue) {
-      return absl::UnavailableError(
-          absl::StrCat("overloaded: ", queue_.size(), " requests are waiting to be scored (the queue's limit)"));
-    }
+    if (absl::Status s = RefusalLocked(); !s.ok()) return s;
     request->enqueued = Clock::now();
     queue_.push_back(request);
   }

@@ -87,12 +87,18 @@ class Batcher {
   // when max_queue requests are queued or the batcher is stopping.
   [[nodiscard]] absl::Status Submit(Request* request);
 
+  // What Submit would answer now: Unavailable when full or stopping. A
+  // caller refuses with it before the work of making a request (parsing
+  // it), so that shedding an overload costs little; Submit still decides.
+  [[nodiscard]] absl::Status Admits() const;
+
   // Scores every queued request, then joins the scoring threads. Idempotent.
   void Stop();
 
   int64_t queued() const;  // requests waiting now
 
  private:
+  absl::Status RefusalLocked() const;  // Admits(), mu_ held
   void Loop();
   // Forms the next batch into `batch`; false when stopping with nothing queued.
   bool Form(std::vector<Request*>& batch);

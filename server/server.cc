@@ -355,6 +355,10 @@ struct Server::Impl {
     }
     const std::shared_ptr<const Model> m = Resolve(req, res);
     if (m == nullptr) return;
+    if (absl::Status s = batcher->Admits(); !s.ok()) {  // before parsing: shedding costs little
+      ReplyError(res, 503, s.message());
+      return;
+    }
     absl::StatusOr<InferRequest> request =
         ParseInferRequest(req.body, m->inputs, {.max_samples = options.max_request_samples});
     if (!request.ok()) {

@@ -127,10 +127,13 @@ TEST(Batcher, AFullQueueRefusesAtOnce) {
   Pending p0(0, 0, 1), p1(1, 0, 1), p2(2, 0, 1), p3(3, 0, 1);
   Busy(b, rec, p0);
   ASSERT_TRUE(b.Submit(p1.request.get()).ok());
+  EXPECT_TRUE(b.Admits().ok());
   ASSERT_TRUE(b.Submit(p2.request.get()).ok());
+  EXPECT_TRUE(absl::IsUnavailable(b.Admits())) << "what Submit would answer now";
   const absl::Status full = b.Submit(p3.request.get());
   EXPECT_TRUE(absl::IsUnavailable(full)) << full;
   EXPECT_THAT(full.message(), ::testing::HasSubstr("overloaded"));
+  EXPECT_EQ(b.Admits().message(), full.message());
   rec.gate.Release();
   p0.request->Wait();
   p1.request->Wait();
