@@ -216,6 +216,10 @@ struct CacheOptions {
   bool check_lifetime = kCacheDebugChecks;
 };
 
+// The DRAM a cached row costs beyond its slot (SlotBytes of its row): the
+// slot's backedge. For model.dram_budget (tables/dram_budget.cc).
+inline constexpr int64_t kCacheSlotMetadataBytes = sizeof(std::atomic<int64_t>);
+
 namespace cache_internal {
 
 inline constexpr uint64_t kCached = 1;
@@ -620,7 +624,7 @@ class CachedTable<T, kDynamic> {
         eviction_(o.eviction),
         evictor_thread_(o.evictor_thread),
         check_lifetime_(o.check_lifetime),
-        stride_((base_.row_bytes() + 7) / 8 * 8),
+        stride_(static_cast<size_t>(SlotBytes(static_cast<int64_t>(base_.row_bytes())))),
         words_region_(std::move(words)),
         words_(reinterpret_cast<std::atomic<uint64_t>*>(words_region_.data())),
         state_(std::make_unique<cache_internal::CacheState>()),

@@ -28,6 +28,12 @@ enum class Access {
 
 enum class Pooling { kSum, kMean };
 
+// The bytes of a DRAM slot holding one row of `row_bytes` bytes, in a cache
+// (cache/) or the ssd tier's pool (ssd/): rounded up to 8, so that every
+// slot's words are aligned. What the DRAM budget gives such a table is
+// counted in slots (tables/dram_budget.h).
+inline constexpr int64_t SlotBytes(int64_t row_bytes) { return (row_bytes + 7) / 8 * 8; }
+
 // How an update applies a row's gradient g (summed over the row's
 // occurrences in the batch): FBGEMM's optimizers of the same names.
 enum class UpdateRule {

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<SsdCore>> SsdCore::Create(std::string name, int64
                                                          size_t feature_bytes, size_t row_bytes,
                                                          const SsdOptions& options, InitRowFn init_row) {
   auto c = std::unique_ptr<SsdCore>(new SsdCore());
-  c->stride = (row_bytes + 7) / 8 * 8;
+  c->stride = static_cast<size_t>(SlotBytes(static_cast<int64_t>(row_bytes)));
   c->capacity = options.capacity_bytes / static_cast<int64_t>(c->stride);
   if (c->capacity < 1) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": an ssd slot pool of ", options.capacity_bytes,

@@ -11,9 +11,6 @@
 namespace cemb {
 namespace {
 
-// cached, per slot: the backedge (slot -> row).
-constexpr int64_t kCacheSlotMetadataBytes = 8;
-
 std::string Human(int64_t b) { return HumanBytes(static_cast<double>(b)); }
 
 // One table taking part, in rows of DRAM.
@@ -55,14 +52,13 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
     const uint32_t hotness = request.hotness.empty() ? 1 : std::max<uint32_t>(1, request.hotness[t]);
     Part p{.table = static_cast<int>(t), .ssd = kind == StorageKind::kSsd, .rows = spec.rows,
            .per_batch = request.batch_size * static_cast<int64_t>(hotness)};
+    p.unit = SlotBytes(row_bytes);  // a cache counts its rows in slots too
     if (p.ssd) {
-      p.unit = (row_bytes + 7) / 8 * 8;
       p.cost = p.unit + kSsdSlotMetadataBytes;
       p.held = std::min(spec.rows, (request.prefetch_batches + 1) * p.per_batch);
       p.fixed = SsdFixedDramBytes(spec.rows, row_bytes, spec.storage.ssd, /*evicts=*/p.held < spec.rows);
     } else {
-      p.unit = row_bytes;
-      p.cost = row_bytes + kCacheSlotMetadataBytes;
+      p.cost = p.unit + kCacheSlotMetadataBytes;
       p.fixed = 8 * spec.rows;
       p.held = std::min(spec.rows, p.per_batch + 1);
     }

@@ -448,7 +448,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     const int64_t rows = this->rows(t);
     const TableOptions shape = Shape(t);
     o.capacity_bytes = std::min<int64_t>(rows, 2 * 65536) *
-                       ((EmbeddingRowBytes(options_.dim, options_.bf16_rows, options_.optimizer) + 7) / 8 * 8);
+                       SlotBytes(EmbeddingRowBytes(options_.dim, options_.bf16_rows, options_.optimizer));
     using Ssd = SsdTable<T, D>;
     CEMB_ASSIGN_OR_RETURN(Ssd from, Ssd::Create(shape, o));
     CEMB_RETURN_IF_ERROR(from.LoadSnapshot(snapshot, SnapshotOpts()).status());
@@ -555,7 +555,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   EmbeddingLayerOptions options_;
   std::vector<std::unique_ptr<StoredTable<T, D>>> tables_;  // stable addresses: the ensemble points at them
   std::vector<SsdTable<T, D>*> ssd_;                        // the ssd tables among them
-  int64_t next_stream_id_ = int64_t{1} << 61;               // batch ids of LoadRows's chunks
+  int64_t next_stream_id_ = kLoadBatchIds;                   // batch ids of LoadRows's chunks
   std::vector<CachedTable<T, D>*> cached_;                  // the cached ones
   std::vector<std::optional<typename CachedTable<T, D>::StepScope>> scopes_;  // open between Begin/EndStep
   Ensemble ensemble_;

@@ -101,6 +101,14 @@ inline int64_t RowwiseStateBytes(EmbeddingOptimizer optimizer) {
   return optimizer == EmbeddingOptimizer::kRowwiseAdagrad ? 4 : 0;
 }
 
+// The batch ids of the step (Prefetch, BeginStep, EndStep), kept apart by
+// range, so that batches of different callers never share one: training
+// batches count from 0 (the trainer's steps, the Python module's batches),
+// evaluation batches from kEvalBatchIds, and the layer's own LoadRows
+// chunks from kLoadBatchIds.
+inline constexpr int64_t kLoadBatchIds = int64_t{1} << 61;
+inline constexpr int64_t kEvalBatchIds = int64_t{1} << 62;
+
 struct EmbeddingLayerOptions {
   int64_t dim = 16;
   std::vector<EmbeddingTableSpec> tables;

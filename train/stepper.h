@@ -121,9 +121,8 @@ class Stepper {
   const distributed::Comm* comm_;
   int prefetch_batches_;
   StepCycle train_cycle_;  // ids: step numbers
-  StepCycle eval_cycle_;   // ids: from kFirstEvalId on, P = 0
-  static constexpr int64_t kFirstEvalId = int64_t{1} << 62;
-  int64_t next_eval_id_ = kFirstEvalId;
+  StepCycle eval_cycle_;   // ids: from kEvalBatchIds on, P = 0
+  int64_t next_eval_id_ = kEvalBatchIds;
   int64_t eval_id_ = 0;  // the current evaluation batch's
   int64_t next_exchanged_ = 0;  // several ranks: the first training batch whose indices have not travelled
 

@@ -49,7 +49,7 @@ struct TrainedSnapshot {
     o.file.directory = DiskDir();
     o.init_seed = seed;
     const int64_t row_bytes = featuresize * static_cast<int64_t>(sizeof(T)) + 4 * state_floats;
-    o.capacity_bytes = 200 * ((row_bytes + 7) / 8 * 8);
+    o.capacity_bytes = 200 * SlotBytes(row_bytes);
     auto t = SsdTable<T, D>::Create(
         {.name = name, .nvectors = nvectors, .featuresize = featuresize, .state_floats = state_floats}, o);
     if (!t.ok()) return t.status();

@@ -102,7 +102,7 @@ void ExpectTrainingMatchesSimpleTable(Isa isa, int64_t d, uint64_t seed) {
   auto simple = SimpleTable<T, D>::Create({.name = "s", .nvectors = kN, .featuresize = d});
   ASSERT_TRUE(simple.ok());
   InitUniform(*simple, seed);
-  const int64_t slot = static_cast<int64_t>((d * sizeof(T) + 7) / 8 * 8);
+  const int64_t slot = SlotBytes(static_cast<int64_t>(d * sizeof(T)));
   auto ssd = SsdTable<T, D>::Create({.name = "z", .nvectors = kN, .featuresize = d}, Options(800 * slot, seed));
   ASSERT_TRUE(ssd.ok()) << ssd.status();
   auto ks = TableKernels<SimpleTable<T, D>>::Create(*simple, {.isa = isa});
@@ -360,7 +360,7 @@ void ExpectSnapshotRoundTrip() {
   auto ref = SimpleTable<T, D>::Create({.name = "ref", .nvectors = kN});
   ASSERT_TRUE(ref.ok());
   InitUniform(*ref, kSeed);
-  const int64_t slot = static_cast<int64_t>((D * sizeof(T) + 7) / 8 * 8);
+  const int64_t slot = SlotBytes(static_cast<int64_t>(D * sizeof(T)));
   auto a = SsdTable<T, D>::Create({.name = "snap_a", .nvectors = kN}, Options(200 * slot, kSeed));
   ASSERT_TRUE(a.ok()) << a.status();
   WriteRows(*a, 0, 300, 1.0f, &*ref);  // more rows than slots: evicted, in the log

@@ -108,6 +108,27 @@ TEST(DramBudget, CachedTablesWithoutASizeTakePartAndGivenSizesAreCharged) {
                              8 * 10000 + split->shares[1].bytes / 64 * kCacheCost);
 }
 
+// A cache counts its rows in slots (SlotBytes): an fp32 table of dim 13
+// (52-byte rows, 56-byte slots) is planned in slots, so that the cache holds
+// the rows the split counted and its slack a whole batch of admissions.
+TEST(DramBudget, ACachedTableOfOddDimIsPlannedInSlots) {
+  EmbeddingLayerOptions emb = Tables({{10000, StorageKind::kDynamic}});
+  emb.dim = 13;
+  constexpr int64_t kBudget = 300000;  // about a third of the rows
+  absl::StatusOr<DramSplit> split = SplitDramBudget(Request(kBudget), nullptr, emb);
+  ASSERT_TRUE(split.ok()) << split.status();
+  constexpr int64_t kSlot = SlotBytes(13 * 4);
+  static_assert(kSlot == 56);
+  const CacheOptions& c = emb.tables[0].storage.cache;
+  EXPECT_EQ(c.slack.bytes, 10 * kSlot);  // one batch of admissions
+  EXPECT_EQ(c.lower.bytes % kSlot, 0);
+  const int64_t rows = (c.lower.bytes + c.slack.bytes) / kSlot;  // what the cache will hold
+  EXPECT_EQ(split->shares[0].bytes, rows * kSlot);
+  EXPECT_EQ(split->used, 8 * 10000 + rows * (kSlot + kCacheSlotMetadataBytes));
+  EXPECT_LE(split->used, kBudget);
+  EXPECT_GT(split->used, kBudget - (kSlot + kCacheSlotMetadataBytes));  // the whole budget
+}
+
 TEST(DramBudget, TooSmallNamesTheBudgetAndTheBytesNeeded) {
   EmbeddingLayerOptions emb = Tables({{100000, StorageKind::kSsd}, {5000, StorageKind::kStatic}});
   const int64_t need = SsdFixed(100000) + 20 * kSsdCost + 8 * 5000 + 11 * kCacheCost;
