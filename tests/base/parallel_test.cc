@@ -68,7 +68,23 @@ TEST(ParallelFor, NestedCallsRunOnTheCallingThread) {
   EXPECT_EQ(inner_outside_caller.load(), 0);
 }
 
-TEST(ParallelFor, DefaultThreadsIsPositive) { EXPECT_GE(DefaultThreads(), 1); }
+// DefaultThreads is OpenMP's setting for the caller (OMP_NUM_THREADS, or
+// omp_set_num_threads), never below 1.
+TEST(ParallelFor, DefaultThreadsFollowsOpenMpsSetting) {
+  const int saved = omp_get_max_threads();
+  for (int n : {1, 3, 7}) {
+    omp_set_num_threads(n);
+    EXPECT_EQ(DefaultThreads(), n);
+    std::set<int> seen;
+    std::mutex mu;
+    parallel_for(64, 0, [&](int64_t) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.insert(omp_get_thread_num());
+    });
+    EXPECT_LE(seen.size(), static_cast<size_t>(n)) << "threads <= 0 runs on DefaultThreads()";
+  }
+  omp_set_num_threads(saved);
+}
 
 }  // namespace
 }  // namespace cemb
