@@ -9,11 +9,12 @@
 // with its own Poisson schedule at qps / connections, all driven by one
 // thread over epoll (bench/http_connection.h: it takes the server's 2
 // cores less than a thread per connection); a connection sends its next
-// request when it is due, or at once when the previous answer came late. Give it enough connections that one is seldom still
-// waiting when its next request is due (connections >= qps x the p99
-// latency); "late sends" in the report counts those that were, and their
-// latency includes the lag. Each connection needs an HTTP thread of the
-// server (dlrm-serve --http_threads).
+// request when it is due, or at once when the previous answer came late.
+// Give it enough connections that one is seldom still waiting when its
+// next request is due (connections >= qps x the p99 latency); "late sends"
+// in the report counts those that were, and their latency includes the
+// lag. Each connection needs an HTTP thread of the server (dlrm-serve
+// --http_threads).
 //
 // The bodies: --body FILE (one infer request, sent as is), or distinct
 // random requests of --samples samples in the preprocessed form, made from
@@ -57,8 +58,8 @@
 #include <fstream>
 #include <optional>
 #include <random>
-#include <span>
 #include <queue>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -224,7 +225,6 @@ struct Arrivals {
   Clock::time_point due;
   size_t body = 0;  // bodies[body % bodies.size()]
   bool late = false;
-  bool done = false;  // no arrival left before the end
 };
 
 // Sends every connection's arrivals of one measurement from this thread,
@@ -258,8 +258,7 @@ Tally Drive(const Options& o, double qps, const std::vector<std::string>& bodies
   auto next = [&](int i) {  // the connection's next arrival
     Arrivals& a = arrivals[static_cast<size_t>(i)];
     a.due += Seconds(a.gap(a.rng));
-    a.done = a.due >= end;
-    if (!a.done) waiting.emplace(a.due, i);
+    if (a.due < end) waiting.emplace(a.due, i);  // else: its last arrival was sent
   };
   for (int i = 0; i < n; ++i) {
     connect(i);

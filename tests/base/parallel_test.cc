@@ -4,12 +4,14 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -66,6 +68,30 @@ TEST(ParallelFor, NestedCallsRunOnTheCallingThread) {
     });
   });
   EXPECT_EQ(inner_outside_caller.load(), 0);
+}
+
+// parallel_for_ranges cuts [0, n) into ranges of `chunk` (the last shorter)
+// that cover every element once, in any order, on several threads.
+TEST(ParallelForRanges, CoversEveryElementOnceInChunks) {
+  for (const auto& [n, chunk] : {std::pair<int64_t, int64_t>{0, 4}, {1, 4}, {4, 4}, {10, 4}, {1000, 7}, {5, 100}}) {
+    SCOPED_TRACE(testing::Message() << "n " << n << ", chunk " << chunk);
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::mutex mu;
+    std::set<std::pair<int64_t, int64_t>> ranges;
+    parallel_for_ranges(n, chunk, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      std::lock_guard<std::mutex> lock(mu);
+      ranges.emplace(b, e);
+    });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "element " << i;
+    ASSERT_EQ(static_cast<int64_t>(ranges.size()), (n + chunk - 1) / chunk);
+    int64_t next = 0;
+    for (const auto& [b, e] : ranges) {  // sorted by begin: consecutive, each chunk long but the last
+      EXPECT_EQ(b, next);
+      EXPECT_EQ(e, std::min(n, b + chunk));
+      next = e;
+    }
+  }
 }
 
 // DefaultThreads is OpenMP's setting for the caller (OMP_NUM_THREADS, or
