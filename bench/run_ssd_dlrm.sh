@@ -26,9 +26,17 @@
 #         tables' count and sizes from the data (EXTRA may change them); the
 #         rest of its model is bench-ssd.yaml's, whatever EXTRA says.
 #
+#   A row never written is computed from its seed when first missed, not
+#   read: until most rows have been written (thousands of steps with uniform
+#   indices), a run measures a warm-up. WRITTEN=1 starts both runs from the
+#   same exported parameters (model.init_from), which writes every row of
+#   the ssd tables before the first step, so that every miss is a read; the
+#   summary prints the rows computed either way.
+#
 #   sudo bash bench/run_ssd_dlrm.sh                    # as root (memlimit needs it)
 #   SSD_DIR=/nvme STEPS=200 DISTS=zipf bash bench/run_ssd_dlrm.sh
 #   PEER=1 bash bench/run_ssd_dlrm.sh                  # also the torch mmap peer
+#   WRITTEN=1 DISTS=uniform bash bench/run_ssd_dlrm.sh # every row written first: the steady state's reads
 #
 # Environment: BUILD_DIR (build), SSD_DIR (/work/tmp: must be on the drive
 # under test, not tmpfs), CAP (3G), BUDGET (2GiB), STEPS (300), THREADS (0 =
@@ -37,7 +45,9 @@
 # the torch mmap peer), PYTHON (/usr/bin/python3, the peer's), PEER_ARGS (more
 # arguments for the peer, e.g. "--madvise random" or "--init zeros": see
 # bench/reference/torch_mmap_dlrm.py --help), PEER_STEPS (STEPS: the peer's
-# steps, fewer where it is much slower).
+# steps, fewer where it is much slower), WRITTEN (1: every row written
+# before the first step; the parameters, exported once, are kept in
+# $OUT/init: 7.6 GiB of .npy for bench-ssd).
 # The peer needs, for this benchmark only (not in scripts/setup.sh):
 #   apt-get install python3-torch libopenblas0
 set -euo pipefail
@@ -57,6 +67,7 @@ PEER=${PEER:-0}
 PEER_STEPS=${PEER_STEPS:-$STEPS}
 PYTHON=${PYTHON:-/usr/bin/python3}
 PEER_ARGS=${PEER_ARGS:-}
+WRITTEN=${WRITTEN:-0}
 
 mkdir -p "$SSD_DIR" "$OUT"
 if [[ $PEER == 1 ]] && ! "$PYTHON" -c 'import torch' 2>/dev/null; then
@@ -83,6 +94,16 @@ common=(--config configs/bench-ssd.yaml --set "data.samples=$samples" --set "dat
         --set "train.steps=$STEPS" --set "train.threads=$THREADS"
         --set "train.eval_every=$(( STEPS / 2 ))" --set train.eval_batches=1)
 for e in $EXTRA; do common+=(--set "$e"); done
+if [[ $WRITTEN == 1 ]]; then
+  # The parameters after one step, all in DRAM (no cap), exported once; both
+  # runs start from them, so their losses stay comparable bit for bit.
+  if [[ ! -f $OUT/init/top_l.0.weight.npy ]]; then
+    echo "== WRITTEN=1: exporting the model's parameters to $OUT/init"
+    "$train" "${common[@]}" --set train.steps=1 --set train.eval_every=0 --export "$OUT/init" >"$OUT/init.txt" 2>&1 ||
+      { tail -20 "$OUT/init.txt"; exit 1; }
+  fi
+  common+=(--set "model.init_from=$OUT/init")
+fi
 
 for dist in $DISTS; do
   echo "== $dist indices: all in DRAM, no cap"
@@ -109,7 +130,7 @@ for dist in $DISTS; do
     peer=$(grep '^torch_mmap:' "$OUT/torch-$dist.txt")
     echo "  peer: ${peer#*; }"
   fi
-  python3 - "$OUT/dram-$dist.jsonl" "$OUT/ssd-$dist.jsonl" "$limit" "$peer" "$seqwrite" <<'EOF'
+  python3 - "$OUT/dram-$dist.jsonl" "$OUT/ssd-$dist.jsonl" "$limit" "$peer" "$seqwrite" "$WRITTEN" <<'EOF'
 import json, re, sys
 def summary(path):
     return [json.loads(l) for l in open(path) if '"summary"' in l][-1]
@@ -145,6 +166,14 @@ if sys.argv[4]:
     print(f"  torch mmap: {t_all:.0f} samples/s (second half {t_half:.0f}) = {t_all / dram['samples_per_s']:.2f}x DRAM,"
           f" ours/torch = {ssd['samples_per_s'] / t_all:.2f} (second half {h_ssd / t_half:.2f}; {t_ms:.1f} ms/step,"
           f" {t_steps} steps)")
+# WRITTEN=1: model.init_from wrote every row once, computing each first (a
+# row never written is computed when first touched, then overwritten): those
+# are not the steps' misses.
+written_first = int(sys.argv[6]) * sum(t["rows"] for t in ssd["tables"] if "ssd" in t)
+computed, read = total("rows_computed") - written_first, total("rows_read")
+print(f"  missed rows computed from their seed, not read: {computed} of {computed + read}"
+      + (" (a warm-up: most misses were not reads)" if computed > read else "")
+      + (" (every row written before the first step)" if written_first else ""))
 print(f"  ssd hit rate {hits / asked:.3f}; per step {requests / steps:.0f} requests: {fetch_reads / steps:.0f} block"
       f" reads of missed rows, {total('writes') / steps:.1f} segment writes ({written / steps / (1 << 20):.2f} MiB),"
       f" {(total('reads') - fetch_reads) / steps:.1f} other reads; tier CPU {1e6 * total('cpu_s') / max(1, requests):.1f}"
