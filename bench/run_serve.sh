@@ -61,7 +61,7 @@
 #   http-dram the protocol's cost (issue 34), all in DRAM: dlrm-serve
 #             --dram_tables on OUT/ssd/ck against serve_load_bench
 #             --dram_tables, max QPS and p99 at 70% of it, 64 samples,
-#             Zipf(1.05); then a server with --max_queue 16 at 70% of that
+#             Zipf(1.05); then a server with --max_queue MAX_QUEUE at 70% of that
 #             max QPS (the CPU each side spends) and at twice it (overload:
 #             503s at once, the admitted requests' p99).
 #   http-batching the Kaggle model over HTTP, requests of 1 sample, uniform
@@ -91,7 +91,8 @@
 # torch's open-loop processes, and request threads in each), TORCH_MADVISE
 # ("none random": torch-ssd runs with each; none is what torch.from_file
 # gives, random turns off the read-around of a fault, read_ahead_kb),
-# BATCHING (http-batching's max_batch:max_wait_us pairs).
+# BATCHING (http-batching's max_batch:max_wait_us pairs), MAX_QUEUE (8: the
+# overload step's --max_queue, about the DRAM max QPS x 5 ms).
 # torch needs OpenBLAS for its sgemm (apt-get install libopenblas0; Debian's
 # python3-torch alone brings the netlib reference BLAS, ~40x slower, which
 # torch_serve_bench.py refuses).
@@ -124,6 +125,7 @@ TORCH_PROCS=${TORCH_PROCS:-2}
 TORCH_THREADS=${TORCH_THREADS:-4}
 TORCH_MADVISE=${TORCH_MADVISE:-none random}
 BATCHING=${BATCHING:-1:0 32:0 32:200 32:1000 256:0 256:200 256:1000}
+MAX_QUEUE=${MAX_QUEUE:-8}
 logs=$OUT/logs
 mkdir -p "$logs"
 
@@ -304,16 +306,16 @@ if has http-dram; then
   max=$(max_qps "$logs/http-dram.txt")
   if [[ -n $max ]]; then
     serve_up http-overload --checkpoint "$ssd/ck" --dram_tables --no_verify --reload_poll_s 0 \
-      --http_threads 256 --http_queue 64 --max_queue 16
+      --http_threads 256 --http_queue 64 --max_queue "$MAX_QUEUE"
     pid=$(pgrep -x dlrm-serve)
     for q in $(awk -v q="$max" 'BEGIN { print 0.7 * q, 2 * q }'); do
       t0=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
-      run "$logs/http-overload-$q.txt" /usr/bin/time -f "load generator CPU: %U user + %S system seconds over %e s" \
+      run "$logs/http-overload-q$MAX_QUEUE-$q.txt" /usr/bin/time -f "load generator CPU: %U user + %S system seconds over %e s" \
         "$bin/serve_http_load" --url "$url" --seconds "$SECONDS_PER_RATE" --warmup_seconds "$WARMUP" --samples 64 \
         --alpha 1.05 --connections 200 --qps "$q" || true
       t1=$(awk '{ print $14 + $15 }' "/proc/$pid/stat")
       echo "dlrm-serve CPU: $(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (b - a) / hz }')" \
-        "seconds over the same run" | tee -a "$logs/http-overload-$q.txt"
+        "seconds over the same run" | tee -a "$logs/http-overload-q$MAX_QUEUE-$q.txt"
     done
     serve_down http-overload
   fi

@@ -21,7 +21,7 @@ skipped) and prints:
   - dlrm-serve (issue 34): its max QPS against the in-process predictor's on
     the same model and traffic (>= 0.75x) and its p99 at 70% (<= 15 ms), all
     in DRAM and served in place; the max QPS and p99 at 70% of each
-    --max_batch / --max_wait_us; with --max_queue 16, 70% of the DRAM max QPS
+    --max_batch / --max_wait_us; with --max_queue MAX_QUEUE, 70% of the DRAM max QPS
     (the CPU each side spends) and twice it (503s, the admitted requests'
     p99); a reload under load at half of it (failed requests,
     p99 before, across and after).
@@ -129,18 +129,18 @@ def http_summary(logs):
         print("  |---:|---:|---:|---:|")
         for batch, wait, q, p99 in sorted(rows):
             print(f"  | {batch} | {wait} | {fmt(q, ',.1f')} | {fmt(p99, '.2f')} |")
-    overload = []  # (offered, its log's text), --max_queue 16: 70% of the max QPS, then twice it
+    overload = []  # (queue, offered, its log's text): 70% of the max QPS, then twice it
     for name in os.listdir(logs):
-        m = re.match(r"http-overload-([\d.]+)\.txt$", name)
+        m = re.match(r"http-overload-q(\d+)-([\d.]+)\.txt$", name)
         if m:
-            overload.append((float(m[1]), read(logs, name)))
-    for offered, text in sorted(overload):
+            overload.append((int(m[1]), float(m[2]), read(logs, name)))
+    for queue, offered, text in sorted(overload):
         lines = http_lines(text)
         if not lines:
             continue
         o = lines[-1]
         cpu = re.findall(r"^(load generator CPU: .*|dlrm-serve CPU: .*)$", text, re.M)
-        print(f"- --max_queue 16, {offered:,.0f}/s offered: {o['achieved_qps']:,.0f}/s answered 200 "
+        print(f"- --max_queue {queue}, {offered:,.0f}/s offered: {o['achieved_qps']:,.0f}/s answered 200 "
               f"(p99 {o['p99_ms']:.2f} ms), {o['status_503']:,.0f} answered 503 (p99 {o['p99_503_ms']:.2f} ms), "
               f"{o['failed']:,.0f} failed; {'; '.join(cpu)}")
     for phase in ("before", "across", "after"):
