@@ -13,6 +13,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
+#include "dlrm/internal/batch_plans.h"
 #include "dlrm/internal/dnnl_call.h"
 #include "dlrm/dense_optimizer.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -94,12 +95,12 @@ struct CrossNetwork::Impl {
     dnnl::memory x_in;    // fp32: rebound to the caller's x0 for layer 0
     dnnl::memory gx_dst;  // layer 0: rebound to the caller's dx0
   };
-  struct BatchPlan {
-    int64_t batch = 0;
+  struct BatchPlan {  // one batch size's (BatchPlans)
     std::vector<LayerPlan> layers;
   };
-  std::vector<BatchPlan> plans;
-  const BatchPlan* last = nullptr;
+  internal::BatchPlans<BatchPlan> plans;
+  const BatchPlan* last = nullptr;  // the last Forward's plan, of batch last_batch
+  int64_t last_batch = -1;
   const float* last_x0 = nullptr;
 
   bool bf16() const { return options.precision == Precision::kBf16; }
@@ -110,13 +111,7 @@ struct CrossNetwork::Impl {
   Param Nth(int i);
   void Get(int i, std::span<float> out);
   void Set(int i, std::span<const float> in);
-  absl::Status Plan(int64_t n, size_t* scratch);
-  const BatchPlan* Find(int64_t n) const {
-    for (const BatchPlan& p : plans) {
-      if (p.batch == n) return &p;
-    }
-    return nullptr;
-  }
+  absl::StatusOr<BatchPlan> Plan(int64_t n, size_t* scratch);
 };
 
 // Per layer: U (or the full W, kept in `v`), V (low rank), bias.
@@ -151,9 +146,8 @@ void CrossNetwork::Impl::Set(int i, std::span<const float> in) {
   for (size_t k = 0; k < in.size(); ++k) SplitFloat(in[k], hi[k], lo[k]);
 }
 
-absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
+absl::StatusOr<CrossNetwork::Impl::BatchPlan> CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
   BatchPlan plan;
-  plan.batch = n;
   dnnl::primitive_attr attr = internal::ScratchpadAttr();
   dnnl::primitive_attr sum_attr = internal::ScratchpadAttr();
   {
@@ -219,8 +213,7 @@ absl::Status CrossNetwork::Impl::Plan(int64_t n, size_t* scratch) {
   } catch (const dnnl::error& e) {
     return internal::FromDnnlError(e, absl::StrCat("CrossNetwork: planning batch ", n));
   }
-  plans.push_back(std::move(plan));
-  return absl::OkStatus();
+  return plan;
 }
 
 absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& options) {
@@ -310,16 +303,12 @@ absl::StatusOr<CrossNetwork> CrossNetwork::Create(const CrossNetworkOptions& opt
   if (bf16) m->go_b = inputs(n * d);
   m->db_partial = AlignedBuffer(static_cast<size_t>(kMaxSumBlocks * d) * sizeof(double));
 
-  std::vector<int64_t> sizes = options.batch_sizes;
-  sizes.push_back(n);
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   size_t scratch = 0;
-  for (int64_t b : sizes) CEMB_RETURN_IF_ERROR(m->Plan(b, &scratch));
+  CEMB_RETURN_IF_ERROR(m->plans.Make(options.batch_sizes, n, [&](int64_t b) { return m->Plan(b, &scratch); }));
   m->scratchpad = AlignedBuffer(std::max<size_t>(scratch, 64));
   dnnl::memory pad({dims{static_cast<int64_t>(m->scratchpad.size())}, dt::u8, tag::a}, m->engine,
                    m->scratchpad.data());
-  for (Impl::BatchPlan& p : m->plans) {
+  for (Impl::BatchPlan& p : m->plans.plans()) {
     for (Impl::LayerPlan& lp : p.layers) {
       for (Call* c : {&lp.v_x, &lp.u_t, &lp.du, &lp.gt_go, &lp.dv, &lp.gx}) {
         if (!c->empty()) c->BindScratchpad(pad);
@@ -338,13 +327,8 @@ const CrossNetworkOptions& CrossNetwork::options() const { return impl_->options
 
 absl::StatusOr<std::span<const float>> CrossNetwork::Forward(int64_t batch, const float* x0) {
   Impl& m = *impl_;
-  const Impl::BatchPlan* plan = m.Find(batch);
-  if (plan == nullptr) {
-    std::vector<int64_t> planned;
-    for (const Impl::BatchPlan& p : m.plans) planned.push_back(p.batch);
-    return absl::InvalidArgumentError(absl::StrCat("CrossNetwork Forward: batch ", batch, " was not planned (planned: ",
-                                                   absl::StrJoin(planned, ", "), ")"));
-  }
+  CEMB_ASSIGN_OR_RETURN(const Impl::BatchPlan* plan,
+                        m.plans.Get(batch, "CrossNetwork Forward (CrossNetworkOptions::batch_sizes)"));
   if (x0 == nullptr) return absl::InvalidArgumentError("CrossNetwork Forward: null input");
   m.last = nullptr;
   const int64_t d = m.d, n = batch * d;
@@ -379,6 +363,7 @@ absl::StatusOr<std::span<const float>> CrossNetwork::Forward(int64_t batch, cons
     });
   }
   m.last = plan;
+  m.last_batch = batch;
   m.last_x0 = x0;
   return std::span<const float>(m.XOut(m.L), static_cast<size_t>(n));
 }
@@ -417,7 +402,7 @@ void BackwardRows(int64_t r0, int64_t r1, int64_t d, const float* gin, const flo
 
 absl::Status CrossNetwork::Backward(int64_t batch, const float* dy, float* dx0) {
   Impl& m = *impl_;
-  if (m.last == nullptr || m.last->batch != batch) {
+  if (m.last == nullptr || m.last_batch != batch) {
     return absl::FailedPreconditionError(absl::StrCat("CrossNetwork Backward: batch ", batch,
                                                       " does not follow a Forward of that batch"));
   }

@@ -12,6 +12,7 @@
 #include "base/random.h"
 #include "base/status_macros.h"
 #include "dlrm/internal/aligned_buffer.h"
+#include "dlrm/internal/batch_plans.h"
 #include "dlrm/internal/bias_grad.h"
 #include "dlrm/internal/dnnl_call.h"
 #include "dlrm/dense_optimizer.h"
@@ -74,8 +75,7 @@ struct Mlp::Impl {
     internal::BiasGradArgs bias;
     bool bias_user_g = false;
   };
-  struct BatchPlan {
-    int64_t batch = 0;
+  struct BatchPlan {  // one batch size's (BatchPlans)
     // Views of the caller's buffers, rebound by Forward / Backward.
     dnnl::memory user_input, user_input_t, user_diff_output, user_diff_output_t, user_diff_input;
     Call input_reorder;
@@ -106,7 +106,7 @@ struct Mlp::Impl {
   DenseOptimizer optimizer;    // over Parameters()
   internal::BiasGradBlockFn bias_block = nullptr;
   int threads = 1;
-  std::vector<BatchPlan> plans;
+  internal::BatchPlans<BatchPlan> plans;
   int64_t last_batch = -1;
   const BatchPlan* last_plan = nullptr;
   // Whether the weight copies are stale (set by Update, SetWeight, LoadNpy).
@@ -183,7 +183,6 @@ Mlp::Impl::BatchPlan Mlp::Impl::MakePlan(int64_t n, size_t& scratch) {
     scratch = std::max(scratch, pd.scratchpad_desc().get_size());
   };
   BatchPlan plan;
-  plan.batch = n;
   const int64_t in0 = layers.front().in;
   const int64_t outL = layers.back().out;
   plan.user_input = dnnl::memory(Plain(n, in0, dt::f32), engine, DNNL_MEMORY_NONE);
@@ -423,12 +422,9 @@ absl::Status Mlp::Impl::Build() {
   }
   engine = dnnl::engine(dnnl::engine::kind::cpu, 0);
   stream = dnnl::stream(engine);
-  std::vector<int64_t> sizes = options.batch_sizes;
-  sizes.push_back(max_n);
-  std::sort(sizes.begin(), sizes.end(), std::greater<>());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   size_t scratch = 0;
-  for (int64_t n : sizes) plans.push_back(MakePlan(n, scratch));
+  CEMB_RETURN_IF_ERROR(plans.Make(options.batch_sizes, max_n,
+                                  [&](int64_t n) -> absl::StatusOr<BatchPlan> { return MakePlan(n, scratch); }));
   scratchpad = AlignedBuffer(std::max<size_t>(scratch, 64));
   dnnl::memory pad(dnnl::memory::desc(dims{static_cast<int64_t>(scratchpad.size())}, dt::u8, tag::a), engine,
                    scratchpad.data());
@@ -438,7 +434,7 @@ absl::Status Mlp::Impl::Build() {
     }
   }
   weights_dirty = true;
-  for (BatchPlan& plan : plans) {
+  for (BatchPlan& plan : plans.plans()) {
     if (!plan.input_reorder.empty()) plan.input_reorder.BindScratchpad(pad);
     for (LayerPlan& lp : plan.layers) {
       for (Call* c : {&lp.fwd, &lp.act_bwd, &lp.grad_reorder, &lp.grad_transpose, &lp.bwd_w, &lp.dw_transpose,
@@ -518,17 +514,7 @@ absl::Status Mlp::Backward(int64_t batch, const float* diff_output, float* diff_
 absl::StatusOr<std::span<const float>> Mlp::Forward(int64_t batch, const float* input,
                                                     absl::FunctionRef<absl::Status()> between_layers) {
   Impl& m = *impl_;
-  const Impl::BatchPlan* plan = nullptr;
-  for (const Impl::BatchPlan& p : m.plans) {
-    if (p.batch == batch) plan = &p;
-  }
-  if (plan == nullptr) {
-    std::vector<int64_t> planned;
-    for (const Impl::BatchPlan& p : m.plans) planned.push_back(p.batch);
-    return absl::InvalidArgumentError(absl::StrCat("MLP Forward: batch ", batch,
-                                                   " was not planned (planned: ", absl::StrJoin(planned, ", "),
-                                                   "); list it in MlpOptions::batch_sizes or pad"));
-  }
+  CEMB_ASSIGN_OR_RETURN(const Impl::BatchPlan* plan, m.plans.Get(batch, "MLP Forward (MlpOptions::batch_sizes)"));
   if (input == nullptr) return absl::InvalidArgumentError("MLP Forward: null input");
   m.last_batch = -1;
   dnnl_status_t st = m.SyncWeights();
@@ -717,6 +703,6 @@ absl::Status Mlp::LoadNpy(const std::string& dir, const std::string& prefix) {
   return absl::OkStatus();
 }
 
-std::vector<std::string> Mlp::ImplementationNames() const { return impl_->plans.front().impls; }
+std::vector<std::string> Mlp::ImplementationNames() const { return impl_->plans.plans().front().impls; }
 
 }  // namespace cemb::dlrm
