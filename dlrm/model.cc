@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string_view>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/timer.h"
 #include "dlrm/internal/aligned_buffer.h"
 #include "dlrm/loss.h"
 
@@ -23,25 +23,6 @@ constexpr char kBottomPrefix[] = "bot_l.";
 constexpr char kTopPrefix[] = "top_l.";
 constexpr char kCrossPrefix[] = "crossnet.";
 
-using Clock = std::chrono::steady_clock;
-
-// Adds the seconds since the last Lap() (or construction) to a phase.
-class Stopwatch {
- public:
-  explicit Stopwatch(PhaseTimes* times) : times_(times), last_(Clock::now()) {}
-  void Lap(Phase phase) {
-    const Clock::time_point now = Clock::now();
-    if (times_ != nullptr) (*times_)[phase] += std::chrono::duration<double>(now - last_).count();
-    last_ = now;
-  }
-  // Restarts the lap without adding it: a callee added its own phases.
-  void Skip() { last_ = Clock::now(); }
-  PhaseTimes* times() const { return times_; }
-
- private:
-  PhaseTimes* times_;
-  Clock::time_point last_;
-};
 
 std::vector<int64_t> Concat(int64_t first, const std::vector<int64_t>& rest) {
   std::vector<int64_t> sizes = {first};
@@ -183,7 +164,7 @@ struct Dlrm::Impl {
   }
 
   // The forward pass up to the logits (top MLP output).
-  absl::StatusOr<std::span<const float>> Forward(const BatchView& b, Stopwatch& watch) {
+  absl::StatusOr<std::span<const float>> Forward(const BatchView& b, PhaseTimes* times, LapSeconds& watch) {
     const int64_t n = b.size;
     StepPeers* peers = options.peers;
     if (peers == nullptr && embeddings->num_tables() != num_tables) {
@@ -196,7 +177,7 @@ struct Dlrm::Impl {
       // Every process takes part, whatever its local status: the tables'
       // owners pool for all of them, and the rows travel while the bottom
       // MLP runs.
-      CEMB_RETURN_IF_ERROR(peers->StartPooledRows(local, *embeddings, EmbOut(n), watch.times()));
+      CEMB_RETURN_IF_ERROR(peers->StartPooledRows(local, *embeddings, EmbOut(n), times));
       watch.Skip();
     }
     if (local.ok()) {
@@ -205,24 +186,24 @@ struct Dlrm::Impl {
                            : bottom->Forward(n, b.dense.data());
       if (out.ok()) bottom_out = *out;
       local = out.status();
-      watch.Lap(Phase::kBottomForward);
+      watch.Lap(PhaseSeconds(times, Phase::kBottomForward));
     }
     if (peers != nullptr) {
-      CEMB_RETURN_IF_ERROR(peers->FinishPooledRows(local, watch.times()));
+      CEMB_RETURN_IF_ERROR(peers->FinishPooledRows(local, times));
       watch.Skip();
     } else {
       CEMB_RETURN_IF_ERROR(local);
       CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, EmbOut(n)));
-      watch.Lap(Phase::kEmbeddingLookup);
+      watch.Lap(PhaseSeconds(times, Phase::kEmbeddingLookup));
     }
     CEMB_RETURN_IF_ERROR(interaction->Forward({bottom_out.data(), n, dim, dim}, EmbOut(n),
                                               Rows(top_in, n, interaction->output_width())));
-    watch.Lap(Phase::kInteraction);
+    watch.Lap(PhaseSeconds(times, Phase::kInteraction));
     const float* z = top_in.as<float>();
     if (cross) {
       CEMB_ASSIGN_OR_RETURN(std::span<const float> x_l, cross->Forward(n, z));
       z = x_l.data();
-      watch.Lap(Phase::kCrossNetwork);
+      watch.Lap(PhaseSeconds(times, Phase::kCrossNetwork));
     }
     return top->Forward(n, z);
   }
@@ -242,18 +223,18 @@ struct Dlrm::Impl {
 
   // TrainStep's backward from the logits' gradient to the MLPs' and the
   // embeddings' gradients (d_emb), on this process's samples.
-  absl::Status Backward(int64_t n, Stopwatch& watch) {
+  absl::Status Backward(int64_t n, PhaseTimes* times, LapSeconds& watch) {
     const int64_t w_top = interaction->output_width();
     CEMB_RETURN_IF_ERROR(top->Backward(n, d_logits.as<float>(), d_top_in.as<float>()));
-    watch.Lap(Phase::kTopBackward);
+    watch.Lap(PhaseSeconds(times, Phase::kTopBackward));
     if (cross) {
       CEMB_RETURN_IF_ERROR(cross->Backward(n, d_top_in.as<float>(), d_top_in.as<float>()));
-      watch.Lap(Phase::kCrossNetwork);
+      watch.Lap(PhaseSeconds(times, Phase::kCrossNetwork));
     }
     CEMB_RETURN_IF_ERROR(interaction->Backward({bottom_out.data(), n, dim, dim}, EmbOut(n),
                                                Rows(d_top_in, n, w_top), Rows(d_bottom, n, dim),
                                                EmbGrad(n)));
-    watch.Lap(Phase::kInteraction);
+    watch.Lap(PhaseSeconds(times, Phase::kInteraction));
     return absl::OkStatus();
   }
 };
@@ -343,7 +324,7 @@ absl::StatusOr<MlpTimings> Dlrm::TimeMlpPrecisions(const DlrmOptions& options) {
   std::vector<float> d_top_input = filled(n * top_in, 0.f);
   auto step = [&](Dense& d) -> absl::StatusOr<double> {
     Mlps& m = d.mlps;
-    const Clock::time_point t0 = Clock::now();
+    const SteadyClock::time_point t0 = SteadyClock::now();
     CEMB_RETURN_IF_ERROR(m.bottom.Forward(n, dense.data()).status());
     const float* z = top_input.data();
     if (d.cross) {
@@ -357,7 +338,7 @@ absl::StatusOr<MlpTimings> Dlrm::TimeMlpPrecisions(const DlrmOptions& options) {
     m.top.Update(0.f);
     if (d.cross) d.cross->Update(0.f);
     m.bottom.Update(0.f);
-    return 1e3 * std::chrono::duration<double>(Clock::now() - t0).count();
+    return 1e3 * SecondsSince(t0);
   };
   constexpr int kRounds = 3;
   std::vector<double> ms[2];
@@ -383,9 +364,9 @@ const CrossNetwork* Dlrm::cross_network() const { return impl_->cross ? &*impl_-
 
 absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTimes* times) {
   Impl& m = *impl_;
-  Stopwatch watch(times);
+  LapSeconds watch;
   const int64_t n = batch.size;
-  CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, m.Forward(batch, watch));
+  CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, m.Forward(batch, times, watch));
   absl::Status local = static_cast<int64_t>(batch.labels.size()) == n
                            ? absl::OkStatus()
                            : absl::InvalidArgumentError(absl::StrCat(batch.labels.size(), " labels for ", n, " samples"));
@@ -398,17 +379,17 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
                                              peers != nullptr ? peers->global_batch() : 0);
     loss = l.value_or(0);
     local = l.status();
-    watch.Lap(Phase::kTopForward);
+    watch.Lap(PhaseSeconds(times, Phase::kTopForward));
   }
-  if (local.ok()) local = m.Backward(n, watch);
+  if (local.ok()) local = m.Backward(n, times, watch);
   if (peers == nullptr) {
     CEMB_RETURN_IF_ERROR(local);
     CEMB_RETURN_IF_ERROR(m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr));
-    watch.Lap(Phase::kBottomBackward);
+    watch.Lap(PhaseSeconds(times, Phase::kBottomBackward));
     m.DenseStep(lr);
-    watch.Lap(Phase::kMlpUpdate);
+    watch.Lap(PhaseSeconds(times, Phase::kMlpUpdate));
     CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, m.EmbGrad(n), lr));
-    watch.Lap(Phase::kEmbeddingUpdate);
+    watch.Lap(PhaseSeconds(times, Phase::kEmbeddingUpdate));
     return loss;
   }
   // Several processes: the gradients travel to the tables' owners while the
@@ -419,7 +400,7 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
   watch.Skip();
   if (local.ok()) {
     local = m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr, [peers] { return peers->Progress(); });
-    watch.Lap(Phase::kBottomBackward);
+    watch.Lap(PhaseSeconds(times, Phase::kBottomBackward));
   }
   CEMB_RETURN_IF_ERROR(peers->SumGradients(m.top->gradients(), times));
   CEMB_RETURN_IF_ERROR(peers->SumGradients(m.bottom->gradients(), times));
@@ -428,7 +409,7 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
   watch.Skip();
   if (local.ok()) {
     m.DenseStep(lr);
-    watch.Lap(Phase::kMlpUpdate);
+    watch.Lap(PhaseSeconds(times, Phase::kMlpUpdate));
   }
   CEMB_RETURN_IF_ERROR(peers->FinishGradients(local, *m.embeddings, lr, times));
   watch.Skip();
@@ -436,13 +417,13 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
 }
 
 absl::Status Dlrm::Predict(const BatchView& batch, std::span<float> probabilities, PhaseTimes* times) {
-  Stopwatch watch(times);
-  CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, impl_->Forward(batch, watch));
+  LapSeconds watch;
+  CEMB_ASSIGN_OR_RETURN(std::span<const float> logits, impl_->Forward(batch, times, watch));
   if (probabilities.size() < logits.size()) {
     return absl::InvalidArgumentError(absl::StrCat(probabilities.size(), " probabilities for ", logits.size(), " samples"));
   }
   Sigmoid(logits, probabilities.first(logits.size()));
-  watch.Lap(Phase::kTopForward);
+  watch.Lap(PhaseSeconds(times, Phase::kTopForward));
   return absl::OkStatus();
 }
 

@@ -84,6 +84,11 @@ struct PhaseTimes {
   PhaseTimes& operator+=(const PhaseTimes& o);
 };
 
+// The seconds of `phase` in `times`, or null (nothing timed) without times:
+// what base/timer.h's ScopedSeconds and LapSeconds add to, the one way a
+// phase is timed.
+inline double* PhaseSeconds(PhaseTimes* times, Phase phase) { return times != nullptr ? &(*times)[phase] : nullptr; }
+
 class StepPeers;
 
 struct DlrmOptions {

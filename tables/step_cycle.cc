@@ -4,19 +4,13 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/timer.h"
 
 namespace cemb {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-}  // namespace
 
 StepCycle::StepCycle(EmbeddingLayer* layer, int prefetch_batches)
     : layer_(layer), prefetch_batches_(prefetch_batches) {
@@ -84,7 +78,7 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
           absl::StrCat("StepCycle: a batch ahead has bags of ", b.size(), " tables, the layer ", layer_->num_tables()));
     }
   }
-  const Clock::time_point t0 = Clock::now();
+  ScopedSeconds timer(wait_seconds);
   absl::Status status = Drain();
   if (status.ok() && layer_->has_ssd_tables() && next_ <= id) {
     // Not prefetched (the first step, P = 0, or after a jump): now, here.
@@ -93,7 +87,6 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
   }
   absl::StatusOr<double> waited = status.ok() ? layer_->BeginStep(id) : absl::StatusOr<double>(status);
   if (waited.ok()) HandOut(id + 1, ahead.first(std::min(ahead.size(), static_cast<size_t>(prefetch_batches_))));
-  if (wait_seconds != nullptr) *wait_seconds += Since(t0);
   return waited.status();
 }
 
@@ -127,10 +120,8 @@ void StepCycle::HandOut(int64_t first, std::span<const std::span<const Bags<int3
 }
 
 absl::Status StepCycle::End(int64_t id, double* flush_seconds) {
-  const Clock::time_point t0 = Clock::now();
-  absl::StatusOr<int> flushed = layer_->EndStep(id);
-  if (flush_seconds != nullptr) *flush_seconds += Since(t0);
-  return flushed.status();
+  ScopedSeconds timer(flush_seconds);
+  return layer_->EndStep(id).status();
 }
 
 }  // namespace cemb

@@ -1,35 +1,14 @@
 #include "train/sharded_step.h"
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/timer.h"
 
 namespace cemb::dlrm {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// Adds the seconds of its lifetime to `phase` (nothing without times).
-class PhaseTimer {
- public:
-  PhaseTimer(PhaseTimes* times, Phase phase) : times_(times), phase_(phase), start_(Clock::now()) {}
-  ~PhaseTimer() {
-    if (times_ != nullptr) (*times_)[phase_] += std::chrono::duration<double>(Clock::now() - start_).count();
-  }
-  PhaseTimer(const PhaseTimer&) = delete;
-  PhaseTimer& operator=(const PhaseTimer&) = delete;
-
- private:
-  PhaseTimes* times_;
-  Phase phase_;
-  Clock::time_point start_;
-};
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const distributed::Comm& comm, const distributed::ShardPlan& plan,
                                                                   int64_t dim, int64_t max_local_batch, int slots) {
@@ -58,7 +37,7 @@ absl::Status ShardedStep::ExchangeIndices(int slot, std::span<const Bags<int32_t
 }
 
 absl::Status ShardedStep::StartIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
-  PhaseTimer timer(times, Phase::kAllToAll);
+  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
   if (pending_ >= 0) return OrAbort(absl::FailedPreconditionError("ShardedStep: StartIndices with indices in flight"));
   absl::Status s = slots_[slot]->StartIndices(bags);
   // Malformed bags on some rank are agreed on (every rank returns them); an
@@ -70,7 +49,7 @@ absl::Status ShardedStep::StartIndices(int slot, std::span<const Bags<int32_t>> 
 }
 
 absl::Status ShardedStep::FinishIndices(PhaseTimes* times) {
-  PhaseTimer timer(times, Phase::kAllToAll);
+  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
   if (pending_ < 0) return absl::OkStatus();
   const int slot = std::exchange(pending_, -1);
   return OrAbort(slots_[slot]->WaitIndices());
@@ -80,16 +59,16 @@ absl::Status ShardedStep::StartPooledRows(const absl::Status& local, EmbeddingLa
                                           PhaseTimes* times) {
   absl::Status mine = local;
   if (mine.ok() && layer.num_tables() > 0) {
-    PhaseTimer timer(times, Phase::kEmbeddingLookup);
+    ScopedSeconds timer(PhaseSeconds(times, Phase::kEmbeddingLookup));
     mine = layer.Lookup(current_->owned_bags(), current_->owned_output());
   }
-  PhaseTimer timer(times, Phase::kAllToAll);
+  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
   CEMB_RETURN_IF_ERROR(comm_.AgreeOnStatus(mine));
   return OrAbort(current_->StartPooled(emb));
 }
 
 absl::Status ShardedStep::FinishPooledRows(const absl::Status& local, PhaseTimes* times) {
-  PhaseTimer timer(times, Phase::kAllToAll);
+  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
   CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitPooled()));
   return comm_.AgreeOnStatus(local);
 }
@@ -100,12 +79,12 @@ absl::Status ShardedStep::Progress() {
 }
 
 absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, PhaseTimes* times) {
-  PhaseTimer timer(times, Phase::kAllToAll);
+  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
   return OrAbort(current_->StartGradients(d_emb));
 }
 
 absl::Status ShardedStep::SumGradients(std::span<float> data, PhaseTimes* times) {
-  PhaseTimer timer(times, Phase::kAllreduce);
+  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllreduce));
   // Let the gradients' exchange move while this rank waits in the allreduce
   // (Open MPI has no progress thread).
   CEMB_RETURN_IF_ERROR(Progress());
@@ -113,22 +92,22 @@ absl::Status ShardedStep::SumGradients(std::span<float> data, PhaseTimes* times)
 }
 
 absl::Status ShardedStep::SumLoss(double* loss, PhaseTimes* times) {
-  PhaseTimer timer(times, Phase::kAllreduce);
+  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllreduce));
   return OrAbort(comm_.AllreduceSum(std::span<double>(loss, 1)));
 }
 
 absl::Status ShardedStep::FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
                                           PhaseTimes* times) {
   {
-    PhaseTimer timer(times, Phase::kAllToAll);
+    ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
     CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitGradients()));
   }
   absl::Status mine = local;
   if (mine.ok() && layer.num_tables() > 0) {
-    PhaseTimer timer(times, Phase::kEmbeddingUpdate);
+    ScopedSeconds timer(PhaseSeconds(times, Phase::kEmbeddingUpdate));
     mine = layer.Update(current_->owned_bags(), current_->owned_grad(), lr);
   }
-  PhaseTimer timer(times, Phase::kAllToAll);
+  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
   return comm_.AgreeOnStatus(mine);
 }
 

@@ -1,18 +1,12 @@
 #include "train/stepper.h"
 
 #include <algorithm>
-#include <chrono>
 #include <utility>
 
 #include "base/status_macros.h"
+#include "base/timer.h"
 
 namespace cemb::dlrm {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-}  // namespace
 
 Stepper::Stepper(Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
                  int prefetch_batches)
@@ -38,29 +32,30 @@ void Stepper::View(const data::Batch& batch) {
 
 absl::StatusOr<const StepBatch*> Stepper::BeginTrain(data::Loader& loader, int64_t step, int64_t total_steps,
                                                      PhaseTimes* times) {
-  const Clock::time_point t0 = Clock::now();
-  const data::Batch* batch = loader.Next();
-  if (batch == nullptr) return absl::InternalError("the training loader ended early");  // endless: cannot happen
-  View(*batch);
-  // The next batches, up to the run's last step, for the ssd tables'
-  // prefetch. Several ranks: whether or not this rank has ssd tables, as
-  // every rank must exchange the same batches.
   std::span<const data::Batch* const> peeked;
-  if ((train_cycle_.prefetches() || distributed()) && !peeked_.empty()) {
-    const auto left = static_cast<size_t>(std::max<int64_t>(0, total_steps - step - 1));
-    peeked = loader.Peek(std::min(peeked_.size(), left));
+  {
+    ScopedSeconds timer(PhaseSeconds(times, Phase::kData));
+    const data::Batch* batch = loader.Next();
+    if (batch == nullptr) return absl::InternalError("the training loader ended early");  // endless: cannot happen
+    View(*batch);
+    // The next batches, up to the run's last step, for the ssd tables'
+    // prefetch. Several ranks: whether or not this rank has ssd tables, as
+    // every rank must exchange the same batches.
+    if ((train_cycle_.prefetches() || distributed()) && !peeked_.empty()) {
+      const auto left = static_cast<size_t>(std::max<int64_t>(0, total_steps - step - 1));
+      peeked = loader.Peek(std::min(peeked_.size(), left));
+    }
   }
-  (*times)[Phase::kData] += Since(t0);
   CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, TrainBags(step, peeked, times));
   const size_t ahead = std::min(peeked.size(), ahead_.size());
   CEMB_RETURN_IF_ERROR(
-      Agree(train_cycle_.Begin(step, bags, std::span(ahead_.data(), ahead), &(*times)[Phase::kSsdWait])));
+      Agree(train_cycle_.Begin(step, bags, std::span(ahead_.data(), ahead), PhaseSeconds(times, Phase::kSsdWait))));
   return &current_;
 }
 
 absl::Status Stepper::EndTrain(int64_t step, PhaseTimes* times) {
   if (distributed()) CEMB_RETURN_IF_ERROR(sharded_->FinishIndices(times));
-  return Agree(train_cycle_.End(step, &(*times)[Phase::kCacheFlush]));
+  return Agree(train_cycle_.End(step, PhaseSeconds(times, Phase::kCacheFlush)));
 }
 
 absl::StatusOr<std::span<const Bags<int32_t>>> Stepper::TrainBags(int64_t step,
@@ -110,12 +105,12 @@ absl::StatusOr<const StepBatch*> Stepper::BeginEval(const data::Batch& batch, Ph
     bags = sharded_->owned_bags(EvalSlot());
   }
   eval_id_ = next_eval_id_++;
-  CEMB_RETURN_IF_ERROR(Agree(eval_cycle_.Begin(eval_id_, bags, {}, &(*times)[Phase::kSsdWait])));
+  CEMB_RETURN_IF_ERROR(Agree(eval_cycle_.Begin(eval_id_, bags, {}, PhaseSeconds(times, Phase::kSsdWait))));
   return &current_;
 }
 
 absl::Status Stepper::EndEval(PhaseTimes* times) {
-  return Agree(eval_cycle_.End(eval_id_, &(*times)[Phase::kCacheFlush]));
+  return Agree(eval_cycle_.End(eval_id_, PhaseSeconds(times, Phase::kCacheFlush)));
 }
 
 absl::Status Stepper::Drain() { return Agree(train_cycle_.Drain()); }

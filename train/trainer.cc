@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +23,7 @@
 #include "base/file.h"
 #include "base/random.h"
 #include "base/status_macros.h"
+#include "base/timer.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/prepare.h"
@@ -39,9 +39,6 @@ namespace cemb::dlrm {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // model.dram_budget is split by the traffic of this many first batches.
 constexpr uint64_t kTrafficSampleBatches = 64;
@@ -409,9 +406,11 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
   std::vector<float> all_probs, all_labels;  // several processes: every rank's, gathered
   int64_t batches = 0;
   while (config.train.eval_batches == 0 || batches < config.train.eval_batches) {
-    const auto t0 = Clock::now();
-    const data::Batch* b = eval_loader->Next();  // every rank's loader ends at the same batch
-    (*times)[Phase::kData] += Seconds(t0, Clock::now());
+    const data::Batch* b = nullptr;
+    {
+      ScopedSeconds timer(PhaseSeconds(times, Phase::kData));
+      b = eval_loader->Next();  // every rank's loader ends at the same batch
+    }
     if (!b) break;
     std::span<float> probs(probabilities.data(), b->size());
     CEMB_ASSIGN_OR_RETURN(const StepBatch* batch, steps->BeginEval(*b, times));
@@ -430,7 +429,7 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
 }
 
 absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* path) {
-  const auto start = Clock::now();
+  const auto start = SteadyClock::now();
   CEMB_RETURN_IF_ERROR(steps->Drain());
   CheckpointState s;
   s.step = step;
@@ -462,7 +461,7 @@ absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* pat
                  },
                  static_cast<int>(config.train.keep_checkpoints)));
   last_checkpoint_step = step;
-  const double secs = Seconds(start, Clock::now());
+  const double secs = SecondsSince(start);
   *seconds += secs;
   report.Print("checkpoint: %s (%.1f s)\n", *path, secs);
   return absl::OkStatus();
@@ -541,7 +540,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.first_step = m.step;
   summary.losses.reserve(static_cast<size_t>(std::max<int64_t>(0, m.total_steps - m.step)));
   const double train_n = static_cast<double>(m.datasets.train->num_samples());
-  const auto run_start = Clock::now();
+  const auto run_start = SteadyClock::now();
   double step_wall = 0;
   int64_t samples_done = 0;
   // The progress bar's running loss: the mean of the last kWindow steps.
@@ -551,9 +550,9 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   int64_t window_n = 0;
 
   auto eval_record = [&](float lr) -> absl::Status {
-    const auto e0 = Clock::now();
+    const auto e0 = SteadyClock::now();
     CEMB_ASSIGN_OR_RETURN(MetricsResult r, m.Evaluate(&summary.eval_times));
-    summary.eval_seconds += Seconds(e0, Clock::now());
+    summary.eval_seconds += SecondsSince(e0);
     EvalRecord rec;
     rec.step = m.step;
     rec.samples = static_cast<int64_t>(m.loader->samples_before(static_cast<uint64_t>(m.step)));
@@ -561,7 +560,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     rec.lr = lr;
     rec.train_loss = m.interval_steps > 0 ? m.interval_loss_sum / static_cast<double>(m.interval_steps) : NAN;
     rec.metrics = r;
-    rec.elapsed_seconds = Seconds(run_start, Clock::now());
+    rec.elapsed_seconds = SecondsSince(run_start);
     m.interval_loss_sum = 0, m.interval_steps = 0;
     summary.evals.push_back(rec);
     const double sps = step_wall > 0 ? static_cast<double>(samples_done) / step_wall : 0;
@@ -571,14 +570,13 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
 
   float lr = 0;
   while (m.step < m.total_steps) {
-    const auto t0 = Clock::now();
+    const auto t0 = SteadyClock::now();
     CEMB_ASSIGN_OR_RETURN(const StepBatch* batch, m.steps->BeginTrain(*m.loader, m.step, m.total_steps,
                                                                      &summary.train_times));
     lr = m.config.optimizer.LearningRate(m.step);
     CEMB_ASSIGN_OR_RETURN(const double loss, m.model->TrainStep(batch->view, lr, &summary.train_times));
     CEMB_RETURN_IF_ERROR(m.steps->EndTrain(m.step, &summary.train_times));
-    const auto t3 = Clock::now();
-    const double step_seconds = Seconds(t0, t3);
+    const double step_seconds = SecondsSince(t0);
     step_wall += step_seconds;
     if (step_seconds > summary.slowest_step_seconds) {
       summary.slowest_step_seconds = step_seconds;
@@ -629,7 +627,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.tables = m.model->embeddings().Report();
   if (m.distributed()) CEMB_RETURN_IF_ERROR(m.GatherTableReports(&summary.tables));
   if (!t.export_dir.empty()) {
-    const auto e0 = Clock::now();
+    const auto e0 = SteadyClock::now();
     // Several processes: rank 0 writes the MLPs and its tables, every other
     // rank its tables.
     absl::Status s = m.rank() == 0 ? m.model->ExportNpy(t.export_dir) : absl::OkStatus();
@@ -641,7 +639,7 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
     }
     if (!s.ok()) s = absl::Status(s.code(), absl::StrCat("export to ", t.export_dir, " (train.export_dir): ", s.message()));
     CEMB_RETURN_IF_ERROR(m.Agree(s));
-    summary.export_seconds = Seconds(e0, Clock::now());
+    summary.export_seconds = SecondsSince(e0);
     m.report.Print("export: the trained model as .npy files in %s (%.1f s)\n", t.export_dir, summary.export_seconds);
   }
 
