@@ -7,6 +7,8 @@
 //   3 dynamic  ... with the admission filter (admit on the second miss)
 //   4 clock    CachedTable, policy kDynamic, CacheEviction::kClock (evicts concurrently), 5% + 1%:
 //              the evictor runs during the tests
+//   5 ssd      SsdTable, rows in a log file in $TMPDIR, a DRAM pool of a quarter of them: the
+//              tests reach every other row through its synchronous miss path
 #include <unistd.h>
 
 #include <cstdlib>
@@ -37,6 +39,24 @@ struct testing::TableFactory<SimpleTable<T, D>> {
 namespace testing {
 using Tables = ::testing::Types<SimpleTable<float, 16>, SimpleTable<float, kDynamic>, SimpleTable<bfloat16, 64>>;
 INSTANTIATE_TYPED_TEST_SUITE_P(SimplePolicy, TableContract, Tables);
+}  // namespace testing
+#elif CEMB_CONTRACT_POLICY == 5
+template <typename T, int64_t D>
+struct testing::TableFactory<SsdTable<T, D>> {
+  static std::unique_ptr<SsdTable<T, D>> Make(int64_t nvectors, int64_t d, const std::string& name) {
+    const char* dir = std::getenv("TMPDIR");
+    StorageConfig config{.kind = StorageKind::kSsd};
+    config.ssd.file.directory = dir != nullptr ? dir : "/tmp";
+    config.ssd.capacity_bytes = nvectors / 4 * SlotBytes(d * static_cast<int64_t>(sizeof(T)));
+    auto t = MakeStoredTable<T, D>({.name = name, .nvectors = nvectors, .featuresize = d}, config);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return std::make_unique<SsdTable<T, D>>(std::get<2>(*std::move(t)));
+  }
+};
+namespace testing {
+using Tables = ::testing::Types<SsdTable<float, 16>, SsdTable<float, 128>, SsdTable<float, kDynamic>,
+                                SsdTable<bfloat16, 64>, SsdTable<bfloat16, kDynamic>>;
+INSTANTIATE_TYPED_TEST_SUITE_P(SsdStorage, TableContract, Tables);
 }  // namespace testing
 #else
 template <typename T, int64_t D>
