@@ -6,8 +6,8 @@
 //
 // Instantiated by tests/embedding/simple_table_test.cc (SimpleTable) and by
 // tests/tables/contract_test.cc (MakeStoredTable's simple table on a PMem
-// file and its cached tables: static, dynamic, dynamic with admission, and
-// CLOCK eviction; one test binary each).
+// file, its cached tables: static, dynamic, dynamic with admission, and
+// CLOCK eviction, and its ssd table; one test binary each).
 //
 // To run it on a table type, specialise TableFactory and instantiate:
 //   template <> struct cemb::testing::TableFactory<MyTable> {
