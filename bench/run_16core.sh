@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# The sitting on a machine with more cores, as one command: every comparison
+# still owed there, from binaries built here and carried there with every
+# library they load (that machine has neither our Debian packages nor a
+# network). Two steps:
+#
+#   bash bench/run_16core.sh pack [DIR]      here: builds (Release), fills DIR (build-16core: the
+#                                            build/ ignore pattern) and packs it as DIR.tar.gz
+#                                            (about 35 MiB, under what a device run carries)
+#   tar -xzf DIR.tar.gz && bash DIR/run_16core.sh run OUT
+#                                            there: the comparisons, each under a time limit
+#                                            (10 minutes in all on 16 cores); OUT/results.json
+#                                            and OUT/results.md, the logs beside them
+#
+# With the device tool: pack, then run(command="tar -xzf build-16core.tar.gz &&
+# bash build-16core/run_16core.sh run $OUT/16core", carry=["build-16core.tar.gz"]).
+#
+# DIR holds the programs, run through the C library and loader they were
+# built with (DIR/lib/ld-linux-x86-64.so.2 --library-path DIR/lib), so the
+# other machine's own C library does not matter; Open MPI's runtime (mpirun,
+# its components and help files, relocated with OPAL_PREFIX); the Python
+# module (for Python 3.11) and the PyTorch peers' scripts; the configs.
+#
+# The comparisons, each skipped with its reason in the results when what it
+# needs is missing (PyTorch is the other machine's own python3's):
+#   train   dlrm-train's step against the PyTorch DLRM's (bench/reference/dlrm_reference.py),
+#           the Kaggle model, batch 2048, all cores; fp32, and bf16 where oneDNN has a bf16 matmul
+#   tables  the tables' step from PyTorch: cemb.torch.EmbeddingBagCollection against
+#           nn.EmbeddingBag(sparse=True) + SGD (bench/python_tables_bench.py), 8 tables, Zipf rows
+#   serve   serve_bench: lookups/s and p99 at 1, 2, 4, 8, 16 threads
+#   mpi     dlrm-train under mpirun, 1 x 16, 2 x 8 and 4 x 4 (ranks x threads): samples/s
+#   ssd     dlrm-train with every table on ssd against all in DRAM (bench-ssd's tables, fewer
+#           rows), and the drive's own random-read rate (ssd_bench --limit_only)
+#
+# Environment (run): THREADS (all cores), PYTHON (python3), QUICK (1: tiny
+# shapes and a few seconds each, to check the script on a small machine),
+# ONLY (a list of comparisons to run), SSD_DIR (OUT/ssd: on the drive to test).
+set -euo pipefail
+shopt -s extglob
+
+pack() {
+  local dir root progs lib p
+  dir=$(realpath -m "$1")
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  cd "$root"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build --target dlrm-train serve_bench ssd_bench cemb_python >/dev/null
+  rm -rf "$dir" && mkdir -p "$dir"/{bin,real,lib,configs,bench/reference,examples/python,python}
+  progs=(build/apps/dlrm-train build/bench/serve_bench build/bench/ssd_bench /usr/bin/orterun)
+  cp -L "${progs[@]}" "$dir/real/"
+  cp -r build/python/cemb "$dir/python/"
+  cp configs/*.yaml "$dir/configs/"
+  cp bench/reference/dlrm_reference.py "$dir/bench/reference/"
+  cp bench/python_tables_bench.py "$dir/bench/"
+  cp examples/python/train_dlrm.py "$dir/examples/python/"
+  cp bench/run_16core.sh "$dir/"
+  # Open MPI's runtime where OPAL_PREFIX=DIR/usr finds it, and PMIx's.
+  mkdir -p "$dir/usr/lib/x86_64-linux-gnu" "$dir/usr/share"
+  cp -rL /usr/lib/x86_64-linux-gnu/openmpi "$dir/usr/lib/x86_64-linux-gnu/"
+  [[ -d /usr/lib/x86_64-linux-gnu/pmix2 ]] && cp -rL /usr/lib/x86_64-linux-gnu/pmix2 "$dir/usr/lib/x86_64-linux-gnu/"
+  cp -rL /usr/share/openmpi "$dir/usr/share/"
+  [[ -d /usr/share/pmix ]] && cp -rL /usr/share/pmix "$dir/usr/share/"
+  # Every library the programs, the module and Open MPI's components load.
+  {
+    for p in "$dir"/real/* "$dir"/python/cemb/*.so $(find "$dir/usr" -name '*.so*' -type f); do
+      ldd "$p" 2>/dev/null | awk '/=> \// { print $3 } /^\s*\/lib.*ld-linux/ { print $1 }'
+    done
+  } | sort -u | while read -r lib; do
+    # Open MPI's and PMIx's own libraries are already under DIR/usr.
+    [[ $(realpath "$lib") == /usr/lib/x86_64-linux-gnu/@(openmpi|pmix2)/* ]] || cp -L "$lib" "$dir/lib/"
+  done
+  cp -L /lib64/ld-linux-x86-64.so.2 "$dir/lib/"
+  for p in "$dir"/real/*; do  # each program through the carried loader
+    cat >"$dir/bin/${p##*/}" <<'EOF'
+#!/usr/bin/env bash
+here=$(cd "$(dirname "$0")/.." && pwd)
+mpi=$here/usr/lib/x86_64-linux-gnu
+exec "$here/lib/ld-linux-x86-64.so.2" --library-path "$here/lib:$mpi/openmpi/lib:$mpi/pmix2/lib" \
+  "$here/real/$(basename "$0")" "$@"
+EOF
+    chmod +x "$dir/bin/${p##*/}"
+  done
+  tar -C "$(dirname "$dir")" -czf "$dir.tar.gz" "$(basename "$dir")"
+  echo "run_16core.sh: $(du -sh "$dir" | cut -f1) in $dir, $(du -h "$dir.tar.gz" | cut -f1) as $dir.tar.gz;" \
+    "there: tar -xzf $(basename "$dir").tar.gz && bash $(basename "$dir")/run_16core.sh run OUT"
+}
+
+run() {
+  local here out threads python quick only
+  here=$(cd "$(dirname "$0")" && pwd)
+  out=$(realpath -m "$1")
+  mkdir -p "$out"
+  threads=${THREADS:-$(nproc)}
+  python=${PYTHON:-python3}
+  quick=${QUICK:-0}
+  only=${ONLY:-train tables serve mpi ssd}
+  # Open MPI from DIR/usr; one machine, so no ssh: the isolated launcher.
+  export OPAL_PREFIX=$here/usr PMIX_INSTALL_PREFIX=$here/usr/lib/x86_64-linux-gnu/pmix2 OMPI_MCA_plm=isolated
+  export PATH=$here/bin:$PATH PYTHONPATH=$here/python
+  local results=$out/results.tsv  # comparison, case, key, value: results.json is made from it
+  : >"$results"
+  record() { printf '%s\t%s\t%s\t%s\n' "$@" >>"$results"; }
+  skip() { record "$1" - skipped "$2"; echo "  skipped: $2"; }
+  limit() { timeout --kill-after=10 "$@"; }  # SECONDS COMMAND...
+  has() { [[ " $only " == *" $1 "* ]]; }
+  torch_ok=0
+  "$python" -c 'import torch' 2>/dev/null && torch_ok=1
+  echo "== $(date -u '+%F %H:%M') UTC, $(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores," \
+    "AMX $(grep -qw amx_tile /proc/cpuinfo && echo yes || echo no), $(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GiB;" \
+    "threads $threads; python: $(command -v "$python" >/dev/null && "$python" --version 2>&1 || echo none), torch: $( ((torch_ok)) &&
+      "$python" -c 'import torch; print(torch.__version__)' || echo none)" | tee "$out/machine.txt"
+  local samples=$((40 * 2048)) steps=30 rows=4000000 serve_s=5 mpi_steps=60
+  ((quick)) && samples=$((12 * 2048)) steps=4 rows=65536 serve_s=1 mpi_steps=4
+
+  # dlrm-train's ms/step from its summary record.
+  cemb_ms() {  # LOG: "ms/step samples/s" of its summary record (no Python needed)
+    grep '"type":"summary"' "$1" | tail -n 1 | awk '{
+      n = split("train_seconds steps first_step samples_per_s", k, " ")
+      for (i = 1; i <= n; ++i) { v[k[i]] = 0; if (match($0, "\"" k[i] "\":[0-9.e+-]+")) v[k[i]] = substr($0, RSTART + length(k[i]) + 3, RLENGTH - length(k[i]) - 3) }
+      printf "%.2f %.0f\n", 1e3 * v["train_seconds"] / (v["steps"] - v["first_step"]), v["samples_per_s"] }'
+  }
+  local common=(--set "data.samples=$samples" --set data.validation_fraction=0.05 --set train.eval_every=0
+    --set "data.work_dir=$out/data")
+
+  if has train; then
+    echo "== train: dlrm-train against the PyTorch DLRM, Kaggle model, batch 2048, $threads threads"
+    for p in fp32 bf16; do
+      if limit 240 dlrm-train --config "$here/configs/bench-kaggle.yaml" "${common[@]}" --set "train.steps=$steps" \
+        --set model.mlp_precision=$p --set "train.threads=$threads" --set "train.log_jsonl=$out/train-$p.jsonl" \
+        >"$out/train-$p.txt" 2>&1; then
+        read -r ms sps <<<"$(cemb_ms "$out/train-$p.jsonl")"
+        record train "cemb $p" ms_per_step "$ms"
+        echo "  cemb $p: $ms ms/step"
+      else
+        skip train "cemb $p: $(tail -n 1 "$out/train-$p.txt")"
+      fi
+    done
+    if ((torch_ok)); then
+      if limit 240 "$python" "$here/bench/reference/dlrm_reference.py" --model kaggle --threads "$threads" \
+        --steps "$steps" --warmup 2 >"$out/train-torch.txt" 2>&1; then
+        ms=$(sed -n 's/.*: \([0-9.]*\) ms\/step.*/\1/p' "$out/train-torch.txt" | tail -n 1)
+        record train "torch fp32" ms_per_step "$ms"
+        # The peer at its best: its BLAS (the reference prints it; "None" is
+        # a reference BLAS, far slower: not a peer to quote).
+        record train "torch fp32" peer "$(tail -n 1 "$out/train-torch.txt")"
+        echo "  torch fp32: $ms ms/step ($(tail -n 1 "$out/train-torch.txt"))"
+      else
+        skip train "torch: $(tail -n 1 "$out/train-torch.txt")"
+      fi
+    else
+      skip train "no torch in $python"
+    fi
+  fi
+
+  if has tables; then
+    echo "== tables: the tables' step from PyTorch, cemb against nn.EmbeddingBag"
+    if ((torch_ok)) && "$python" -c 'import cemb.torch' 2>"$out/tables-import.txt"; then
+      local data
+      limit 120 dlrm-train --config "$here/configs/bench-ssd.yaml" "${common[@]}" --set "model.tables.rows=$rows" \
+        --set train.steps=1 >"$out/tables-prepare.txt" 2>&1 || true
+      data=$(ls "$out"/data/*/train.bin 2>/dev/null | head -n 1 || true)
+      for impl in cemb torch; do
+        if [[ -n $data ]] && limit 180 "$python" "$here/bench/python_tables_bench.py" --data "$data" --impl $impl \
+          --steps "$steps" --threads "$threads" >"$out/tables-$impl.txt" 2>&1; then
+          ms=$(sed -n 's/.*ms\/step \([0-9.]*\).*/\1/p' "$out/tables-$impl.txt" | tail -n 1)
+          record tables "$impl" ms_per_step "$ms"
+          echo "  $impl: $ms ms/step"
+        else
+          skip tables "$impl: $(tail -n 1 "$out/tables-$impl.txt" 2>/dev/null || echo 'no prepared data')"
+        fi
+      done
+    else
+      skip tables "the Python module or torch does not import in $python: $(tail -n 1 "$out/tables-import.txt" 2>/dev/null)"
+    fi
+  fi
+
+  if has serve; then
+    echo "== serve: serve_bench, 1 to $threads threads"
+    local list=1 t
+    for t in 2 4 8 16 32 64; do ((t <= threads)) && list+=",$t"; done
+    if limit 240 serve_bench --threads "$list" --seconds "$serve_s" >"$out/serve.txt" 2>&1; then
+      # The table's rows: | storage | threads | lookups/s | ... | p99 us | ...
+      awk -F'|' '$3 ~ /^ *[0-9]+ *$/ { gsub(/ /, ""); print $2 " " $3 " " $4 " " $8 }' "$out/serve.txt" |
+        while read -r storage t lookups p99; do
+          record serve "$storage, $t threads" lookups_per_s "$lookups"
+          record serve "$storage, $t threads" p99_us "$p99"
+        done
+      grep '^|' "$out/serve.txt"
+    else
+      skip serve "$(tail -n 1 "$out/serve.txt")"
+    fi
+  fi
+
+  if has mpi; then
+    echo "== mpi: dlrm-train under mpirun, ranks x threads"
+    local ranks
+    for ranks in 1 2 4; do
+      t=$((threads / ranks))
+      ((t >= 1)) || continue
+      if limit 180 orterun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks" \
+        "$here/bin/dlrm-train" --config "$here/configs/bench-kaggle.yaml" "${common[@]}" --set "train.steps=$mpi_steps" \
+        --set "train.threads=$t" --set "train.log_jsonl=$out/mpi-$ranks.jsonl" >"$out/mpi-$ranks.txt" 2>&1; then
+        read -r ms sps <<<"$(cemb_ms "$out/mpi-$ranks.jsonl")"
+        record mpi "${ranks}x$t" samples_per_s "$sps"
+        echo "  $ranks x $t: $sps samples/s ($ms ms/step)"
+      else
+        skip mpi "${ranks}x$t: $(tail -n 2 "$out/mpi-$ranks.txt" | tr '\n' ' ')"
+      fi
+    done
+  fi
+
+  if has ssd; then
+    echo "== ssd: every table on ssd against all in DRAM, bench-ssd at $rows rows a table"
+    local dir=${SSD_DIR:-$out/ssd}
+    mkdir -p "$dir"
+    if limit 120 ssd_bench --limit_only 1 --dir "$dir" --rows $((quick ? 262144 : 16777216)) >"$out/ssd-drive.txt" 2>&1; then
+      record ssd drive reads_per_s "$(sed -n 's/^limit: \([0-9]*\) random.*/\1/p' "$out/ssd-drive.txt")"
+    else
+      skip ssd "the drive: $(tail -n 1 "$out/ssd-drive.txt")"
+    fi
+    for kind in dram ssd; do
+      local extra=()
+      [[ $kind == ssd ]] && extra=(--set model.storage.kind=ssd --set "model.storage.slow_tier=$dir"
+        --set "model.dram_budget=$((quick ? 64 : 1024))MiB")
+      if limit 240 dlrm-train --config "$here/configs/bench-ssd.yaml" "${common[@]}" --set "model.tables.rows=$rows" \
+        --set "train.steps=$steps" --set "train.threads=$threads" --set "train.log_jsonl=$out/ssd-$kind.jsonl" \
+        "${extra[@]}" >"$out/ssd-$kind.txt" 2>&1; then
+        read -r ms sps <<<"$(cemb_ms "$out/ssd-$kind.jsonl")"
+        record ssd "$kind" samples_per_s "$sps"
+        echo "  $kind: $sps samples/s ($ms ms/step)"
+      else
+        skip ssd "$kind: $(tail -n 1 "$out/ssd-$kind.txt")"
+      fi
+    done
+    rm -rf "$dir"
+  fi
+  rm -rf "$out/data"
+
+  # One JSON file and one table (awk: the other machine may have no Python).
+  awk -F'\t' -v machine="$(cat "$out/machine.txt")" '
+    function q(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return "\"" s "\"" }
+    BEGIN { printf "{\"machine\": %s, \"results\": [", q(machine) }
+    { printf "%s\n {\"comparison\": %s, \"case\": %s, \"key\": %s, \"value\": %s}", (NR > 1 ? "," : ""), q($1), q($2), q($3), q($4) }
+    END { print "\n]}" }' "$results" >"$out/results.json"
+  { echo "$(cat "$out/machine.txt")"; echo; echo "| comparison | case | what | value |"; echo "|---|---|---|---|"
+    awk -F'\t' '{ gsub(/\|/, "/"); print "| " $1 " | " $2 " | " $3 " | " $4 " |" }' "$results"; } >"$out/results.md"
+  echo "== results: $out/results.json, $out/results.md"
+  cat "$out/results.md"
+}
+
+case ${1:-} in
+  pack) pack "${2:-build-16core}" ;;
+  run) run "${2:?run OUT}" ;;
+  *) sed -n '2,30p' "$0"; exit 2 ;;
+esac
