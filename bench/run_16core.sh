@@ -119,21 +119,28 @@ run() {
       for (i = 1; i <= n; ++i) { v[k[i]] = 0; if (match($0, "\"" k[i] "\":[0-9.e+-]+")) v[k[i]] = substr($0, RSTART + length(k[i]) + 3, RLENGTH - length(k[i]) - 3) }
       printf "%.2f %.0f\n", 1e3 * v["train_seconds"] / (v["steps"] - v["first_step"]), v["samples_per_s"] }'
   }
+  # Runs a dlrm-train command (its output in OUT/NAME.txt, its records in
+  # OUT/NAME.jsonl) and records the case's ms/step and samples/s, or why it failed.
+  cemb_case() {  # COMPARISON CASE NAME COMMAND...
+    local comparison=$1 case=$2 name=$3 ms sps
+    shift 3
+    if limit 240 "$@" --set "train.log_jsonl=$out/$name.jsonl" >"$out/$name.txt" 2>&1; then
+      read -r ms sps <<<"$(cemb_ms "$out/$name.jsonl")"
+      record "$comparison" "$case" ms_per_step "$ms"
+      record "$comparison" "$case" samples_per_s "$sps"
+      echo "  $case: $ms ms/step, $sps samples/s"
+    else
+      skip "$comparison" "$case: $(tail -n 2 "$out/$name.txt" | tr '\n' ' ')"
+    fi
+  }
   local common=(--set "data.samples=$samples" --set data.validation_fraction=0.05 --set train.eval_every=0
     --set "data.work_dir=$out/data")
 
   if has train; then
     echo "== train: dlrm-train against the PyTorch DLRM, Kaggle model, batch 2048, $threads threads"
     for p in fp32 bf16; do
-      if limit 240 dlrm-train --config "$here/configs/bench-kaggle.yaml" "${common[@]}" --set "train.steps=$steps" \
-        --set model.mlp_precision=$p --set "train.threads=$threads" --set "train.log_jsonl=$out/train-$p.jsonl" \
-        >"$out/train-$p.txt" 2>&1; then
-        read -r ms sps <<<"$(cemb_ms "$out/train-$p.jsonl")"
-        record train "cemb $p" ms_per_step "$ms"
-        echo "  cemb $p: $ms ms/step"
-      else
-        skip train "cemb $p: $(tail -n 1 "$out/train-$p.txt")"
-      fi
+      cemb_case train "cemb $p" "train-$p" dlrm-train --config "$here/configs/bench-kaggle.yaml" "${common[@]}" \
+        --set "train.steps=$steps" --set model.mlp_precision=$p --set "train.threads=$threads"
     done
     if ((torch_ok)); then
       if limit 240 "$python" "$here/bench/reference/dlrm_reference.py" --model kaggle --threads "$threads" \
@@ -197,15 +204,9 @@ run() {
     for ranks in 1 2 4; do
       t=$((threads / ranks))
       ((t >= 1)) || continue
-      if limit 180 orterun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks" \
+      cemb_case mpi "${ranks}x$t" "mpi-$ranks" orterun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks" \
         "$here/bin/dlrm-train" --config "$here/configs/bench-kaggle.yaml" "${common[@]}" --set "train.steps=$mpi_steps" \
-        --set "train.threads=$t" --set "train.log_jsonl=$out/mpi-$ranks.jsonl" >"$out/mpi-$ranks.txt" 2>&1; then
-        read -r ms sps <<<"$(cemb_ms "$out/mpi-$ranks.jsonl")"
-        record mpi "${ranks}x$t" samples_per_s "$sps"
-        echo "  $ranks x $t: $sps samples/s ($ms ms/step)"
-      else
-        skip mpi "${ranks}x$t: $(tail -n 2 "$out/mpi-$ranks.txt" | tr '\n' ' ')"
-      fi
+        --set "train.threads=$t"
     done
   fi
 
@@ -222,15 +223,8 @@ run() {
       local extra=()
       [[ $kind == ssd ]] && extra=(--set model.storage.kind=ssd --set "model.storage.slow_tier=$dir"
         --set "model.dram_budget=$((quick ? 64 : 1024))MiB")
-      if limit 240 dlrm-train --config "$here/configs/bench-ssd.yaml" "${common[@]}" --set "model.tables.rows=$rows" \
-        --set "train.steps=$steps" --set "train.threads=$threads" --set "train.log_jsonl=$out/ssd-$kind.jsonl" \
-        "${extra[@]}" >"$out/ssd-$kind.txt" 2>&1; then
-        read -r ms sps <<<"$(cemb_ms "$out/ssd-$kind.jsonl")"
-        record ssd "$kind" samples_per_s "$sps"
-        echo "  $kind: $sps samples/s ($ms ms/step)"
-      else
-        skip ssd "$kind: $(tail -n 1 "$out/ssd-$kind.txt")"
-      fi
+      cemb_case ssd "$kind" "ssd-$kind" dlrm-train --config "$here/configs/bench-ssd.yaml" "${common[@]}" \
+        --set "model.tables.rows=$rows" --set "train.steps=$steps" --set "train.threads=$threads" "${extra[@]}"
     done
     rm -rf "$dir"
   fi
