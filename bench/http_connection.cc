@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -11,7 +12,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -85,7 +85,10 @@ HttpConnection::State HttpConnection::Progress() {
     if (sent_ < head_.size()) parts[n++] = {head_.data() + sent_, head_.size() - sent_};
     const size_t body_sent = sent_ > head_.size() ? sent_ - head_.size() : 0;
     parts[n++] = {const_cast<char*>(body_.data()) + body_sent, body_.size() - body_sent};
-    const ssize_t w = ::writev(fd_, parts, n);
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = static_cast<size_t>(n);
+    const ssize_t w = ::sendmsg(fd_, &message, MSG_NOSIGNAL);  // a closed peer is an error, not SIGPIPE
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (w < 0 && errno == EINTR) continue;
     if (w < 0) return Fail(absl::StrCat("write: ", std::strerror(errno)));

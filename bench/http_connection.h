@@ -1,6 +1,6 @@
 // HttpConnection: one keep-alive HTTP/1.1 client connection for an event
 // loop, a request at a time, non-blocking. It writes a request (a head and
-// a body, with writev) as far as the socket takes it, and reads the answer
+// a body, gathered in one sendmsg) as far as the socket takes it, and reads the answer
 // as it arrives; the loop calls Progress() whenever the socket is ready and
 // asks wants_write() whether to wait for writability too. Used by
 // bench/serve_http_load, whose one thread drives every connection this way:
