@@ -105,6 +105,7 @@ HttpConnection::State HttpConnection::Progress() {
     if (static_cast<size_t>(r) < sizeof buf) break;
   }
   if (!Parsed()) return state_;
+  if (close_after_) Close();  // the server ends the connection: the next request needs a new one
   state_ = kIdle;
   return kAnswered;
 }
@@ -118,12 +119,14 @@ bool HttpConnection::Parsed() {
     const size_t space = in_.find(' ');
     status_ = space < blank ? std::atoi(in_.c_str() + space + 1) : 0;
     content_length_ = 0;
+    close_after_ = false;
     for (size_t line = in_.find("\r\n") + 2; line < blank;) {
       const size_t next = in_.find("\r\n", line);
-      static constexpr std::string_view kLength = "content-length:";
-      if (next - line > kLength.size() && ::strncasecmp(in_.data() + line, kLength.data(), kLength.size()) == 0) {
-        content_length_ = std::atoll(in_.c_str() + line + kLength.size());
-      }
+      auto is = [&](std::string_view header) {
+        return next - line >= header.size() && ::strncasecmp(in_.data() + line, header.data(), header.size()) == 0;
+      };
+      if (is("content-length:")) content_length_ = std::atoll(in_.c_str() + line + 15);
+      if (is("connection: close")) close_after_ = true;
       line = next + 2;
     }
   }

@@ -45,8 +45,9 @@ class HttpConnection {
 
   // Writes what is left of the request and reads what has arrived: kPending
   // until the whole answer is in, then kAnswered once (status() and body()
-  // hold it; the connection is idle again), or kFailed (the peer closed or
-  // an I/O error: the connection is closed; error() says why).
+  // hold it; the connection is idle again, or closed when the answer said
+  // "Connection: close"), or kFailed (the peer closed or an I/O error: the
+  // connection is closed; error() says why).
   State Progress();
 
   bool wants_write() const { return state_ == kPending && sent_ < head_.size() + body_.size(); }
@@ -67,6 +68,7 @@ class HttpConnection {
   std::string in_;
   size_t head_end_ = 0;       // in_'s bytes up to the blank line, once found
   int64_t content_length_ = -1;
+  bool close_after_ = false;  // the answer said "Connection: close"
   int status_ = 0;
   std::string answer_body_;
   std::string error_;

@@ -245,9 +245,13 @@ Tally Drive(const Options& o, double qps, const std::vector<std::string>& bodies
   std::vector<char> watching_out(static_cast<size_t>(n));
   using Due = std::pair<Clock::time_point, int>;
   std::priority_queue<Due, std::vector<Due>, std::greater<>> waiting;
-  auto connect = [&](int i) {
+  // A connection the server cannot take at first ends the run; later (the
+  // server closed one) it is tried again before each request, which fails
+  // while it cannot be made.
+  auto connect = [&](int i, bool first) {
     cemb::bench::HttpConnection& c = conns[static_cast<size_t>(i)];
     if (!c.Connect(o.host, o.port)) {
+      if (!first) return;  // counted as failed requests
       std::fprintf(stderr, "serve_http_load: %s\n", c.error().c_str());
       std::exit(1);
     }
@@ -261,7 +265,7 @@ Tally Drive(const Options& o, double qps, const std::vector<std::string>& bodies
     if (a.due < end) waiting.emplace(a.due, i);  // else: its last arrival was sent
   };
   for (int i = 0; i < n; ++i) {
-    connect(i);
+    connect(i, /*first=*/true);
     Arrivals& a = arrivals[static_cast<size_t>(i)];
     a.rng.seed(seed * 1000003 + static_cast<uint64_t>(i));
     a.gap = std::exponential_distribution<double>(qps / n);
@@ -301,7 +305,7 @@ Tally Drive(const Options& o, double qps, const std::vector<std::string>& bodies
         ++tally.other;
       }
     }
-    if (!ok) connect(i);
+    if (!c.connected()) connect(i, /*first=*/false);
     a.body += static_cast<size_t>(n);
     next(i);
   };
