@@ -22,7 +22,8 @@
 # module (for Python 3.11) and the PyTorch peers' scripts; the configs.
 #
 # The comparisons, each skipped with its reason in the results when what it
-# needs is missing (PyTorch is the other machine's own python3's):
+# needs is missing (PyTorch is the other machine's own python3's, put at its
+# best by bench/torch_blas.sh and recorded with the BLAS it runs on):
 #   train   dlrm-train's step against the PyTorch DLRM's (bench/reference/dlrm_reference.py),
 #           the Kaggle model, batch 2048, all cores; fp32, and bf16 where oneDNN has a bf16 matmul
 #   tables  the tables' step from PyTorch: cemb.torch.EmbeddingBagCollection against
@@ -51,7 +52,7 @@ pack() {
   cp -r build/python/cemb "$dir/python/"
   cp configs/*.yaml "$dir/configs/"
   cp bench/reference/dlrm_reference.py "$dir/bench/reference/"
-  cp bench/python_tables_bench.py "$dir/bench/"
+  cp bench/python_tables_bench.py bench/torch_blas.sh "$dir/bench/"
   cp examples/python/train_dlrm.py "$dir/examples/python/"
   cp bench/run_16core.sh "$dir/"
   # Open MPI's runtime where OPAL_PREFIX=DIR/usr finds it, and PMIx's.
@@ -142,14 +143,16 @@ run() {
       cemb_case train "cemb $p" "train-$p" dlrm-train --config "$here/configs/bench-kaggle.yaml" "${common[@]}" \
         --set "train.steps=$steps" --set model.mlp_precision=$p --set "train.threads=$threads"
     done
-    if ((torch_ok)); then
+    # The peer at its best: OpenBLAS on this CPU's own kernels, or MKL.
+    source "$here/bench/torch_blas.sh"
+    if ((torch_ok)) && ! torch_blas "$python"; then
+      skip train "torch: $blas"
+    elif ((torch_ok)); then
+      record train "torch fp32" blas "$blas"
       if limit 240 "$python" "$here/bench/reference/dlrm_reference.py" --model kaggle --threads "$threads" \
         --steps "$steps" --warmup 2 >"$out/train-torch.txt" 2>&1; then
         ms=$(sed -n 's/.*: \([0-9.]*\) ms\/step.*/\1/p' "$out/train-torch.txt" | tail -n 1)
         record train "torch fp32" ms_per_step "$ms"
-        # The peer at its best: its BLAS (the reference prints it; "None" is
-        # a reference BLAS, far slower: not a peer to quote).
-        record train "torch fp32" peer "$(tail -n 1 "$out/train-torch.txt")"
         echo "  torch fp32: $ms ms/step ($(tail -n 1 "$out/train-torch.txt"))"
       else
         skip train "torch: $(tail -n 1 "$out/train-torch.txt")"

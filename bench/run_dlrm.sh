@@ -48,71 +48,11 @@ fi
 # all cores.
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 
-# One torch matmul with OPENBLAS_VERBOSE=2: prints "core=<OpenBLAS core, empty
-# when torch's BLAS is not OpenBLAS>" and "lib=<the BLAS libraries loaded>".
-blas_probe() {
-  OPENBLAS_VERBOSE=2 "$python" - 2>&1 <<'PY' | sed -n 's/^Core: \(.*\)/core=\1/p; s/^lib=/&/p'
-import torch
-torch.ones(64, 64) @ torch.ones(64, 64)
-libs = {l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.rsplit("/", 1)[-1]}
-print("lib=" + " ".join(sorted(libs)))
-PY
-}
-# How much of the vector ISA an OpenBLAS core's kernels use: 3 AVX-512, 2 AVX2,
-# 1 AVX, 0 older (the generic fallbacks: Prescott, Katmai, Core2, Nehalem, ...).
-core_rank() {
-  case ${1,,} in
-    skylakex | cooperlake | sapphirerapids) echo 3 ;;
-    haswell | zen) echo 2 ;;
-    sandybridge | bulldozer | piledriver | steamroller | excavator) echo 1 ;;
-    *) echo 0 ;;
-  esac
-}
-# The OPENBLAS_CORETYPE names (OpenBLAS 0.3.21's) this CPU can run, best first.
-cpu_cores() {
-  local flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
-  has() { local f; for f; do [[ $flags == *" $f "* ]] || return 1; done; }
-  has avx512_bf16 avx512f avx512bw avx512vl avx512dq && echo COOPERLAKE
-  has avx512f avx512bw avx512vl avx512dq avx512cd && echo SKYLAKEX
-  if has avx2 fma; then
-    grep -q -m1 AuthenticAMD /proc/cpuinfo && echo ZEN
-    echo HASWELL
-  fi
-  has avx && echo SANDYBRIDGE
-  return 0
-}
-
+source bench/torch_blas.sh
 blas="-"
-if ((pytorch)); then
-  probe=$(blas_probe)
-  core=$(sed -n 's/^core=//p' <<< "$probe") lib=$(sed -n 's/^lib=//p' <<< "$probe")
-  if [[ -z $core ]]; then
-    echo "run_dlrm.sh: torch's BLAS is not OpenBLAS (${lib:-none found}): its sgemm is ~10x slower;" \
-      "apt-get install libopenblas0 (update-alternatives --config libblas.so.3-x86_64-linux-gnu), or pass --no-pytorch" >&2
-    exit 1
-  fi
-  if [[ -n ${OPENBLAS_CORETYPE:-} ]]; then
-    blas="OpenBLAS core $core (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, set by the caller)"
-  else
-    mapfile -t cores < <(cpu_cores)
-    blas="OpenBLAS core $core (detected)"
-    if ((${#cores[@]} > 0 && $(core_rank "$core") < $(core_rank "${cores[0]}"))); then
-      blas="OpenBLAS core $core (detected), a generic fallback on this CPU; no better core accepted"
-      for c in "${cores[@]}"; do  # the first one OpenBLAS accepts and runs
-        if forced=$(OPENBLAS_CORETYPE=$c blas_probe | sed -n 's/^core=//p') &&
-          (($(core_rank "$forced") == $(core_rank "$c"))); then
-          export OPENBLAS_CORETYPE=$c
-          blas="OpenBLAS core $forced (OPENBLAS_CORETYPE=$c; detected $core, a generic fallback on this CPU)"
-          break
-        fi
-      done
-    fi
-  fi
-  # torch.__config__.show()'s BLAS line: Debian's says BLAS_INFO=generic, i.e.
-  # whichever libblas.so.3 is installed (listed at the end of the header).
-  build=$("$python" -c 'import torch; print(torch.__version__, torch.__config__.show())' |
-    grep -o -E '^[^ ]+|(BLAS_INFO|LAPACK_INFO)=[^,]*' | paste -sd' ' || true)
-  blas="torch $build, $blas, $lib"
+if ((pytorch)) && ! torch_blas "$python"; then
+  echo "run_dlrm.sh: $blas, or pass --no-pytorch" >&2
+  exit 1
 fi
 
 work=$(mktemp -d)
