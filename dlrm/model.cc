@@ -23,7 +23,6 @@ constexpr char kBottomPrefix[] = "bot_l.";
 constexpr char kTopPrefix[] = "top_l.";
 constexpr char kCrossPrefix[] = "crossnet.";
 
-
 std::vector<int64_t> Concat(int64_t first, const std::vector<int64_t>& rest) {
   std::vector<int64_t> sizes = {first};
   sizes.insert(sizes.end(), rest.begin(), rest.end());
