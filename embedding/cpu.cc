@@ -16,7 +16,7 @@ bool IsaAvailable(Isa isa) {
     case Isa::kAvx2:
 #if defined(CEMB_HAVE_AVX2_KERNELS)
       // libgcc's checks include the OS's XSAVE support of the registers.
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #else
       return false;
 #endif
@@ -24,7 +24,7 @@ bool IsaAvailable(Isa isa) {
 #if defined(CEMB_HAVE_AVX512_KERNELS)
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("fma");
+             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 #else
       return false;
 #endif

@@ -45,10 +45,13 @@
 #include "absl/strings/str_cat.h"
 #include "embedding/bfloat16.h"
 #include "embedding/memory.h"
+#include "embedding/row_format.h"
 #include "embedding/types.h"
 
 namespace cemb {
 
+// The element types of trainable rows (the kernels update them); the
+// served-only ones are RowElement's others (embedding/row_format.h).
 template <typename T>
 concept StorageType = std::same_as<T, float> || std::same_as<T, bfloat16>;
 
@@ -56,7 +59,7 @@ concept StorageType = std::same_as<T, float> || std::same_as<T, bfloat16>;
 template <typename Table>
 concept RowTable = requires(const Table& t, int64_t row) {
   typename Table::value_type;
-  requires StorageType<typename Table::value_type>;
+  requires RowElement<typename Table::value_type>;
   { Table::kFeatureSize } -> std::convertible_to<int64_t>;
   { t.featuresize() } -> std::convertible_to<int64_t>;
   { t.nvectors() } -> std::convertible_to<int64_t>;
@@ -227,7 +230,7 @@ class SimpleTable : public SimpleTable<T, kDynamic> {
 // options contradict, a featuresize or nvectors <= 0, or state_floats the
 // rows cannot hold aligned is InvalidArgument naming the table. The tables
 // whose rows live in a file (SsdTable, SnapshotTable) check their shape here.
-template <StorageType T, int64_t D>
+template <RowElement T, int64_t D>
 absl::StatusOr<TableOptions> CheckedShape(const TableOptions& table) {
   if (D != kDynamic && table.featuresize != 0 && table.featuresize != D) {
     return absl::InvalidArgumentError(
@@ -237,7 +240,12 @@ absl::StatusOr<TableOptions> CheckedShape(const TableOptions& table) {
   shape.featuresize = D == kDynamic ? table.featuresize : D;
   if (shape.featuresize <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": featuresize must be > 0"));
   if (table.nvectors <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": nvectors must be > 0"));
-  if (absl::Status s = SimpleTable<T, kDynamic>::CheckStateFloats(shape); !s.ok()) return s;
+  if constexpr (StorageType<T>) {
+    if (absl::Status s = SimpleTable<T, kDynamic>::CheckStateFloats(shape); !s.ok()) return s;
+  } else if (table.state_floats != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(table.name, ": rows in ", RowFormatName(kRowFormatOf<T>),
+                                                   " are served, never trained: they hold no optimizer state"));
+  }
   return shape;
 }
 

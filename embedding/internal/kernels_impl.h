@@ -8,6 +8,8 @@
 // ISA code rather than called as shared weak symbols.
 //
 // Reference semantics (what tests/embedding/reference.h implements plainly):
+//   row(r):   table row r's features as fp32 (an int8 row's: fma(q, scale, bias),
+//             DecodeRow of embedding/row_format.h)
 //   gather:   out[i, :] = row(indices[i])
 //   pooled:   out[b, :] = s_b * sum_{j in bag b} w_j * row(indices[j])
 //             w_j = weights[j] or 1; s_b = 1/|bag b| for kMean (0-size bag: 0 row), else 1
@@ -16,6 +18,8 @@
 //   rowwise:  g as above; state[u] += mean(g^2); row(u) -= lr * g / (sqrt(state[u]) + eps)
 //   adagrad:  g as above; m = the fp32 state after row(u)'s features, per element:
 //             m += g^2; row(u) -= lr * g / (sqrt(m) + eps)
+// Tables of the served-only element types (float16, int8_rowwise) have the
+// lookups only: their kernel sets hold no updates.
 #ifndef CEMB_EMBEDDING_INTERNAL_KERNELS_IMPL_H_
 #define CEMB_EMBEDDING_INTERNAL_KERNELS_IMPL_H_
 
@@ -43,10 +47,44 @@ template <typename A, typename T, int kVecs>
   }
 }
 
+// How a kernel reads a row's features as fp32 vectors: as they are stored
+// (float, bfloat16, float16: S::load), or, for an int8 row, its bytes
+// scaled and biased by the pair after them (fma(q, scale, bias), as
+// DecodeRow). Made once per row; free for the stored types.
+template <typename A, typename T>
+struct RowReader {
+  using S = Simd<A>;
+  [[gnu::always_inline]] RowReader() = default;
+  [[gnu::always_inline]] RowReader(const T*, int64_t) {}
+  [[gnu::always_inline]] typename S::F load(const T* row, int64_t col) const { return S::load(row + col); }
+  [[gnu::always_inline]] float at(const T* row, int64_t col) const { return ToFloat(row[col]); }
+};
+template <typename A>
+struct RowReader<A, int8_rowwise> {
+  using S = Simd<A>;
+  [[gnu::always_inline]] RowReader() = default;
+  [[gnu::always_inline]] RowReader(const int8_rowwise* row, int64_t d) {
+    RowScaleBias(row, d, &scale, &bias);
+    vscale = S::broadcast(scale);
+    vbias = S::broadcast(bias);
+  }
+  [[gnu::always_inline]] typename S::F load(const int8_rowwise* row, int64_t col) const {
+    if constexpr (S::kWidth == 1) {
+      return at(row, col);  // the generic ISA has no fma instruction: std::fma rounds once, as DecodeRow
+    } else {
+      return S::fma(S::load(row + col), vscale, vbias);
+    }
+  }
+  [[gnu::always_inline]] float at(const int8_rowwise* row, int64_t col) const {
+    return std::fma(static_cast<float>(row[col].q), scale, bias);
+  }
+  float scale = 0.0f, bias = 0.0f;
+  typename S::F vscale{}, vbias{};
+};
+
 template <typename Table>
 [[gnu::always_inline]] inline void PrefetchTableRow(const Table& t, int64_t row) {
-  PrefetchRow(t.rowpointer(row, Access::kPrefetch),
-              t.featuresize() * static_cast<int64_t>(sizeof(typename Table::value_type)));
+  PrefetchRow(t.rowpointer(row, Access::kPrefetch), RowFeatureBytes<typename Table::value_type>(t.featuresize()));
 }
 
 // A table whose rows are found through a per-row word (CachedTable): the
@@ -134,16 +172,17 @@ template <typename A, typename Table, int KD, typename Index>
   for (int64_t i = begin; i < end; ++i) {
     PrefetchAhead(t, a.indices, i, a.nindices, a.prefetch);
     const T* row = t.rowpointer(a.indices[i], Access::kForward);
+    const RowReader<A, T> r(row, d);
     float* out = a.out.row(i);
     if constexpr (KD > 0) {
       constexpr int kVecs = KD / S::kWidth;
       typename S::F v[kVecs];
-      for (int k = 0; k < kVecs; ++k) v[k] = S::load(row + k * S::kWidth);
+      for (int k = 0; k < kVecs; ++k) v[k] = r.load(row, k * S::kWidth);
       StoreRow<A, T, kVecs>(out, v, a.stream);
     } else {
       int64_t j = 0;
-      for (; j + S::kWidth <= d; j += S::kWidth) S::store(out + j, S::load(row + j));
-      for (; j < d; ++j) out[j] = ToFloat(row[j]);
+      for (; j + S::kWidth <= d; j += S::kWidth) S::store(out + j, r.load(row, j));
+      for (; j < d; ++j) out[j] = r.at(row, j);
     }
   }
   if (a.stream) S::fence();
@@ -165,11 +204,12 @@ template <typename A, typename Table, int KD, typename Index>
   for (int64_t j = begin; j < end; ++j) {
     PrefetchAhead(t, a.indices, j, a.nindices, a.prefetch);
     const T* row = t.rowpointer(a.indices[j], Access::kForward);
+    const RowReader<A, T> r(row, KD);
     if (a.weights != nullptr) {
       const typename S::F w = S::broadcast(a.weights[j]);
-      for (int v = 0; v < kVecs; ++v) acc[v] = S::fma(S::load(row + v * S::kWidth), w, acc[v]);
+      for (int v = 0; v < kVecs; ++v) acc[v] = S::fma(r.load(row, v * S::kWidth), w, acc[v]);
     } else {
-      for (int v = 0; v < kVecs; ++v) acc[v] = acc[v] + S::load(row + v * S::kWidth);
+      for (int v = 0; v < kVecs; ++v) acc[v] = acc[v] + r.load(row, v * S::kWidth);
     }
   }
   if (a.pooling == Pooling::kMean && end > begin) {
@@ -191,6 +231,7 @@ template <typename A, typename Table, int KD, typename Index>
   const int64_t d = KD > 0 ? KD : t.featuresize();
   const int64_t vec_cols = d / S::kWidth * S::kWidth;
   const T* rows[kChunk];
+  RowReader<A, T> readers[kChunk];
   float weights[kChunk];
   float* out = a.out.row(b);
   const int64_t begin = a.offsets[b], end = a.offsets[b + 1];
@@ -201,6 +242,7 @@ template <typename A, typename Table, int KD, typename Index>
       const int64_t j = c0 + k;
       PrefetchAhead(t, a.indices, j, a.nindices, a.prefetch);
       rows[k] = t.rowpointer(a.indices[j], Access::kForward);
+      readers[k] = RowReader<A, T>(rows[k], d);
       weights[k] = a.weights != nullptr ? a.weights[j] : 1.0f;
     }
     int64_t col = 0;
@@ -209,18 +251,18 @@ template <typename A, typename Table, int KD, typename Index>
       for (int v = 0; v < kBlock; ++v) acc[v] = S::load(out + col + v * S::kWidth);
       for (int k = 0; k < n; ++k) {
         const typename S::F w = S::broadcast(weights[k]);
-        for (int v = 0; v < kBlock; ++v) acc[v] = S::fma(S::load(rows[k] + col + v * S::kWidth), w, acc[v]);
+        for (int v = 0; v < kBlock; ++v) acc[v] = S::fma(readers[k].load(rows[k], col + v * S::kWidth), w, acc[v]);
       }
       for (int v = 0; v < kBlock; ++v) S::store(out + col + v * S::kWidth, acc[v]);
     }
     for (; col < vec_cols; col += S::kWidth) {
       typename S::F acc = S::load(out + col);
-      for (int k = 0; k < n; ++k) acc = S::fma(S::load(rows[k] + col), S::broadcast(weights[k]), acc);
+      for (int k = 0; k < n; ++k) acc = S::fma(readers[k].load(rows[k], col), S::broadcast(weights[k]), acc);
       S::store(out + col, acc);
     }
     for (; col < d; ++col) {
       float acc = out[col];
-      for (int k = 0; k < n; ++k) acc += ToFloat(rows[k][col]) * weights[k];
+      for (int k = 0; k < n; ++k) acc += readers[k].at(rows[k], col) * weights[k];
       out[col] = acc;
     }
   }
@@ -244,7 +286,7 @@ template <typename A, typename Table, int KD, typename Index>
   using T = typename Table::value_type;
   using R = ResolvedRows<A, Table, Index>;
   constexpr int kVecs = KD / S::kWidth;
-  constexpr int64_t kRowBytes = KD * static_cast<int64_t>(sizeof(T));
+  constexpr int64_t kRowBytes = RowFeatureBytes<T>(KD);
   constexpr int64_t kSpan = R::kRing - R::kBlock - R::kMaxDistance;
   float* out = a.out.row(b);
   const int64_t begin = a.offsets[b], end = a.offsets[b + 1];
@@ -256,11 +298,12 @@ template <typename A, typename Table, int KD, typename Index>
     for (int64_t j = c0; j < c1; ++j) {
       if (distance > 0 && j + distance < range_end) PrefetchRow(rows[j + distance], kRowBytes);
       const T* row = rows[j];
+      const RowReader<A, T> r(row, KD);
       if (a.weights != nullptr) {
         const typename S::F w = S::broadcast(a.weights[j]);
-        for (int v = 0; v < kVecs; ++v) acc[v] = S::fma(S::load(row + v * S::kWidth), w, acc[v]);
+        for (int v = 0; v < kVecs; ++v) acc[v] = S::fma(r.load(row, v * S::kWidth), w, acc[v]);
       } else {
-        for (int v = 0; v < kVecs; ++v) acc[v] = acc[v] + S::load(row + v * S::kWidth);
+        for (int v = 0; v < kVecs; ++v) acc[v] = acc[v] + r.load(row, v * S::kWidth);
       }
     }
     if (c1 < end) {
@@ -474,9 +517,11 @@ KernelSet<Table> KernelsFor(Isa isa) {
   k.gather64 = &GatherRange<A, Table, KD, int64_t>;
   k.pooled32 = &PooledRange<A, Table, KD, int32_t>;
   k.pooled64 = &PooledRange<A, Table, KD, int64_t>;
-  k.sgd = &UpdateRange<A, Table, KD, UpdateRule::kSgd>;
-  k.rowwise_adagrad = &UpdateRange<A, Table, KD, UpdateRule::kRowwiseAdagrad>;
-  k.adagrad = &UpdateRange<A, Table, KD, UpdateRule::kAdagrad>;
+  if constexpr (StorageType<typename Table::value_type>) {
+    k.sgd = &UpdateRange<A, Table, KD, UpdateRule::kSgd>;
+    k.rowwise_adagrad = &UpdateRange<A, Table, KD, UpdateRule::kRowwiseAdagrad>;
+    k.adagrad = &UpdateRange<A, Table, KD, UpdateRule::kAdagrad>;
+  }
   return k;
 }
 

@@ -1,5 +1,7 @@
 // Per-ISA vector primitives for the kernels: fp32 vectors loaded from and
-// stored to float or bfloat16 rows. Included only by the ISA translation
+// stored to float or bfloat16 rows, and loaded from the served-only rows
+// (float16; int8_rowwise: the bytes q as fp32, before the row's scale and
+// bias, which the kernels' RowReader applies). Included only by the ISA translation
 // units (cmake/kernels_isa.cc.in), each compiled with its own -m flags.
 #ifndef CEMB_EMBEDDING_INTERNAL_SIMD_H_
 #define CEMB_EMBEDDING_INTERNAL_SIMD_H_
@@ -10,6 +12,7 @@
 #include <cstdint>
 
 #include "embedding/bfloat16.h"
+#include "embedding/row_format.h"
 
 #if defined(__AVX2__)
 #include <xsimd/xsimd.hpp>
@@ -34,6 +37,8 @@ struct Simd<ScalarArch> {
   static F broadcast(float x) { return x; }
   static F load(const float* p) { return *p; }
   static F load(const bfloat16* p) { return ToFloat(*p); }
+  static F load(const float16* p) { return ToFloat(*p); }
+  static F load(const int8_rowwise* p) { return static_cast<float>(p->q); }
   static void store(float* p, F v) { *p = v; }
   static void store(bfloat16* p, F v) { *p = bfloat16(v); }
   static void stream(float* p, F v) { *p = v; }
@@ -70,6 +75,23 @@ struct Simd {
     if constexpr (kWidth == 8) {
       const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
       return F(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+  }
+  // F16C's vcvtph2ps (every AVX2 and AVX-512 CPU has it; IsaAvailable checks).
+  [[gnu::always_inline]] static F load(const float16* p) {
+#if defined(__AVX512F__)
+    if constexpr (kWidth == 16) return F(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+#endif
+    if constexpr (kWidth == 8) return F(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  [[gnu::always_inline]] static F load(const int8_rowwise* p) {
+#if defined(__AVX512F__)
+    if constexpr (kWidth == 16) {
+      return F(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
+    }
+#endif
+    if constexpr (kWidth == 8) {
+      return F(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
     }
   }
   [[gnu::always_inline]] static void store(float* p, F v) { v.store_unaligned(p); }
