@@ -4,6 +4,6 @@
 #define CEMB_KERNELS_ISA_AVX2
 #include "embedding/internal/kernels_impl.h"
 #include "ssd/internal/resolved_rows.h"
-
-CEMB_INSTANTIATE_KERNELS(MakeKernelsAvx2, ::cemb::ssd_internal::ResolvedRowTable<float>)
-CEMB_INSTANTIATE_KERNELS(MakeKernelsAvx2, ::cemb::ssd_internal::ResolvedRowTable<::cemb::bfloat16>)
+#define CEMB_RESOLVED_KERNELS(T) CEMB_INSTANTIATE_KERNELS(MakeKernelsAvx2, ::cemb::ssd_internal::ResolvedRowTable<T>)
+CEMB_FOR_EACH_ROW_ELEMENT(CEMB_RESOLVED_KERNELS)
+#undef CEMB_RESOLVED_KERNELS

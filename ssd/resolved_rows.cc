@@ -17,7 +17,7 @@
 namespace cemb::ssd_internal {
 namespace {
 
-template <StorageType T>
+template <RowElement T>
 internal::KernelSet<ResolvedRowTable<T>> KernelsOf(Isa isa, int64_t featuresize) {
   switch (isa) {  // only ISAs this build has kernels for
 #if defined(CEMB_HAVE_AVX512_KERNELS)
@@ -63,12 +63,12 @@ std::span<const int64_t> GrowPositions(int64_t n) {
   return {positions.data(), static_cast<size_t>(n)};
 }
 
-template <StorageType T>
+template <RowElement T>
 ResolvedPooledFn<T> ResolvedPooledKernelOf(Isa isa, int64_t featuresize) {
   return KernelsOf<T>(isa, featuresize).pooled64;
 }
 
-template <StorageType T>
+template <RowElement T>
 const ResolvedKernels<T>& ProcessResolvedKernels() {
   static const ResolvedKernels<T> kernels = [] {
     ResolvedKernels<T> k;
@@ -81,9 +81,10 @@ const ResolvedKernels<T>& ProcessResolvedKernels() {
   return kernels;
 }
 
-template ResolvedPooledFn<float> ResolvedPooledKernelOf<float>(Isa, int64_t);
-template ResolvedPooledFn<bfloat16> ResolvedPooledKernelOf<bfloat16>(Isa, int64_t);
-template const ResolvedKernels<float>& ProcessResolvedKernels<float>();
-template const ResolvedKernels<bfloat16>& ProcessResolvedKernels<bfloat16>();
+#define CEMB_RESOLVED_KERNELS_OF(T)                                                \
+  template ResolvedPooledFn<T> ResolvedPooledKernelOf<T>(Isa, int64_t); \
+  template const ResolvedKernels<T>& ProcessResolvedKernels<T>();
+CEMB_FOR_EACH_ROW_ELEMENT(CEMB_RESOLVED_KERNELS_OF)
+#undef CEMB_RESOLVED_KERNELS_OF
 
 }  // namespace cemb::ssd_internal

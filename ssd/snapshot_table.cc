@@ -52,7 +52,7 @@ absl::Status Prefix(const std::string& table, const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<SnapshotCore>> SnapshotCore::Open(std::string name, int64_t nvectors,
                                                                  int64_t featuresize, size_t feature_bytes,
-                                                                 size_t row_bytes,
+                                                                 size_t row_bytes, uint32_t row_format,
                                                                  const SnapshotTableOptions& options,
                                                                  SnapshotInitFn init_row) {
   std::unique_ptr<SnapshotCore> c(new SnapshotCore());
@@ -102,9 +102,9 @@ absl::StatusOr<std::unique_ptr<SnapshotCore>> SnapshotCore::Open(std::string nam
     if (!got.ok()) return Prefix(table, got.status());
     std::memcpy(&h, head.get(), std::min(*got, sizeof h));
   }
-  CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors, static_cast<int64_t>(row_bytes)));
+  CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors, static_cast<int64_t>(row_bytes), row_format));
   c->snapshot_rows_ = h.rows;
-  c->data_offset_ = h.data_offset;
+  c->rows_ = SnapshotRowsOf(h.row_format, h.data_offset, row_bytes);
   c->seed_ = h.has_seed != 0 ? std::optional<uint64_t>(h.seed) : std::nullopt;
   c->position_.assign(static_cast<size_t>(nvectors), kNoRow);
   {
@@ -353,7 +353,7 @@ absl::Status SnapshotCore::Claim(SnapshotPins* pins) {
       pins_[*s].fetch_add(1 - kClaimed, std::memory_order_release);  // the claim becomes this request's pin
       const uint32_t at = position_[row];
       pins->loads_.push_back(
-          {row, *s, k, at == kNoRow ? kLazy : data_offset_ + static_cast<uint64_t>(at) * row_bytes_, false});
+          {row, *s, k, at == kNoRow ? kLazy : rows_.offset(at), false});
     }
   }
   return absl::OkStatus();

@@ -67,7 +67,7 @@
 
 namespace cemb {
 
-template <StorageType T, int64_t D = kDynamic>
+template <RowElement T, int64_t D = kDynamic>
 class SnapshotTable {
  public:
   using value_type = T;
@@ -76,16 +76,19 @@ class SnapshotTable {
   // Opens options.path for a table of table's shape (name, nvectors,
   // featuresize, state_floats: the snapshot's rows are featuresize T and
   // state_floats floats); table.tier is not used. Reads the header and the
-  // id area (4 bytes a row in the snapshot), nothing else.
+  // id area (4 bytes a row in the snapshot), nothing else. T float or
+  // bfloat16 reads a trained table's snapshot or one converted to its
+  // format; float16 and int8_rowwise read only converted ones
+  // (WriteServedSnapshot, ssd/served_snapshot.h).
   [[nodiscard]] static absl::StatusOr<SnapshotTable> Open(const TableOptions& table,
                                                           const SnapshotTableOptions& options) {
     absl::StatusOr<TableOptions> shape = CheckedShape<T, D>(table);
     if (!shape.ok()) return shape.status();
     const int64_t d = shape->featuresize;
-    const size_t feature_bytes = static_cast<size_t>(d) * sizeof(T);
+    const auto feature_bytes = static_cast<size_t>(RowFeatureBytes<T>(d));
     absl::StatusOr<std::unique_ptr<ssd_internal::SnapshotCore>> core = ssd_internal::SnapshotCore::Open(
         table.name, table.nvectors, d, feature_bytes, feature_bytes + static_cast<size_t>(table.state_floats) * 4,
-        options, &SnapshotTable::InitRow);
+        static_cast<uint32_t>(kRowFormatOf<T>), options, &SnapshotTable::InitRow);
     if (!core.ok()) return core.status();
     return SnapshotTable(*std::move(core), d);
   }
@@ -160,7 +163,13 @@ class SnapshotTable {
       : core_(std::move(core)), featuresize_(featuresize) {}
   static const std::byte** Bytes(std::span<const T*> out) { return reinterpret_cast<const std::byte**>(out.data()); }
   static void InitRow(uint64_t seed, int64_t nvectors, int64_t row, int64_t featuresize, void* out) {
-    InitRowUniform(seed, nvectors, row, std::span<T>(static_cast<T*>(out), static_cast<size_t>(featuresize)));
+    if constexpr (StorageType<T>) {
+      InitRowUniform(seed, nvectors, row, std::span<T>(static_cast<T*>(out), static_cast<size_t>(featuresize)));
+    } else {
+      std::vector<float> values(static_cast<size_t>(featuresize));
+      InitRowUniform(seed, nvectors, row, std::span<float>(values));
+      EncodeRow(kRowFormatOf<T>, values, static_cast<std::byte*>(out));
+    }
   }
 
   std::unique_ptr<ssd_internal::SnapshotCore> core_;
@@ -198,12 +207,12 @@ class SnapshotRequest {
   // Starts rows of `table` into out (SnapshotTable::Start): out[i] is set
   // now for a resident row, at Finish for the others.
   // REQUIRES: out.size() == rows.size(); out untouched until Finish.
-  template <StorageType T, int64_t D>
+  template <RowElement T, int64_t D>
   [[nodiscard]] absl::Status Start(SnapshotTable<T, D>& table, std::span<const int64_t> rows,
                                    std::type_identity_t<std::span<const T*>> out) {
     return Started(table.core_->Start(rows, Next(table.core_.get(), out), Part::Bytes(out)));
   }
-  template <StorageType T, int64_t D>
+  template <RowElement T, int64_t D>
   [[nodiscard]] absl::Status Start(SnapshotTable<T, D>& table, std::span<const int32_t> rows,
                                    std::type_identity_t<std::span<const T*>> out) {
     return Started(table.core_->Start(rows, Next(table.core_.get(), out), Part::Bytes(out)));
@@ -258,7 +267,7 @@ class SnapshotRequest {
 // Only featuresize columns of each output row are written.
 // REQUIRES: offsets nondecreasing from 0 to at most rows.size(); weights
 // empty or one per row.
-template <StorageType T>
+template <RowElement T>
 void PooledSumResolved(std::span<const T* const> rows, std::span<const int64_t> offsets, int64_t featuresize,
                        Pooling pooling, std::span<const float> weights, float* out, int64_t ld) {
   ssd_internal::PoolResolvedRows<T>(ssd_internal::ResolvedPooledKernel<T>(featuresize), rows, offsets, featuresize,

@@ -181,7 +181,7 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
     CEMB_RETURN_IF_ERROR(
         Prefix(name_, base::ReadExactly(in->fd(), path, reinterpret_cast<char*>(&h) + 16, sizeof h - 16)));
   }
-  CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors_, row_bytes));
+  CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors_, row_bytes, /*trained rows=*/0));
   // Every id in range, none twice.
   std::vector<uint32_t> ids(static_cast<size_t>(std::min(h.rows, kChunkRows)));
   {

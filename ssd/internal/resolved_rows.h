@@ -19,7 +19,7 @@
 
 namespace cemb::ssd_internal {
 
-template <StorageType T>
+template <RowElement T>
 class ResolvedRowTable {
  public:
   using value_type = T;
@@ -53,28 +53,28 @@ inline std::span<const int64_t> Positions(int64_t n) {
   return n <= kStaticPositions ? std::span<const int64_t>(kPositions.data(), static_cast<size_t>(n)) : GrowPositions(n);
 }
 
-template <StorageType T>
+template <RowElement T>
 using ResolvedPooledFn = internal::PooledFn<ResolvedRowTable<T>, int64_t>;
 
 // The pooled kernel (int64 offsets and indices) of `isa` for resolved rows
 // of `featuresize` elements: specialised for the sizes of
 // embedding/internal/feature_sizes.h, else the tiled fallback.
 // REQUIRES: IsaAvailable(isa).
-template <StorageType T>
+template <RowElement T>
 ResolvedPooledFn<T> ResolvedPooledKernelOf(Isa isa, int64_t featuresize);
 
 // The process's pooled kernels: the ISA as TableKernels' kAuto resolves
 // it (the environment's CEMB_ISA, else the best the CPU has), one kernel
 // per specialised feature size, then the tiled fallback. Made once.
-template <StorageType T>
+template <RowElement T>
 struct ResolvedKernels {
   std::array<ResolvedPooledFn<T>, internal::kFeatureSizes.size() + 1> pooled;
 };
-template <StorageType T>
+template <RowElement T>
 const ResolvedKernels<T>& ProcessResolvedKernels();
 
 // The process's pooled kernel for resolved rows of `featuresize` elements.
-template <StorageType T>
+template <RowElement T>
 [[gnu::always_inline]] inline ResolvedPooledFn<T> ResolvedPooledKernel(int64_t featuresize) {
   static const ResolvedKernels<T>& kernels = ProcessResolvedKernels<T>();
   size_t i = 0;
@@ -83,7 +83,7 @@ template <StorageType T>
 }
 
 // PooledSumResolved (ssd/snapshot_table.h) with the given kernel.
-template <StorageType T>
+template <RowElement T>
 void PoolResolvedRows(ResolvedPooledFn<T> kernel, std::span<const T* const> rows, std::span<const int64_t> offsets,
                       int64_t featuresize, Pooling pooling, std::span<const float> weights, float* out, int64_t ld) {
   if (offsets.size() < 2) return;

@@ -22,6 +22,7 @@
 #include "base/file.h"
 #include "ssd/block_file.h"
 #include "ssd/block_io.h"
+#include "ssd/internal/snapshot_format.h"
 
 namespace cemb {
 
@@ -137,7 +138,8 @@ class SnapshotCore {
  public:
   static absl::StatusOr<std::unique_ptr<SnapshotCore>> Open(std::string name, int64_t nvectors,
                                                             int64_t featuresize, size_t feature_bytes,
-                                                            size_t row_bytes, const SnapshotTableOptions& options,
+                                                            size_t row_bytes, uint32_t row_format,
+                                                            const SnapshotTableOptions& options,
                                                             SnapshotInitFn init_row);
   ~SnapshotCore();
 
@@ -215,7 +217,7 @@ class SnapshotCore {
   size_t feature_bytes_ = 0, row_bytes_ = 0, stride_ = 0;
   int64_t capacity_ = 0;
   int64_t snapshot_rows_ = 0;
-  uint64_t data_offset_ = 0;
+  SnapshotRows rows_;  // where the snapshot's rows lie
   std::optional<uint64_t> seed_;
   SnapshotInitFn init_row_ = nullptr;
   SnapshotTableOptions options_;

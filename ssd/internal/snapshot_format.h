@@ -24,7 +24,11 @@ inline constexpr uint32_t kSnapshotVersion = 2;
 // The first bytes of a snapshot, in the machine's byte order (little-endian
 // on x86-64 and AArch64), zero-padded to 4 KiB; then `rows` row ids
 // (uint32) from ids_offset; then the rows, row_bytes each, from data_offset
-// (4 KiB-aligned), in the order of the ids.
+// (4 KiB-aligned), in the order of the ids (SnapshotRows: where each lies).
+// row_format 0: a trained table's rows (its features and optimizer state,
+// SsdCore::SaveSnapshot); otherwise a RowFormat code (embedding/
+// row_format.h): rows converted for serving (WriteServedSnapshot), features
+// only.
 struct SnapshotHeader {
   char magic[8];
   uint32_t version;
@@ -33,7 +37,7 @@ struct SnapshotHeader {
   int64_t row_bytes;
   uint64_t seed;
   uint32_t has_seed;  // 0: rows never written read as zeros
-  uint32_t reserved;
+  uint32_t row_format;  // 0: trained rows; else the RowFormat of rows converted for serving
   int64_t rows;       // rows in the snapshot; every other row is its initial value
   uint64_t ids_offset;
   uint64_t data_offset;
@@ -46,11 +50,35 @@ inline uint64_t SnapshotDataOffset(int64_t rows) {
          kBlockBytes;
 }
 
+// Where a snapshot's rows lie. A converted snapshot's (row_format != 0) are
+// packed whole into 4 KiB blocks, floor(4096 / row_bytes) to a block, the
+// last block padded to its end: no row crosses a block, so a row costs one
+// 4 KiB read. A trained table's rows follow each other.
+struct SnapshotRows {
+  uint64_t data_offset = 0;
+  uint64_t row_bytes = 0;
+  uint64_t per_block = 0;  // rows a block; 0: contiguous
+  uint64_t offset(uint64_t pos) const {
+    return per_block == 0 ? data_offset + pos * row_bytes
+                          : data_offset + pos / per_block * kBlockBytes + pos % per_block * row_bytes;
+  }
+  uint64_t end(uint64_t rows) const {
+    return per_block == 0 ? data_offset + rows * row_bytes
+                          : data_offset + (rows + per_block - 1) / per_block * kBlockBytes;
+  }
+};
+inline SnapshotRows SnapshotRowsOf(uint32_t row_format, uint64_t data_offset, uint64_t row_bytes) {
+  return {data_offset, row_bytes, row_format == 0 ? 0 : kBlockBytes / row_bytes};
+}
+
 // Checks a snapshot's header against the table that reads it and the file's
 // size. `where` is "<table>: <path>: ". `h` may be only its first 16 bytes
-// (magic, version) when `size` is shorter than the header.
+// (magic, version) when `size` is shorter than the header. `row_format`:
+// what the reader reads: 0, trained rows only (training's loader); a
+// RowFormat code, rows converted to it, or (fp32, bf16) trained rows of
+// that type.
 inline absl::Status CheckSnapshotHeader(const SnapshotHeader& h, uint64_t size, const std::string& where,
-                                        int64_t nvectors, int64_t row_bytes) {
+                                        int64_t nvectors, int64_t row_bytes, uint32_t row_format) {
   auto truncated = [&](const std::string& what, uint64_t end) {
     return absl::DataLossError(absl::StrCat(where, "truncated ssd snapshot: it ends at offset ", size,
                                             ", before the end of its ", what, " at offset ", end));
@@ -71,14 +99,23 @@ inline absl::Status CheckSnapshotHeader(const SnapshotHeader& h, uint64_t size, 
     return absl::InvalidArgumentError(
         absl::StrCat(where, "the snapshot's ", field, " is ", theirs, ", the table's is ", ours));
   };
+  const bool trained_ok = row_format == 0 || row_format == 1 || row_format == 2;  // fp32, bf16
+  if (h.row_format != row_format && !(h.row_format == 0 && trained_ok)) {
+    auto what = [](uint32_t f) {
+      return f == 0 ? std::string("trained rows") : absl::StrCat("rows converted for serving (format ", f, ")");
+    };
+    return absl::InvalidArgumentError(absl::StrCat(where, "the snapshot holds ", what(h.row_format),
+                                                   ", the table reads ", what(row_format)));
+  }
   if (h.nvectors != nvectors) return differs("nvectors", h.nvectors, nvectors);
   if (h.row_bytes != row_bytes) return differs("row_bytes", h.row_bytes, row_bytes);
   if (h.rows < 0 || h.rows > nvectors || h.ids_offset != kSnapshotIdsOffset ||
-      h.data_offset != SnapshotDataOffset(h.rows)) {
+      h.data_offset != SnapshotDataOffset(h.rows) || (h.row_format != 0 && (h.row_bytes <= 0 || h.row_bytes > 4096))) {
     return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: ", h.rows, " rows, ids at offset ",
                                             h.ids_offset, ", rows at offset ", h.data_offset));
   }
-  const uint64_t end = h.data_offset + static_cast<uint64_t>(h.rows) * static_cast<uint64_t>(row_bytes);
+  const uint64_t end =
+      SnapshotRowsOf(h.row_format, h.data_offset, static_cast<uint64_t>(row_bytes)).end(static_cast<uint64_t>(h.rows));
   if (size < end) return truncated(absl::StrCat(h.rows, " rows"), end);
   if (size > end) {
     return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: ", size - end,
