@@ -21,6 +21,9 @@ struct Field {
   const char* key;
   std::function<std::string(const ServingManifest&)> write;
   std::function<bool(absl::string_view, ServingManifest&)> read;
+  // The value a file without the key means (a key added after the files
+  // that lack it were written); null: the key is required.
+  const char* absent = nullptr;
 };
 
 template <typename Int>
@@ -83,6 +86,11 @@ const std::vector<Field>& Fields() {
       IntField("dcn_rank", &ServingManifest::dcn_rank),
       TextField("mlp_precision", &ServingManifest::mlp_precision),
       TextField("table_dtype", &ServingManifest::table_dtype),
+      [] {
+        Field f = TextField("table_rows_format", &ServingManifest::table_rows_format);
+        f.absent = "trained";
+        return f;
+      }(),
       TextField("embedding_optimizer", &ServingManifest::embedding_optimizer),
       IntField("seed", &ServingManifest::seed),
       IntField("table_seed", &ServingManifest::table_seed),
@@ -123,11 +131,18 @@ absl::StatusOr<ServingManifest> ParseServingManifest(absl::string_view text, abs
   ServingManifest m;
   for (const Field& f : Fields()) {
     auto it = values.find(f.key);
+    if (it == values.end() && f.absent != nullptr) {
+      f.read(f.absent, m);
+      continue;
+    }
     if (it == values.end()) return bad(absl::StrCat("no key '", f.key, "'"));
     if (!f.read(it->second, m)) return bad(absl::StrCat(f.key, ": bad value '", it->second, "'"));
     values.erase(it);
   }
   if (!values.empty()) return bad(absl::StrCat("unknown key '", values.begin()->first, "'"));
+  if (m.table_rows_format != "trained" && m.table_rows_format != "converted") {
+    return bad(absl::StrCat("table_rows_format: '", m.table_rows_format, "' is neither trained nor converted"));
+  }
   if (m.table_storage.size() != m.table_rows.size() || m.hotness.size() != m.table_rows.size()) {
     return bad(absl::StrCat(m.table_rows.size(), " table_rows, ", m.table_storage.size(), " table_storage and ",
                             m.hotness.size(), " hotness: one per table each"));

@@ -12,7 +12,12 @@
 //   dcn_layers=3                    read with dcn
 //   dcn_rank=512
 //   mlp_precision=fp32              the precision the model trained in (never auto)
-//   table_dtype=fp32                fp32 | bf16 rows
+//   table_dtype=fp32                fp32 | bf16 rows; converted: fp32 | bf16 | fp16 | int8
+//   table_rows_format=trained       trained: the tables' files as training saved them;
+//                                   converted: every table model/emb_l.<t>.ssd, a snapshot
+//                                   of its rows converted for serving (dlrm-convert,
+//                                   serve/convert.h), no optimizer state. Absent (files
+//                                   written before the key): trained
 //   embedding_optimizer=sgd         the rows' bytes depend on it (adagrad keeps state per row)
 //   seed=1                          the model's seed (MLPs: seed, seed+1; cross network seed+2)
 //   table_seed=1                    the tables' InitUniform seed (table t: table_seed + t)
@@ -27,9 +32,9 @@
 //   data_source=tsv                 synthetic | tsv | binary
 //
 // One key per line, "key=value"; lists are comma-separated. Keys are
-// written in this order and every key is required when read: a file that
-// misses one, repeats one or has one unknown is DataLoss naming the file
-// and the key. Values are kept as text for names (this library sits below
+// written in this order and every key is required when read (except
+// table_rows_format, added later, which defaults): a file that misses one,
+// repeats one or has one unknown is DataLoss naming the file and the key. Values are kept as text for names (this library sits below
 // dlrm/ and tables/, which own the enums); serve/ turns them into options.
 //
 // Thread safety: plain values and free functions.
@@ -62,6 +67,7 @@ struct ServingManifest {
   int64_t dcn_rank = 0;
   std::string mlp_precision = "fp32";
   std::string table_dtype = "fp32";
+  std::string table_rows_format = "trained";
   std::string embedding_optimizer = "sgd";
   uint64_t seed = 1;
   uint64_t table_seed = 1;

@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "embedding/internal/feature_sizes.h"
 #include "embedding/validate.h"
+#include "ssd/served_snapshot.h"
 
 namespace cemb::serve {
 namespace {
@@ -64,7 +65,8 @@ class LayerPart {
   int64_t next_id_ = 0;
 };
 
-// The snapshot tables, of one row type and feature size.
+// The snapshot tables, of one row format and feature size: those served in
+// place, and those read whole into DRAM.
 class SnapshotPart {
  public:
   virtual ~SnapshotPart() = default;
@@ -76,16 +78,24 @@ class SnapshotPart {
   virtual std::vector<SnapshotTableInfo> info() const = 0;
 };
 
-template <StorageType T, int64_t D>
+template <RowElement T, int64_t D>
 class TypedSnapshotPart final : public SnapshotPart {
  public:
   static absl::StatusOr<std::unique_ptr<SnapshotPart>> Open(const EmbeddingSourceOptions& o) {
     auto part = std::make_unique<TypedSnapshotPart>();
+    part->dim_ = o.dim;
     for (const SnapshotTableSpec& spec : o.snapshots) {
+      const TableOptions shape{.name = absl::StrCat("emb", spec.table), .nvectors = spec.rows, .featuresize = o.dim,
+                               .state_floats = o.state_floats};
+      if (spec.resident) {
+        absl::StatusOr<ServedTable<T>> table = ServedTable<T>::Load(spec.path, shape);
+        CEMB_RETURN_IF_ERROR(table.status());
+        part->resident_.push_back(*std::move(table));
+        part->resident_ids_.push_back(spec.table);
+        continue;
+      }
       absl::StatusOr<SnapshotTable<T, D>> table = SnapshotTable<T, D>::Open(
-          {.name = absl::StrCat("emb", spec.table), .nvectors = spec.rows, .featuresize = o.dim,
-           .state_floats = o.state_floats},
-          {.path = spec.path, .capacity_bytes = spec.capacity_bytes, .queue_depth = o.queue_depth});
+          shape, {.path = spec.path, .capacity_bytes = spec.capacity_bytes, .queue_depth = o.queue_depth});
       CEMB_RETURN_IF_ERROR(table.status());
       part->tables_.push_back(*std::move(table));
       part->ids_.push_back(spec.table);
@@ -96,6 +106,7 @@ class TypedSnapshotPart final : public SnapshotPart {
   struct TypedScratch final : Scratch {
     SnapshotRequest request;                  // the request's pins over its tables
     std::vector<std::vector<const T*>> rows;  // per table: the resolved rows of its indices
+    std::vector<const T*> resident_rows;      // a resident table's, one table at a time
     std::vector<int64_t> offsets;
   };
 
@@ -105,11 +116,11 @@ class TypedSnapshotPart final : public SnapshotPart {
     return s;
   }
 
-  // Every table's rows started (hits pinned, misses submitted), then one
-  // Finish: the request's misses of all its tables are in flight together.
+  // Every in-place table's rows started (hits pinned, misses submitted),
+  // then one Finish: the request's misses of all its tables are in flight
+  // together. The resident tables are pooled meanwhile.
   absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, Scratch& scratch) override {
     auto& s = static_cast<TypedScratch&>(scratch);
-    const int64_t dim = tables_.empty() ? 0 : tables_.front().featuresize();
     absl::Status status;
     for (size_t k = 0; k < tables_.size() && status.ok(); ++k) {
       SnapshotTable<T, D>& table = tables_[k];
@@ -119,13 +130,18 @@ class TypedSnapshotPart final : public SnapshotPart {
       s.rows[k].resize(b.indices.size());
       status = s.request.Start(table, b.indices, std::span<const T*>(s.rows[k]));
     }
+    for (size_t k = 0; k < resident_.size() && status.ok(); ++k) {
+      const ServedTable<T>& table = resident_[k];
+      const Bags<int32_t>& b = bags[resident_ids_[k]];
+      status = validate_bags(table.name(), table.nvectors(), b);
+      if (!status.ok()) break;
+      s.resident_rows.resize(b.indices.size());
+      for (size_t i = 0; i < b.indices.size(); ++i) s.resident_rows[i] = table.rowpointer(b.indices[i]);
+      Pool(s, s.resident_rows, b, resident_ids_[k], out);
+    }
     if (status.ok()) status = s.request.Finish();
     if (status.ok()) {
-      for (size_t k = 0; k < tables_.size(); ++k) {
-        const Bags<int32_t>& b = bags[ids_[k]];
-        s.offsets.assign(b.offsets.begin(), b.offsets.end());
-        PooledSumResolved<T>(s.rows[k], s.offsets, dim, Pooling::kSum, b.weights, out.data + ids_[k] * dim, out.ld);
-      }
+      for (size_t k = 0; k < tables_.size(); ++k) Pool(s, s.rows[k], bags[ids_[k]], ids_[k], out);
     }
     s.request.Release();
     return status;
@@ -144,8 +160,16 @@ class TypedSnapshotPart final : public SnapshotPart {
   }
 
  private:
-  std::vector<SnapshotTable<T, D>> tables_;
+  void Pool(TypedScratch& s, std::span<const T* const> rows, const Bags<int32_t>& b, int id, MatrixView out) const {
+    s.offsets.assign(b.offsets.begin(), b.offsets.end());
+    PooledSumResolved<T>(rows, s.offsets, dim_, Pooling::kSum, b.weights, out.data + id * dim_, out.ld);
+  }
+
+  int64_t dim_ = 0;
+  std::vector<SnapshotTable<T, D>> tables_;  // served in place
   std::vector<int> ids_;
+  std::vector<ServedTable<T>> resident_;  // in DRAM
+  std::vector<int> resident_ids_;
 };
 
 // One caller's: its scratch for both parts.
@@ -194,8 +218,8 @@ class Source final : public EmbeddingSource {
 };
 
 absl::StatusOr<std::unique_ptr<SnapshotPart>> OpenSnapshots(const EmbeddingSourceOptions& o) {
-  return ::cemb::internal::WithFeatureSize(o.dim, [&]<int64_t D>() {
-    return o.bf16_rows ? TypedSnapshotPart<bfloat16, D>::Open(o) : TypedSnapshotPart<float, D>::Open(o);
+  return WithRowElement(o.row_format, [&]<typename T>() {
+    return ::cemb::internal::WithFeatureSize(o.dim, [&]<int64_t D>() { return TypedSnapshotPart<T, D>::Open(o); });
   });
 }
 

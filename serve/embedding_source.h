@@ -10,12 +10,18 @@
 //       loads them): each request's rows go through the step protocol
 //       (Prefetch, BeginStep, Lookup, EndStep) under one mutex, so lookups
 //       of such a layer run one at a time (serialised());
-//   - ssd snapshots served in place (ssd/snapshot_table.h), read only:
+//   - ssd snapshots (a trained table's, or rows converted for serving in
+//     a smaller format: embedding/row_format.h) served in place
+//     (ssd/snapshot_table.h), read only:
 //       a request starts its rows of every such table (hits pinned with no
 //       lock, misses submitted with O_DIRECT through io_uring), then
 //       finishes them together (SnapshotRequest: its misses of all its
 //       tables in flight at once), pools them, releases its pins. Nothing
-//       is written.
+//       is written;
+//   - snapshots converted for serving, read whole into DRAM
+//     (ServedTable, ssd/served_snapshot.h): rows in their format, no
+//     cache, no lock.
+// The kernels read every format's rows as they are stored (never widened).
 //
 // Thread safety: NewReader and snapshots from any thread; each reader by one
 // thread at a time (a predictor gives each inference context its own).
@@ -34,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "embedding/row_format.h"
 #include "embedding/types.h"
 #include "ssd/snapshot_table.h"
 #include "tables/embedding_layer.h"
@@ -50,16 +57,20 @@ class EmbeddingReader {
   [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, int threads) = 0;
 };
 
-// A model table served from its ssd snapshot in place.
+// A model table served from its ssd snapshot: in place, or (resident) read
+// whole into DRAM.
 struct SnapshotTableSpec {
   int table = 0;              // model-wide id
   std::string path;           // the checkpoint's snapshot file
   int64_t rows = 0;
   int64_t capacity_bytes = 0;  // DRAM for its resident rows (SnapshotTableOptions)
+  // Read whole into DRAM (a snapshot converted for serving only):
+  // capacity_bytes is not used, nothing is read while serving.
+  bool resident = false;
 };
 
-// A snapshot table: its file (open for the table's life: never reopen it
-// by path) and its counters.
+// A snapshot table served in place: its file (open for the table's life:
+// never reopen it by path) and its counters.
 struct SnapshotTableInfo {
   int table = 0;  // model-wide id
   std::string path;
@@ -71,7 +82,9 @@ struct SnapshotTableInfo {
 struct EmbeddingSourceOptions {
   int num_tables = 0;  // the model's
   int64_t dim = 0;
-  bool bf16_rows = false;
+  // The snapshots' rows: a trained table's (fp32 or bf16, with
+  // state_floats per row) or converted for serving (no state).
+  RowFormat row_format = RowFormat::kFp32;
   int64_t state_floats = 0;  // per row in the snapshots (the optimizer's)
   // The tables held in a layer (each with its model-wide id; the layer
   // outlives the source and nothing changes it while the source is used),
@@ -89,7 +102,7 @@ class EmbeddingSource {
   // True when lookups take a lock (a layer with ssd tables, through the
   // step protocol).
   virtual bool serialised() const = 0;
-  // The snapshot tables (none when there are none).
+  // The snapshot tables served in place (none when there are none).
   virtual std::vector<SnapshotTableInfo> snapshots() const = 0;
 };
 

@@ -49,10 +49,28 @@ std::vector<int64_t> PlannedSizes(int64_t max_batch) {
   return sizes;
 }
 
-// The model the manifest describes, holding the tables not served in place
-// (in_place[t]), stored as `options` says.
+// Where table t is served from: the model's layer (loaded, stored as the
+// options say), its snapshot in place, or its converted snapshot read whole
+// into DRAM.
+enum class Held { kLayer, kInPlace, kResident };
+
+bool Converted(const ServingManifest& m) { return m.table_rows_format == "converted"; }
+
+// The format of the rows the source reads: a converted checkpoint's
+// table_dtype (any RowFormat); a trained one's, fp32 or bf16.
+absl::StatusOr<RowFormat> SourceRowFormat(const ServingManifest& m) {
+  CEMB_ASSIGN_OR_RETURN(const RowFormat format, ParseName(kRowFormatNames, m.table_dtype, "SERVING: table_dtype"));
+  if (!Converted(m) && format != RowFormat::kFp32 && format != RowFormat::kBf16) {
+    return absl::DataLossError(absl::StrCat("SERVING: table_dtype '", m.table_dtype,
+                                            "' of trained tables is neither fp32 nor bf16"));
+  }
+  return format;
+}
+
+// The model the manifest describes, holding the tables held in its layer,
+// stored as `options` says.
 absl::StatusOr<dlrm::DlrmOptions> ModelOptions(const ServingManifest& m, const PredictorOptions& options,
-                                               dlrm::Precision precision, const std::vector<bool>& in_place) {
+                                               dlrm::Precision precision, const std::vector<Held>& held) {
   dlrm::DlrmOptions o;
   o.num_dense = m.num_dense;
   o.bottom_mlp = m.bottom_mlp;
@@ -63,16 +81,14 @@ absl::StatusOr<dlrm::DlrmOptions> ModelOptions(const ServingManifest& m, const P
   o.dcn_rank = m.dcn_rank;
   o.mlp_precision = precision;
   o.embeddings.dim = m.dim;
-  o.embeddings.bf16_rows = m.table_dtype == "bf16";
-  if (m.table_dtype != "bf16" && m.table_dtype != "fp32") {
-    return absl::DataLossError(absl::StrCat("SERVING: table_dtype '", m.table_dtype, "' is neither fp32 nor bf16"));
-  }
+  CEMB_ASSIGN_OR_RETURN(const RowFormat format, SourceRowFormat(m));
+  o.embeddings.bf16_rows = !Converted(m) && format == RowFormat::kBf16;
   CEMB_ASSIGN_OR_RETURN(o.embeddings.optimizer,
                         ParseName(kEmbeddingOptimizerNames, m.embedding_optimizer, "SERVING: embedding_optimizer"));
   o.embeddings.seed = m.table_seed;
   o.num_tables = static_cast<int64_t>(m.table_rows.size());
   for (size_t t = 0; t < m.table_rows.size(); ++t) {
-    if (in_place[t]) continue;
+    if (held[t] != Held::kLayer) continue;
     auto it = options.table_storage.find(static_cast<int>(t));
     o.embeddings.tables.push_back({.rows = static_cast<int64_t>(m.table_rows[t]),
                                    .id = static_cast<int>(t),
@@ -87,18 +103,29 @@ absl::StatusOr<dlrm::DlrmOptions> ModelOptions(const ServingManifest& m, const P
 // The checkpoint file of table t's ssd snapshot, relative to the checkpoint.
 std::string SnapshotFile(size_t t) { return "model/" + dlrm::Dlrm::TableFileName(static_cast<int>(t), "ssd"); }
 
-// Table t is served in place: it trained on ssd, the checkpoint holds its
-// snapshot, and the options name no storage for it.
-std::vector<bool> InPlaceTables(const std::string& checkpoint, const ServingManifest& m,
-                                const PredictorOptions& options) {
-  std::vector<bool> in_place(m.table_rows.size());
-  for (size_t t = 0; t < in_place.size(); ++t) {
+// Table t is served in place when it trained on ssd, the checkpoint holds
+// its snapshot, and the options name no storage for it. A converted
+// checkpoint's other tables are read whole into DRAM (they cannot be
+// trained tables again: an override other than dram is InvalidArgument);
+// a trained one's are loaded into the model's layer.
+absl::StatusOr<std::vector<Held>> WhereTables(const std::string& checkpoint, const ServingManifest& m,
+                                              const PredictorOptions& options) {
+  std::vector<Held> held(m.table_rows.size());
+  for (size_t t = 0; t < held.size(); ++t) {
+    auto override = options.table_storage.find(static_cast<int>(t));
     std::error_code ec;
-    in_place[t] = options.serve_in_place && t < m.table_storage.size() && m.table_storage[t] == "ssd" &&
-                  !options.table_storage.contains(static_cast<int>(t)) &&
-                  std::filesystem::exists(absl::StrCat(checkpoint, "/", SnapshotFile(t)), ec);
+    const bool in_place = options.serve_in_place && t < m.table_storage.size() && m.table_storage[t] == "ssd" &&
+                          override == options.table_storage.end() &&
+                          std::filesystem::exists(absl::StrCat(checkpoint, "/", SnapshotFile(t)), ec);
+    if (Converted(m) && override != options.table_storage.end() && override->second.kind != StorageKind::kDram) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "predictor: table ", t, " of ", checkpoint, " holds rows converted to ", m.table_dtype,
+          " for serving: it is served in place from ssd or read whole into DRAM, not stored as ",
+          StorageKindName(override->second.kind)));
+    }
+    held[t] = in_place ? Held::kInPlace : Converted(m) ? Held::kResident : Held::kLayer;
   }
-  return in_place;
+  return held;
 }
 
 // The rows one sample of table t pools at most (1 where the manifest says none).
@@ -111,23 +138,27 @@ int64_t Hotness(const ServingManifest& m, int t) {
 absl::StatusOr<std::unique_ptr<EmbeddingSource>> MakeSource(const std::string& checkpoint, dlrm::Dlrm& model,
                                                             const ServingManifest& m,
                                                             const PredictorOptions& options,
-                                                            const std::vector<bool>& in_place) {
+                                                            const std::vector<Held>& held) {
   const dlrm::DlrmOptions& o = model.options();
+  CEMB_ASSIGN_OR_RETURN(const RowFormat format, SourceRowFormat(m));
   EmbeddingSourceOptions s{.num_tables = static_cast<int>(m.table_rows.size()),
                            .dim = o.embeddings.dim,
-                           .bf16_rows = o.embeddings.bf16_rows,
-                           .state_floats = RowStateFloats(o.embeddings.dim, o.embeddings.optimizer),
+                           .row_format = format,
+                           .state_floats = Converted(m) ? 0 : RowStateFloats(o.embeddings.dim, o.embeddings.optimizer),
                            .layer = &model.embeddings()};
   for (const EmbeddingTableSpec& table : o.embeddings.tables) s.layer_ids.push_back(table.id);
   double in_place_rows = 0;
-  for (size_t t = 0; t < in_place.size(); ++t) in_place_rows += in_place[t] ? static_cast<double>(m.table_rows[t]) : 0;
-  for (size_t t = 0; t < in_place.size(); ++t) {
-    if (!in_place[t]) continue;
-    const double share = static_cast<double>(m.table_rows[t]) / in_place_rows;
+  for (size_t t = 0; t < held.size(); ++t) {
+    in_place_rows += held[t] == Held::kInPlace ? static_cast<double>(m.table_rows[t]) : 0;
+  }
+  for (size_t t = 0; t < held.size(); ++t) {
+    if (held[t] == Held::kLayer) continue;
+    const double share = held[t] == Held::kInPlace ? static_cast<double>(m.table_rows[t]) / in_place_rows : 0;
     s.snapshots.push_back({.table = static_cast<int>(t),
                            .path = absl::StrCat(checkpoint, "/", SnapshotFile(t)),
                            .rows = static_cast<int64_t>(m.table_rows[t]),
-                           .capacity_bytes = static_cast<int64_t>(static_cast<double>(options.ssd_cache_bytes) * share)});
+                           .capacity_bytes = static_cast<int64_t>(static_cast<double>(options.ssd_cache_bytes) * share),
+                           .resident = held[t] == Held::kResident});
   }
   return MakeEmbeddingSource(s);
 }
@@ -250,10 +281,10 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
   if (options.ssd_cache_bytes <= 0) return absl::InvalidArgumentError("predictor: ssd_cache_bytes must be > 0");
   CEMB_ASSIGN_OR_RETURN(p.checkpoint, ResolveCheckpoint(path));
   CEMB_ASSIGN_OR_RETURN(p.manifest, ReadServingManifest(p.checkpoint));
-  const std::vector<bool> in_place = InPlaceTables(p.checkpoint, p.manifest, options);
+  CEMB_ASSIGN_OR_RETURN(const std::vector<Held> held, WhereTables(p.checkpoint, p.manifest, options));
   std::set<std::string> served_in_place;
-  for (size_t t = 0; t < in_place.size(); ++t) {
-    if (in_place[t]) served_in_place.insert(SnapshotFile(t));
+  for (size_t t = 0; t < held.size(); ++t) {
+    if (held[t] == Held::kInPlace) served_in_place.insert(SnapshotFile(t));
   }
   // The files loaded now; those served in place later, in the background.
   CEMB_ASSIGN_OR_RETURN(const CheckpointState state,
@@ -286,10 +317,10 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
       }
     }
   }
-  CEMB_ASSIGN_OR_RETURN(dlrm::DlrmOptions model_options, ModelOptions(p.manifest, options, p.precision, in_place));
+  CEMB_ASSIGN_OR_RETURN(dlrm::DlrmOptions model_options, ModelOptions(p.manifest, options, p.precision, held));
   CEMB_ASSIGN_OR_RETURN(p.model, dlrm::Dlrm::Create(model_options));
   CEMB_RETURN_IF_ERROR(p.model->Load(p.checkpoint + "/model"));
-  CEMB_ASSIGN_OR_RETURN(p.source, MakeSource(p.checkpoint, *p.model, p.manifest, options, in_place));
+  CEMB_ASSIGN_OR_RETURN(p.source, MakeSource(p.checkpoint, *p.model, p.manifest, options, held));
   // Every context's request pins its rows at once: the contexts each
   // table's share of the cache can hold.
   int64_t fit = std::numeric_limits<int64_t>::max();
@@ -347,7 +378,8 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
   }
   if (options.log) {
     options.log(absl::StrCat("predictor: ", p.checkpoint, ": ", p.manifest.table_rows.size(), " tables of dim ",
-                             p.manifest.dim, ", ", p.manifest.interaction, " interaction, ",
+                             p.manifest.dim, Converted(p.manifest) ? absl::StrCat(" converted to ", p.manifest.table_dtype) : "",
+                             ", ", p.manifest.interaction, " interaction, ",
                              dlrm::PrecisionName(p.precision), " MLPs; ", contexts, " context(s) of ", p.threads,
                              " thread(s), batches up to ", options.max_batch,
                              p.source->serialised() ? "; ssd tables: lookups one request at a time" : "",
@@ -358,6 +390,44 @@ absl::StatusOr<std::unique_ptr<Predictor>> Predictor::Open(const std::string& pa
                                                                     " MiB of DRAM")));
   }
   return std::unique_ptr<Predictor>(new Predictor(std::move(impl)));
+}
+
+absl::Status Predictor::ReadRows(int table, int64_t first, std::span<float> out) const {
+  const Impl& p = *impl_;
+  const int64_t dim = p.manifest.dim, tables = static_cast<int64_t>(p.manifest.table_rows.size());
+  const int64_t n = static_cast<int64_t>(out.size()) / dim;
+  if (table < 0 || table >= tables || first < 0 || n * dim != static_cast<int64_t>(out.size()) ||
+      first + n > static_cast<int64_t>(p.manifest.table_rows[static_cast<size_t>(table)])) {
+    return absl::InvalidArgumentError(absl::StrCat("predictor: ReadRows of table ", table, " rows ", first, " + ",
+                                                   out.size(), " floats of a model of ", tables, " tables of dim ",
+                                                   dim));
+  }
+  // Bags of one row each of `table`, empty bags of the others, a batch at
+  // a time (what a table served in place can pin).
+  const int64_t kPiece = p.options.max_batch;
+  std::vector<int32_t> empty(static_cast<size_t>(kPiece + 1), 0), offsets(static_cast<size_t>(kPiece + 1));
+  std::vector<int32_t> indices(static_cast<size_t>(kPiece));
+  std::vector<float> pooled(static_cast<size_t>(kPiece * tables * dim));
+  std::vector<Bags<int32_t>> bags(static_cast<size_t>(tables));
+  Context* c = p.Take();
+  absl::Status status;
+  for (int64_t at = 0; at < n && status.ok(); at += kPiece) {
+    const int64_t m = std::min(kPiece, n - at);
+    for (int64_t i = 0; i <= m; ++i) offsets[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    for (int64_t i = 0; i < m; ++i) indices[static_cast<size_t>(i)] = static_cast<int32_t>(first + at + i);
+    for (int64_t t = 0; t < tables; ++t) {
+      const bool mine = t == table;
+      bags[static_cast<size_t>(t)] = {std::span<const int32_t>((mine ? offsets : empty).data(), static_cast<size_t>(m + 1)),
+                                      std::span<const int32_t>(indices.data(), mine ? static_cast<size_t>(m) : 0), {}};
+    }
+    const MatrixView view{pooled.data(), m, tables * dim, tables * dim};
+    status = c->reader->Lookup(bags, view, p.threads);
+    for (int64_t i = 0; i < m && status.ok(); ++i) {
+      std::copy_n(view.row(i) + table * dim, dim, out.data() + (at + i) * dim);
+    }
+  }
+  p.Give(c);
+  return status;
 }
 
 Predictor::Predictor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -152,6 +152,14 @@ class Predictor {
   // OK when PredictCriteo can score this model; else its FailedPrecondition.
   [[nodiscard]] absl::Status TakesRawCriteo() const;
 
+  // out = rows first .. first + n - 1 of table t as the model scores them
+  // (fp32, n = out.size() / dim, row-major): through the same lookups as
+  // Predict, so a converted table's rows come decoded. For the converter
+  // (serve/convert.h) and inspection; from any thread, as Predict.
+  // Errors: InvalidArgument for a table or row out of range, a size not a
+  // multiple of dim; a read's DataLoss.
+  [[nodiscard]] absl::Status ReadRows(int table, int64_t first, std::span<float> out) const;
+
   // The model (its tables, its dense master weights) the contexts were
   // copied from: for tests and inspection; change nothing through it.
   dlrm::Dlrm& model() const;

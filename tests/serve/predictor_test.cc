@@ -20,6 +20,8 @@
 #include "base/file.h"
 #include "checkpoint/checkpoint.h"
 #include "dlrm/precision.h"
+#include "embedding/row_format.h"
+#include "serve/convert.h"
 #include "data/criteo.h"
 #include "data/dataset.h"
 #include "gmock/gmock.h"
@@ -538,6 +540,95 @@ TEST_P(PredictorTest, AFailedReadNamesTheTableFileAndOffset) {
     for (float x : out) EXPECT_EQ(x, -1.f);
   }
   fs::remove_all(copy);
+}
+
+// The model's rows converted for serving (serve/convert.h), read back
+// through the predictor of the converted checkpoint: each row is the
+// format's encoding of the trained row, decoded (embedding/row_format.h).
+// Table 2 trained on ssd: served in place; the others read into DRAM.
+TEST_P(PredictorTest, ConvertedRowsAreTheTrainedRowsInTheirFormat) {
+  std::unique_ptr<Predictor> trained = Open();
+  ASSERT_NE(trained, nullptr);
+  for (RowFormat format : {RowFormat::kFp32, RowFormat::kBf16, RowFormat::kFp16, RowFormat::kInt8}) {
+    SCOPED_TRACE(RowFormatName(format));
+    const std::string out = absl::StrCat(*dir_, "/", GetParam(), "-", RowFormatName(format));
+    absl::StatusOr<std::string> path = ConvertCheckpoint(Checkpoint(), out, {.format = format});
+    ASSERT_TRUE(path.ok()) << path.status();
+    absl::StatusOr<ServingManifest> m = ReadServingManifest(*path);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(m->table_dtype, RowFormatName(format));
+    EXPECT_EQ(m->table_rows_format, "converted");
+    absl::StatusOr<std::unique_ptr<Predictor>> converted = Predictor::Open(out, {.ssd_cache_bytes = 64 << 10});
+    ASSERT_TRUE(converted.ok()) << converted.status();
+    ASSERT_EQ((*converted)->snapshot_tables().size(), 1u);
+    EXPECT_EQ((*converted)->snapshot_tables()[0].table, 2);
+    const int64_t dim = 16;
+    std::vector<float> want(kRows * dim), got(kRows * dim), row(dim);
+    std::vector<std::byte> encoded(static_cast<size_t>(RowFormatBytes(format, dim)));
+    for (int t = 0; t < kTables; ++t) {
+      ASSERT_TRUE(trained->ReadRows(t, 0, want).ok());
+      ASSERT_TRUE((*converted)->ReadRows(t, 0, got).ok());
+      for (int64_t r = 0; r < kRows; ++r) {
+        EncodeRow(format, std::span<const float>(want.data() + r * dim, dim), encoded.data());
+        DecodeRow(format, encoded.data(), row);
+        ASSERT_EQ(Bits(row), Bits(std::vector<float>(got.begin() + r * dim, got.begin() + (r + 1) * dim)))
+            << "table " << t << " row " << r;
+      }
+    }
+    // fp32 is the trained model itself.
+    if (format == RowFormat::kFp32) {
+      const Samples samples(300, 21);
+      EXPECT_EQ(Bits(Predict(**converted, samples)), Bits(Predict(*trained, samples)));
+    }
+  }
+}
+
+// A converted model scores exactly as the fp32 model of its decoded rows
+// (the int8 checkpoint converted again to fp32): the kernels read the
+// stored rows as DecodeRow does. And from either place: the ssd table in
+// place with a cache that evicts, or read into DRAM.
+TEST_P(PredictorTest, AConvertedModelScoresAsItsDecodedRows) {
+  const Samples samples(1500, 22);
+  for (RowFormat format : {RowFormat::kBf16, RowFormat::kFp16, RowFormat::kInt8}) {
+    SCOPED_TRACE(RowFormatName(format));
+    const std::string out = absl::StrCat(*dir_, "/", GetParam(), "-scores-", RowFormatName(format));
+    ASSERT_TRUE(ConvertCheckpoint(Checkpoint(), out, {.format = format}).ok());
+    ASSERT_TRUE(ConvertCheckpoint(out, out + "-decoded", {.format = RowFormat::kFp32}).ok());
+    std::vector<float> expected;
+    for (const PredictorOptions& options :
+         {PredictorOptions{.ssd_cache_bytes = 16 << 10, .max_batch = 64, .contexts = 1},
+          PredictorOptions{.ssd_cache_bytes = 1 << 20},
+          PredictorOptions{.table_storage = {{2, StorageConfig{.kind = StorageKind::kDram}}}},
+          PredictorOptions{.serve_in_place = false}}) {
+      absl::StatusOr<std::unique_ptr<Predictor>> decoded = Predictor::Open(out + "-decoded", options);
+      ASSERT_TRUE(decoded.ok()) << decoded.status();
+      expected = Predict(**decoded, samples);
+      absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(out, options);
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_EQ(Bits(Predict(**p, samples)), Bits(expected));
+      if (options.ssd_cache_bytes == (16 << 10)) {
+        ASSERT_EQ((*p)->snapshot_tables().size(), 1u);
+        EXPECT_GT((*p)->snapshot_tables()[0].stats.evictions, 0);
+      }
+    }
+    // The scores move little from the trained model's.
+    std::unique_ptr<Predictor> trained = Open();
+    const std::vector<float> fp32 = Predict(*trained, samples);
+    double worst = 0;
+    for (size_t i = 0; i < fp32.size(); ++i) worst = std::max(worst, std::abs(double{fp32[i]} - expected[i]));
+    EXPECT_LT(worst, 0.02);
+  }
+}
+
+TEST_P(PredictorTest, AConvertedTableIsNeverStoredAsATrainedKind) {
+  const std::string out = absl::StrCat(*dir_, "/", GetParam(), "-kinds");
+  ASSERT_TRUE(ConvertCheckpoint(Checkpoint(), out, {.format = RowFormat::kInt8}).ok());
+  StorageConfig ssd{.kind = StorageKind::kSsd};
+  ssd.ssd.capacity_bytes = 4 << 20;
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(out, {.table_storage = {{3, ssd}}});
+  EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+  EXPECT_THAT(p.status().message(), HasSubstr("table 3"));
+  EXPECT_THAT(p.status().message(), HasSubstr("int8"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, PredictorTest, ::testing::Values("dot", "concat", "dcn", "dot-bf16"),
