@@ -112,10 +112,9 @@ absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::st
   SnapshotHeader h{};
   CEMB_RETURN_IF_ERROR(Prefix(name, PreadExactly(file->fd(), path, &h, std::min<uint64_t>(size, sizeof h), 0)));
   CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors, row_bytes, static_cast<uint32_t>(format)));
-  if (h.row_format == 0 || h.rows != nvectors) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "not a snapshot written for serving (dlrm-convert writes every row, in a format): it holds ", h.rows,
-        " of ", nvectors, h.row_format == 0 ? " trained rows" : " rows"));
+  if (h.row_format == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "it holds a trained table's rows, not rows converted for serving (dlrm-convert)"));
   }
   {  // the ids: 0 .. nvectors - 1, in order
     std::vector<uint32_t> ids;

@@ -114,6 +114,10 @@ inline absl::Status CheckSnapshotHeader(const SnapshotHeader& h, uint64_t size, 
     return absl::DataLossError(absl::StrCat(where, "corrupt ssd snapshot: ", h.rows, " rows, ids at offset ",
                                             h.ids_offset, ", rows at offset ", h.data_offset));
   }
+  if (h.row_format != 0 && h.rows != nvectors) {
+    return absl::DataLossError(absl::StrCat(where, "corrupt served snapshot: ", h.rows, " of ", nvectors,
+                                            " rows (a snapshot converted for serving holds every row)"));
+  }
   const uint64_t end =
       SnapshotRowsOf(h.row_format, h.data_offset, static_cast<uint64_t>(row_bytes)).end(static_cast<uint64_t>(h.rows));
   if (size < end) return truncated(absl::StrCat(h.rows, " rows"), end);

@@ -108,7 +108,11 @@ absl::Status Write(const std::string& path, const std::string& name, const Conve
                              });
 }
 
-int64_t SlotBytesOf(int64_t row_bytes) { return (row_bytes + 63) / 64 * 64; }
+// A slot: a power of two up to a cache line, else the row rounded to 8
+// bytes (ssd/snapshot_table.cc).
+int64_t SlotBytesOf(int64_t row_bytes) {
+  return row_bytes <= 64 ? static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(row_bytes))) : (row_bytes + 7) / 8 * 8;
+}
 
 // The file itself, read back with the layout computed here: its header, the
 // ids 0 .. n-1, each row whole in one 4 KiB block at the place the packing
@@ -190,6 +194,7 @@ void ExpectWrittenRowsServedAsEncoded(int64_t d) {
                                      {.path = path, .capacity_bytes = 100 * SlotBytesOf(c.row_bytes)});
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->capacity_rows(), 100);
+  EXPECT_EQ(static_cast<int64_t>(t->slot_bytes()), SlotBytesOf(c.row_bytes));
   EXPECT_EQ(t->snapshot_rows(), kN);
   EXPECT_TRUE(t->direct());
   std::mt19937_64 rng(kSeed);
@@ -391,7 +396,7 @@ TEST(ServedSnapshot, ATrainedSnapshotIsNotAServedTable) {
   ASSERT_TRUE(trained.ok()) << trained.status();
   absl::Status s = ServedTable<float>::Load(trained->path, {.name = "t", .nvectors = 1000, .featuresize = 16}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(s.message(), HasSubstr("not a snapshot written for serving"));
+  EXPECT_THAT(s.message(), HasSubstr("not rows converted for serving"));
   s = ServedTable<bfloat16>::Load(trained->path, {.name = "t", .nvectors = 1000, .featuresize = 32}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   s = ServedTable<float16>::Load(trained->path, {.name = "t", .nvectors = 1000, .featuresize = 32}).status();
