@@ -74,6 +74,14 @@
 #             while LATEST moves to a hard-linked copy of the checkpoint
 #             (removed after): p99 before, across and after the swap, and
 #             failed requests.
+#   formats   smaller rows for serving (issue 35): OUT/ssd/ck converted by
+#             dlrm-convert into OUT/ssd-FORMAT (int8, fp16, bf16; kept), then
+#             for each format and fp32 (OUT/ssd/ck) the ssd zipf-512m sweep:
+#             tables served in place, ssd_cache_bytes 512 MiB, Zipf(1.05),
+#             memlimit CAP: max QPS and hit rate (logs/formats-FORMAT.txt).
+#   formats-auc configs/default.yaml (Kaggle-shaped, synthetic data)
+#             trained into OUT/formats-auc, converted to each format, and
+#             bench/format_quality's validation AUC and log loss of each.
 #
 # Environment: BUILD_DIR (build), PYTHON (/usr/bin/python3: Debian's, with
 # torch and numpy), CAP (3G), MEMLIMIT (../shared/tools/memlimit),
@@ -107,7 +115,8 @@ source bench/machine.sh
 OUT=$(realpath -m "$1")
 shift
 phases=("$@")
-((${#phases[@]})) || phases=(prepare check drive dram dram-open ssd-dram ssd miss torch-ssd http-dram http-batching http-ssd)
+((${#phases[@]})) || phases=(prepare check drive dram dram-open ssd-dram ssd miss torch-ssd http-dram http-batching http-ssd formats
+  formats-auc)
 BUILD_DIR=${BUILD_DIR:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 CAP=${CAP:-3G}
@@ -131,7 +140,7 @@ mkdir -p "$logs"
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" --target dlrm-train ssd_bench predictor_bench serve_load_bench miss_latency_bench cemb_python \
-  cemb_serve_python dlrm-serve serve_http_load >/dev/null
+  cemb_serve_python dlrm-serve serve_http_load dlrm-convert format_quality >/dev/null
 bin=$BUILD_DIR/bench
 train=$BUILD_DIR/apps/dlrm-train
 torch_bench() {  # torch_serve_bench.py with torch's environment
@@ -373,6 +382,40 @@ if has http-ssd; then
   grep -E 'reload|memlimit' "$logs/http-reload-serve.txt" | tee -a "$logs/http-reload-after.txt"
   echo "$step" > "$ssd/ck/LATEST.tmp" && mv "$ssd/ck/LATEST.tmp" "$ssd/ck/LATEST"
   rm -rf "${ssd:?}/ck/$copy"
+fi
+
+if has formats; then
+  read -r big small <<< "$BUDGETS"
+  for format in int8 fp16 bf16; do
+    [[ -f $OUT/ssd-$format/LATEST ]] ||
+      run "$logs/formats-convert-$format.txt" "$BUILD_DIR/apps/dlrm-convert" --checkpoint "$ssd/ck" --format "$format" \
+        --out "$OUT/ssd-$format"
+  done
+  for format in fp32 int8 fp16 bf16; do
+    ck=$OUT/ssd-$format
+    [[ $format == fp32 ]] && ck=$ssd/ck
+    banner "formats $format: tables served in place, ssd_cache_bytes $small, Zipf(1.05), under memlimit $CAP"
+    run "$logs/formats-$format.txt" "$MEMLIMIT" "$CAP" "$bin/serve_load_bench" --seconds "$SECONDS_PER_RATE" \
+      --warmup_seconds "$WARMUP" --checkpoint "$ck" --samples 64 --alpha 1.05 --ssd_cache_bytes "$small" \
+      --prewarm_seconds "$PREWARM" --find_max --start_rate 50
+  done
+fi
+
+if has formats-auc; then
+  auc=$OUT/formats-auc
+  sets=(--set "train.checkpoint_dir=$auc/ck" --set "data.work_dir=$auc/data")
+  if [[ ! -f $auc/ck/LATEST ]]; then
+    run "$logs/formats-auc-train.txt" "$train" --config configs/default.yaml "${sets[@]}" --set train.progress=false
+  fi
+  cks=(--checkpoint "$auc/ck")
+  for format in int8 fp16 bf16; do
+    [[ -f $auc/ck-$format/LATEST ]] ||
+      "$BUILD_DIR/apps/dlrm-convert" --checkpoint "$auc/ck" --format "$format" --out "$auc/ck-$format" >/dev/null
+    cks+=(--checkpoint "$auc/ck-$format")
+  done
+  banner "formats-auc: validation AUC of configs/default.yaml's model served from each format"
+  run "$logs/formats-auc.txt" "$bin/format_quality" --config configs/default.yaml "${sets[@]}" "${cks[@]}" \
+    --trainer_auc
 fi
 
 banner "summary (from $logs)"
