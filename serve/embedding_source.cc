@@ -88,7 +88,9 @@ class TypedSnapshotPart final : public SnapshotPart {
       const TableOptions shape{.name = absl::StrCat("emb", spec.table), .nvectors = spec.rows, .featuresize = o.dim,
                                .state_floats = o.state_floats};
       if (spec.resident) {
-        absl::StatusOr<ServedTable<T>> table = ServedTable<T>::Load(spec.path, shape);
+        TableOptions held = shape;
+        held.tier = spec.resident_tier;
+        absl::StatusOr<ServedTable<T>> table = ServedTable<T>::Load(spec.path, held);
         CEMB_RETURN_IF_ERROR(table.status());
         part->resident_.push_back(*std::move(table));
         part->resident_ids_.push_back(spec.table);

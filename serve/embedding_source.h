@@ -64,9 +64,12 @@ struct SnapshotTableSpec {
   std::string path;           // the checkpoint's snapshot file
   int64_t rows = 0;
   int64_t capacity_bytes = 0;  // DRAM for its resident rows (SnapshotTableOptions)
-  // Read whole into DRAM (a snapshot converted for serving only):
-  // capacity_bytes is not used, nothing is read while serving.
+  // Read whole into memory (a snapshot converted for serving only):
+  // capacity_bytes is not used, nothing is read while serving. The
+  // memory: resident_tier's (DRAM by default; a slow tier: CXL or
+  // persistent memory, read there directly).
   bool resident = false;
+  TierOptions resident_tier;
 };
 
 // A snapshot table served in place: its file (open for the table's life:

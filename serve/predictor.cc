@@ -105,9 +105,10 @@ std::string SnapshotFile(size_t t) { return "model/" + dlrm::Dlrm::TableFileName
 
 // Table t is served in place when it trained on ssd, the checkpoint holds
 // its snapshot, and the options name no storage for it. A converted
-// checkpoint's other tables are read whole into DRAM (they cannot be
-// trained tables again: an override other than dram is InvalidArgument);
-// a trained one's are loaded into the model's layer.
+// checkpoint's other tables are read whole into DRAM, or into the slow tier
+// of a `simple` override (they cannot be trained tables again: a cache or
+// ssd override is InvalidArgument); a trained one's are loaded into the
+// model's layer.
 absl::StatusOr<std::vector<Held>> WhereTables(const std::string& checkpoint, const ServingManifest& m,
                                               const PredictorOptions& options) {
   std::vector<Held> held(m.table_rows.size());
@@ -117,11 +118,12 @@ absl::StatusOr<std::vector<Held>> WhereTables(const std::string& checkpoint, con
     const bool in_place = options.serve_in_place && t < m.table_storage.size() && m.table_storage[t] == "ssd" &&
                           override == options.table_storage.end() &&
                           std::filesystem::exists(absl::StrCat(checkpoint, "/", SnapshotFile(t)), ec);
-    if (Converted(m) && override != options.table_storage.end() && override->second.kind != StorageKind::kDram) {
+    const StorageKind kind = (override != options.table_storage.end() ? override->second : options.storage).kind;
+    if (Converted(m) && !in_place && kind != StorageKind::kDram && kind != StorageKind::kSimple) {
       return absl::InvalidArgumentError(absl::StrCat(
           "predictor: table ", t, " of ", checkpoint, " holds rows converted to ", m.table_dtype,
-          " for serving: it is served in place from ssd or read whole into DRAM, not stored as ",
-          StorageKindName(override->second.kind)));
+          " for serving: it is served in place from ssd, or read whole into DRAM (dram) or a slow tier (simple), "
+          "not stored as ", StorageKindName(kind)));
     }
     held[t] = in_place ? Held::kInPlace : Converted(m) ? Held::kResident : Held::kLayer;
   }
@@ -131,6 +133,14 @@ absl::StatusOr<std::vector<Held>> WhereTables(const std::string& checkpoint, con
 // The rows one sample of table t pools at most (1 where the manifest says none).
 int64_t Hotness(const ServingManifest& m, int t) {
   return t < static_cast<int>(m.hotness.size()) ? std::max<int64_t>(int64_t{m.hotness[static_cast<size_t>(t)]}, 1) : 1;
+}
+
+// Where a converted table read whole is held: the slow tier of a `simple`
+// storage for it, else DRAM.
+TierOptions SlowTierOf(const PredictorOptions& options, int t) {
+  auto it = options.table_storage.find(t);
+  const StorageConfig& storage = it != options.table_storage.end() ? it->second : options.storage;
+  return storage.kind == StorageKind::kSimple ? storage.slow_tier : TierOptions{};
 }
 
 // Where the pooled rows come from: the model's layer (the tables loaded)
@@ -158,7 +168,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingSource>> MakeSource(const std::string& c
                            .path = absl::StrCat(checkpoint, "/", SnapshotFile(t)),
                            .rows = static_cast<int64_t>(m.table_rows[t]),
                            .capacity_bytes = static_cast<int64_t>(static_cast<double>(options.ssd_cache_bytes) * share),
-                           .resident = held[t] == Held::kResident});
+                           .resident = held[t] == Held::kResident,
+                           .resident_tier = SlowTierOf(options, static_cast<int>(t))});
   }
   return MakeEmbeddingSource(s);
 }

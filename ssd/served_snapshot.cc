@@ -104,7 +104,7 @@ absl::Status WriteServedSnapshot(const std::string& path, const ServedSnapshotOp
 namespace ssd_internal {
 
 absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::string& name, int64_t nvectors,
-                                          int64_t row_bytes, RowFormat format) {
+                                          int64_t row_bytes, RowFormat format, const TierOptions& tier) {
   const std::string where = absl::StrCat(name, ": ", path, ": ");
   absl::StatusOr<base::File> file = base::File::OpenForReading(path);
   if (!file.ok()) return Prefix(name, file.status());
@@ -134,7 +134,8 @@ absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::st
   }
   const SnapshotRows file_rows = SnapshotRowsOf(h.row_format, h.data_offset, static_cast<uint64_t>(row_bytes));
   const uint64_t bytes = file_rows.end(static_cast<uint64_t>(h.rows)) - h.data_offset;
-  absl::StatusOr<Region> region = Region::Allocate(TierOptions::DramFor(bytes), bytes);
+  absl::StatusOr<Region> region =
+      Region::Allocate(tier.kind == TierKind::kDram ? TierOptions::DramFor(bytes) : tier, bytes);
   if (!region.ok()) return Prefix(name, region.status());
   CEMB_RETURN_IF_ERROR(Prefix(name, PreadExactly(file->fd(), path, region->data(), bytes, h.data_offset)));
   return ServedRows{*std::move(region), SnapshotRowsOf(h.row_format, 0, static_cast<uint64_t>(row_bytes))};

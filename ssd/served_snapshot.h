@@ -57,13 +57,15 @@ struct ServedRows {
   SnapshotRows layout;  // its data_offset is region's first byte
 };
 absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::string& name, int64_t nvectors,
-                                          int64_t row_bytes, RowFormat format);
+                                          int64_t row_bytes, RowFormat format, const TierOptions& tier);
 }  // namespace ssd_internal
 
 // ServedTable<T>: a served snapshot (WriteServedSnapshot, rows in T's
-// format) read whole into DRAM, read only: the rowpointer interface over
-// the rows as the file packs them (one load of the block's offset, no
-// per-row word). Safe to read from any number of threads.
+// format) read whole into memory, read only: the rowpointer interface over
+// the rows as the file packs them (no per-row word). The memory is
+// table.tier's: DRAM (the default), or a slow tier (TierOptions::Pmem: CXL
+// or persistent memory through libpmem2, read there directly, no cache).
+// Safe to read from any number of threads.
 // Errors of Load: InvalidArgument for a snapshot of another shape or
 // format, or one not written for serving; DataLoss for a truncated or
 // corrupt one (naming the offset); a read's error (naming the file).
@@ -77,7 +79,7 @@ class ServedTable {
     absl::StatusOr<TableOptions> shape = CheckedShape<T, kDynamic>(table);
     if (!shape.ok()) return shape.status();
     absl::StatusOr<ssd_internal::ServedRows> rows = ssd_internal::ReadServedRows(
-        path, table.name, table.nvectors, RowFeatureBytes<T>(shape->featuresize), kRowFormatOf<T>);
+        path, table.name, table.nvectors, RowFeatureBytes<T>(shape->featuresize), kRowFormatOf<T>, table.tier);
     if (!rows.ok()) return rows.status();
     return ServedTable(*std::move(rows), table.name, table.nvectors, shape->featuresize);
   }

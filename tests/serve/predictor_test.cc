@@ -599,11 +599,15 @@ TEST_P(ConvertedTest, AConvertedModelScoresAsItsDecodedRows) {
     ASSERT_TRUE(ConvertCheckpoint(Checkpoint(), out, {.format = format}).ok());
     ASSERT_TRUE(ConvertCheckpoint(out, out + "-decoded", {.format = RowFormat::kFp32}).ok());
     std::vector<float> expected;
+    // Read whole into a slow tier (CXL or persistent memory: a file here).
+    const StorageConfig slow{.kind = StorageKind::kSimple,
+                             .slow_tier = TierOptions::Pmem(absl::StrCat(*dir_, "/", GetParam()))};
     for (const PredictorOptions& options :
          {PredictorOptions{.ssd_cache_bytes = 16 << 10, .max_batch = 64, .contexts = 1},
           PredictorOptions{.ssd_cache_bytes = 1 << 20},
           PredictorOptions{.table_storage = {{2, StorageConfig{.kind = StorageKind::kDram}}}},
-          PredictorOptions{.serve_in_place = false}}) {
+          PredictorOptions{.serve_in_place = false},
+          PredictorOptions{.table_storage = {{2, slow}, {5, slow}}}}) {
       absl::StatusOr<std::unique_ptr<Predictor>> decoded = Predictor::Open(out + "-decoded", options);
       ASSERT_TRUE(decoded.ok()) << decoded.status();
       expected = Predict(**decoded, samples);
@@ -633,6 +637,9 @@ TEST_P(ConvertedTest, AConvertedTableIsNeverStoredAsATrainedKind) {
   EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
   EXPECT_THAT(p.status().message(), HasSubstr("table 3"));
   EXPECT_THAT(p.status().message(), HasSubstr("int8"));
+  p = Predictor::Open(out, {.storage = {.kind = StorageKind::kDynamic}});
+  EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
+  EXPECT_THAT(p.status().message(), HasSubstr("not stored as dynamic"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ConvertedTest, ::testing::Values("dot"));
