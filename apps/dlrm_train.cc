@@ -28,7 +28,7 @@
 #include "train/config.h"
 #include "train/trainer.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 int Fail(const absl::Status& status) {
@@ -78,11 +78,11 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 int main(int argc, char** argv) {
   try {
-    return cemb::dlrm::Main(argc, argv);
+    return cemb::train::Main(argc, argv);
   } catch (const std::exception& e) {  // a last line of defence: a message, never a crash
     std::fprintf(stderr, "dlrm-train: internal error: %s\n", e.what());
     return 1;

@@ -41,7 +41,7 @@ class TempCheckpoint {
     std::string dir = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/", program, "_XXXXXX");
     if (::mkdtemp(dir.data()) == nullptr) return absl::InternalError(absl::StrCat("mkdtemp ", dir, " failed"));
     std::unique_ptr<TempCheckpoint> ck(new TempCheckpoint(dir));
-    absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(
+    absl::StatusOr<train::TrainConfig> c = train::TrainConfig::Parse(
         absl::StrCat("data: {source: synthetic, samples: 4096, max_ind_range: ", o.rows, ", work_dir: ", dir,
                      "/data}\nmodel: {embedding_dim: 16, bottom_mlp: [512, 256, 64, 16], top_mlp: [512, 256, 1], "
                      "mlp_precision: fp32",
@@ -51,9 +51,9 @@ class TempCheckpoint {
                      "}\ntrain: {batch_size: 1024, steps: 1, progress: false, checkpoint_dir: ", ck->path(), "}\n"),
         program);
     if (!c.ok()) return c.status();
-    absl::StatusOr<std::unique_ptr<dlrm::Trainer>> t = dlrm::Trainer::Create(*c, {.out = nullptr});
+    absl::StatusOr<std::unique_ptr<train::Trainer>> t = train::Trainer::Create(*c, {.out = nullptr});
     if (!t.ok()) return t.status();
-    if (absl::StatusOr<dlrm::TrainSummary> s = (*t)->Run(); !s.ok()) return s.status();
+    if (absl::StatusOr<train::TrainSummary> s = (*t)->Run(); !s.ok()) return s.status();
     return ck;
   }
   ~TempCheckpoint() {

@@ -82,7 +82,7 @@ absl::StatusOr<int64_t> TableBytes(const std::string& step_dir) {
 
 // Every validation sample (at most max_samples, and train.eval_batches
 // batches when set) scored by `predictor`, in the trainer's evaluation order.
-absl::StatusOr<Scores> Score(const dlrm::TrainConfig& config, const Validation& v, const serve::Predictor& predictor,
+absl::StatusOr<Scores> Score(const train::TrainConfig& config, const Validation& v, const serve::Predictor& predictor,
                              int64_t max_samples) {
   const data::Dataset& d = *v.prepared.validation;
   const ServingManifest& m = predictor.manifest();
@@ -135,7 +135,7 @@ absl::StatusOr<Scores> Score(const dlrm::TrainConfig& config, const Validation& 
 
 // The first checkpoint evaluated by the trainer itself: resumed (the model
 // loaded, nothing trained or written) and Trainer::Evaluate.
-absl::StatusOr<dlrm::MetricsResult> TrainerMetrics(dlrm::TrainConfig config, const Validation& v,
+absl::StatusOr<train::MetricsResult> TrainerMetrics(train::TrainConfig config, const Validation& v,
                                                    const std::string& step_dir) {
   const std::string dir = fs::path(step_dir).parent_path().string();
   CEMB_ASSIGN_OR_RETURN(std::string latest, LatestCheckpoint(dir));
@@ -151,8 +151,8 @@ absl::StatusOr<dlrm::MetricsResult> TrainerMetrics(dlrm::TrainConfig config, con
   config.data.work_dir = v.work_dir;  // the data prepared above, reused
   config.train.log_jsonl.clear();
   config.train.export_dir.clear();
-  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<dlrm::Trainer> trainer,
-                        dlrm::Trainer::Create(config, {.resume = true, .out = nullptr, .progress_stream = nullptr}));
+  CEMB_ASSIGN_OR_RETURN(std::unique_ptr<train::Trainer> trainer,
+                        train::Trainer::Create(config, {.resume = true, .out = nullptr, .progress_stream = nullptr}));
   return trainer->Evaluate();
 }
 
@@ -185,7 +185,7 @@ int Main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
 
-  absl::StatusOr<dlrm::TrainConfig> config = dlrm::TrainConfig::Load(config_path, overrides);
+  absl::StatusOr<train::TrainConfig> config = train::TrainConfig::Load(config_path, overrides);
   if (!config.ok()) return Fail(config.status());
   Validation v;
   data::PrepareOptions po = config->ToPrepareOptions();
@@ -233,8 +233,8 @@ int Main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (!verified.ok()) return Fail(verified);
-    const double auc = dlrm::RocAuc(scores->probabilities, scores->labels);
-    const double log_loss = dlrm::LogLoss(scores->probabilities, scores->labels);
+    const double auc = train::RocAuc(scores->probabilities, scores->labels);
+    const double log_loss = train::LogLoss(scores->probabilities, scores->labels);
     if (&path == &checkpoints.front()) first_auc = auc;
     std::printf("%-40s %-6s %12lld %8zu %10.6f %10.6f %+11.6f\n", path.c_str(),
                 (*predictor)->manifest().table_dtype.c_str(), static_cast<long long>(*bytes),
@@ -243,7 +243,7 @@ int Main(int argc, char** argv) {
   }
 
   if (trainer_auc) {
-    absl::StatusOr<dlrm::MetricsResult> r = TrainerMetrics(*config, v, first_step_dir);
+    absl::StatusOr<train::MetricsResult> r = TrainerMetrics(*config, v, first_step_dir);
     if (!r.ok()) return Fail(r.status());
     std::printf("trainer (Dlrm::Predict, batch %lld) on %s: %lld samples, auc %.6f, log_loss %.6f, auc_diff %+.6f\n",
                 static_cast<long long>(config->train.batch_size), first_step_dir.c_str(),

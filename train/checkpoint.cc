@@ -4,7 +4,7 @@
 
 #include "base/status_macros.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 absl::StatusOr<std::string> WriteCheckpointOnRanks(
     const std::string& dir, const CheckpointState& state, const distributed::Comm* comm,
@@ -39,4 +39,4 @@ absl::StatusOr<std::string> WriteCheckpointOnRanks(
   return written;
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

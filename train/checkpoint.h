@@ -16,7 +16,7 @@
 #include "checkpoint/checkpoint.h"
 #include "distributed/comm.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 // WriteCheckpoint by every rank of `comm` (nullptr: one process, which is
 // WriteCheckpoint itself): rank 0 makes the payload directory and sends its
@@ -29,6 +29,6 @@ namespace cemb::dlrm {
     const std::string& dir, const CheckpointState& state, const distributed::Comm* comm,
     const std::function<absl::Status(const std::string& payload_dir)>& write_mine, int keep);
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 #endif  // CEMB_TRAIN_CHECKPOINT_H_

@@ -23,7 +23,7 @@
 #include "data/criteo.h"
 #include "yaml-cpp/yaml.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -408,9 +408,9 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
   CEMB_RETURN_IF_ERROR(r.Int("embedding_dim", &m.embedding_dim, 1, 4096));
   CEMB_RETURN_IF_ERROR(r.IntList("bottom_mlp", &m.bottom_mlp, 1, 1 << 20, "positive integers"));
   CEMB_RETURN_IF_ERROR(r.IntList("top_mlp", &m.top_mlp, 1, 1 << 20, "positive integers"));
-  CEMB_RETURN_IF_ERROR(r.Enum("interaction", &m.interaction, kInteractionKindNames));
+  CEMB_RETURN_IF_ERROR(r.Enum("interaction", &m.interaction, dlrm::kInteractionKindNames));
   CEMB_RETURN_IF_ERROR(r.Bool("self_interaction", &m.self_interaction));
-  if (m.interaction == InteractionKind::kDcn) {
+  if (m.interaction == dlrm::InteractionKind::kDcn) {
     CEMB_RETURN_IF_ERROR(r.Int("dcn_layers", &m.dcn_layers, 1, 64));
     CEMB_RETURN_IF_ERROR(r.Int("dcn_rank", &m.dcn_rank, 0, 1 << 20));
   } else {
@@ -418,7 +418,7 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
       if (r.Child(key).IsDefined()) return r.Error(key, "only with model.interaction: dcn");
     }
   }
-  CEMB_RETURN_IF_ERROR(r.Enum("mlp_precision", &m.mlp_precision, kPrecisionNames));
+  CEMB_RETURN_IF_ERROR(r.Enum("mlp_precision", &m.mlp_precision, dlrm::kPrecisionNames));
   CEMB_RETURN_IF_ERROR(r.Enum("table_dtype", &m.bf16_tables, kTableDtypeNames));
   CEMB_RETURN_IF_ERROR(r.String("init_from", &m.init_from));
   CEMB_RETURN_IF_ERROR(r.Section("tables", [&](MapReader& t) -> absl::Status {
@@ -458,7 +458,7 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
     }
     return absl::OkStatus();
   }));
-  if (m.bottom_mlp.back() != m.embedding_dim && m.interaction != InteractionKind::kConcat) {
+  if (m.bottom_mlp.back() != m.embedding_dim && m.interaction != dlrm::InteractionKind::kConcat) {
     return r.Error("bottom_mlp", absl::StrCat("the last layer (", m.bottom_mlp.back(),
                                               ") must equal model.embedding_dim (", m.embedding_dim,
                                               ") for the dot and dcn interactions"));
@@ -471,7 +471,7 @@ absl::Status ParseModel(MapReader& r, ModelConfig& m) {
 
 absl::Status ParseOptimizer(MapReader& r, OptimizerConfig& o) {
   CEMB_RETURN_IF_ERROR(r.Enum("embedding", &o.embedding, kEmbeddingOptimizerNames));
-  CEMB_RETURN_IF_ERROR(r.Enum("dense", &o.dense, kDenseOptimizerNames));
+  CEMB_RETURN_IF_ERROR(r.Enum("dense", &o.dense, dlrm::kDenseOptimizerNames));
   CEMB_RETURN_IF_ERROR(r.Double("learning_rate", &o.learning_rate, 0.0, 1e6, /*min_open=*/true));
   CEMB_RETURN_IF_ERROR(r.Double("adagrad_eps", &o.adagrad_eps, 0.0, 1.0, /*min_open=*/true));
   CEMB_RETURN_IF_ERROR(r.Int("warmup_steps", &o.warmup_steps, 0));
@@ -685,7 +685,7 @@ data::PrepareOptions TrainConfig::ToPrepareOptions() const {
   return o;
 }
 
-absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes,
+absl::StatusOr<dlrm::DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t> table_sizes,
                                                        std::span<const uint32_t> hotness,
                                                        const TableTraffic* traffic, DramSplit* split,
                                                        const std::vector<int>* only) const {
@@ -706,7 +706,7 @@ absl::StatusOr<DlrmOptions> TrainConfig::ToDlrmOptions(std::span<const uint64_t>
                                                      table_sizes.size() - 1, ")"));
     }
   }
-  DlrmOptions o;
+  dlrm::DlrmOptions o;
   o.num_dense = data::kNumDense;
   o.bottom_mlp = model.bottom_mlp;
   o.top_mlp = model.top_mlp;
@@ -784,10 +784,10 @@ std::string TrainConfig::Fingerprint() const {
   return s;
 }
 
-void TrainConfig::SetMlpPrecision(Precision precision) {
+void TrainConfig::SetMlpPrecision(dlrm::Precision precision) {
   model.mlp_precision = precision;
   for (auto& [key, value] : settings) {
-    if (key == "model.mlp_precision") value = PrecisionName(precision);
+    if (key == "model.mlp_precision") value = dlrm::PrecisionName(precision);
   }
 }
 
@@ -850,18 +850,18 @@ std::optional<TrainConfig::FingerprintDiff> TrainConfig::DiffFingerprint(std::st
   return FingerprintDiff{};  // the same lines, other bytes (line ends)
 }
 
-ServingManifest TrainConfig::ToServingManifest(const DlrmOptions& model, std::span<const uint64_t> table_sizes,
+ServingManifest TrainConfig::ToServingManifest(const dlrm::DlrmOptions& model, std::span<const uint64_t> table_sizes,
                                                std::span<const uint32_t> hotness) const {
   ServingManifest m;
   m.num_dense = model.num_dense;
   m.dim = model.embeddings.dim;
   m.bottom_mlp = model.bottom_mlp;
   m.top_mlp = model.top_mlp;
-  m.interaction = InteractionKindName(model.interaction);
+  m.interaction = dlrm::InteractionKindName(model.interaction);
   m.self_interaction = model.self_interaction;
   m.dcn_layers = model.dcn_layers;
   m.dcn_rank = model.dcn_rank;
-  m.mlp_precision = PrecisionName(model.mlp_precision);
+  m.mlp_precision = dlrm::PrecisionName(model.mlp_precision);
   m.table_dtype = NameOf(kTableDtypeNames, model.embeddings.bf16_rows);
   m.embedding_optimizer = EmbeddingOptimizerName(model.embeddings.optimizer);
   m.seed = model.seed;
@@ -880,4 +880,4 @@ ServingManifest TrainConfig::ToServingManifest(const DlrmOptions& model, std::sp
   return m;
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -48,7 +48,7 @@
 #include "tables/storage.h"
 #include "train/dram_budget.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 // The data: section is data/prepare.h's DataConfig, which the trainer hands
 // to data::PrepareData (ToPrepareOptions).
@@ -92,7 +92,7 @@ struct ModelConfig {
   int64_t embedding_dim = 16;
   std::vector<int64_t> bottom_mlp{512, 256, 64, 16};
   std::vector<int64_t> top_mlp{512, 256, 1};
-  InteractionKind interaction = InteractionKind::kDot;
+  dlrm::InteractionKind interaction = dlrm::InteractionKind::kDot;
   bool self_interaction = false;
   // dcn: the cross network's layers and rank (0: full rank); read only
   // with interaction: dcn (elsewhere an error).
@@ -100,7 +100,7 @@ struct ModelConfig {
   int64_t dcn_rank = 512;
   // auto: bf16 where oneDNN runs it faster than fp32 (AMX), else fp32;
   // resolved when the model is built (dlrm/precision.h).
-  Precision mlp_precision = Precision::kAuto;
+  dlrm::Precision mlp_precision = dlrm::Precision::kAuto;
   bool bf16_tables = false;  // model.table_dtype: kTableDtypeNames
   // A directory of .npy files named by DLRM_Net.state_dict()'s keys
   // (Dlrm::ImportNpy) that every parameter starts from, instead of the
@@ -131,7 +131,7 @@ struct ModelConfig {
 struct OptimizerConfig {
   EmbeddingOptimizer embedding = EmbeddingOptimizer::kSgd;
   // The MLPs' and the cross network's: sgd or adagrad (dlrm/dense_optimizer.h).
-  DenseOptimizerKind dense = DenseOptimizerKind::kSgd;
+  dlrm::DenseOptimizerKind dense = dlrm::DenseOptimizerKind::kSgd;
   double learning_rate = 0.1;
   double adagrad_eps = 1e-8;  // row-wise and dense Adagrad alike
   // The MLPerf DLRM schedule: lr * (step + 1) / warmup_steps during the
@@ -207,7 +207,7 @@ struct TrainConfig {
   //: the layer gets those, each with its id, and they share
   // model.dram_budget (a budget per process); DlrmOptions::num_tables counts
   // them all.
-  [[nodiscard]] absl::StatusOr<DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes,
+  [[nodiscard]] absl::StatusOr<dlrm::DlrmOptions> ToDlrmOptions(std::span<const uint64_t> table_sizes,
                                                           std::span<const uint32_t> hotness = {},
                                                           const TableTraffic* traffic = nullptr,
                                                           DramSplit* split = nullptr,
@@ -221,7 +221,7 @@ struct TrainConfig {
   // precision never auto), every table of `table_sizes` with its storage
   // here and its `hotness`, and the data's preprocessing (tsv: log1p of
   // the integers, ids by modulo or a vocabulary; synthetic and binary: none).
-  ServingManifest ToServingManifest(const DlrmOptions& model, std::span<const uint64_t> table_sizes,
+  ServingManifest ToServingManifest(const dlrm::DlrmOptions& model, std::span<const uint64_t> table_sizes,
                                     std::span<const uint32_t> hotness) const;
   // What data::PrepareData needs: the data section, data.work_dir defaulted
   // to <train.checkpoint_dir>/data, the model's table sizes when given
@@ -258,7 +258,7 @@ struct TrainConfig {
   // The keys MayChangeOnResume accepts, for messages: "data.work_dir,
   // model.dram_budget, model.storage.*, ...".
   static std::string MayChangeOnResumeList();
-  void SetMlpPrecision(Precision precision);
+  void SetMlpPrecision(dlrm::Precision precision);
 
   // Where a checkpoint's fingerprint `written` and this config's part: the
   // first key, in the checkpoint's order, whose value differs or that only
@@ -276,6 +276,6 @@ struct TrainConfig {
 // is of); 0 when unknown.
 int64_t PhysicalMemoryBytes();
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 #endif  // CEMB_TRAIN_CONFIG_H_

@@ -5,7 +5,7 @@
 
 #include "absl/container/flat_hash_map.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 TableTraffic SampleTraffic(const data::Dataset& dataset, uint64_t samples, const std::vector<bool>& tables) {
   const uint64_t n = std::min(samples, dataset.num_samples());
@@ -26,4 +26,4 @@ TableTraffic SampleTraffic(const data::Dataset& dataset, uint64_t samples, const
   return traffic;
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -14,13 +14,13 @@
 #include "data/dataset.h"
 #include "tables/dram_budget.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 // Counts the lookups of the first min(samples, dataset.num_samples())
 // samples of `dataset`, per table; only of the tables t with tables[t]
 // (empty: every table; the others get no counts).
 TableTraffic SampleTraffic(const data::Dataset& dataset, uint64_t samples, const std::vector<bool>& tables = {});
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 #endif  // CEMB_TRAIN_DRAM_BUDGET_H_

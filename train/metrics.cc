@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 double RocAuc(std::span<const float> scores, std::span<const float> labels) {
   const size_t n = scores.size();
@@ -68,4 +68,4 @@ MetricsResult BinaryMetrics::Compute() const {
   return r;
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 struct MetricsResult {
   int64_t samples = 0;
@@ -53,6 +53,6 @@ class BinaryMetrics {
   std::vector<float> scores_, labels_;
 };
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 #endif  // CEMB_TRAIN_METRICS_H_

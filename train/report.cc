@@ -12,7 +12,7 @@
 #include "base/file.h"
 #include "base/human.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 std::string JsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
@@ -46,7 +46,7 @@ std::string JsonString(std::string_view s) {
   return out + "\"";
 }
 
-TableBytes TableBytesOf(const DlrmOptions& mo, bool bf16_tables) {
+TableBytes TableBytesOf(const dlrm::DlrmOptions& mo, bool bf16_tables) {
   TableBytes b;
   const double row_bytes = static_cast<double>(EmbeddingRowBytes(mo.embeddings.dim, bf16_tables, mo.embeddings.optimizer));
   for (const EmbeddingTableSpec& spec : mo.embeddings.tables) {
@@ -85,8 +85,8 @@ std::string DramBudgetText(const TrainConfig& config, const DramSplit& split, in
       "\n");
 }
 
-std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const TableBytes& tables,
-                     const std::string& budget_lines, const MlpPrecisionChoice& precision, const data::Dataset& train,
+std::string PlanText(const TrainConfig& config, const dlrm::DlrmOptions& mo, const TableBytes& tables,
+                     const std::string& budget_lines, const dlrm::MlpPrecisionChoice& precision, const data::Dataset& train,
                      const data::Dataset* validation, int64_t total_steps, int64_t total_samples) {
   const TrainSettings& t = config.train;
   std::string ssd_line;
@@ -105,14 +105,14 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
       "model: dim %d, bottom %d-%s, top %s, %s interaction%s, %s MLPs%s, %s tables%s: %s in DRAM, %s on the slow "
       "tier%s\n",
       mo.embeddings.dim, mo.num_dense, absl::StrJoin(mo.bottom_mlp, "-"), absl::StrJoin(mo.top_mlp, "-"),
-      InteractionKindName(mo.interaction),
+      dlrm::InteractionKindName(mo.interaction),
       mo.self_interaction                        ? " (with self)"
-      : mo.interaction == InteractionKind::kDcn ? absl::StrFormat(" (%d layers, %s, %s)", mo.dcn_layers,
+      : mo.interaction == dlrm::InteractionKind::kDcn ? absl::StrFormat(" (%d layers, %s, %s)", mo.dcn_layers,
                                                                    mo.dcn_rank > 0 ? absl::StrCat("rank ", mo.dcn_rank)
                                                                                    : std::string("full rank"),
-                                                                   PrecisionName(mo.mlp_precision))
+                                                                   dlrm::PrecisionName(mo.mlp_precision))
                                                  : "",
-      PrecisionName(mo.mlp_precision), precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
+      dlrm::PrecisionName(mo.mlp_precision), precision.reason.empty() ? "" : absl::StrCat(" (", precision.reason, ")"),
       NameOf(kTableDtypeNames, config.model.bf16_tables),
       RowStateFloats(1, config.optimizer.embedding) > 0 ? " with their fp32 Adagrad accumulators" : "",
       HumanBytes(tables.dram), HumanBytes(tables.slow), ssd_line);
@@ -122,7 +122,7 @@ std::string PlanText(const TrainConfig& config, const DlrmOptions& mo, const Tab
       &text, "train: %d steps of %d samples (%d samples, %.2f epochs), lr %g (%s embeddings, %s dense), %s threads\n",
       total_steps, t.batch_size, total_samples, static_cast<double>(total_samples) / static_cast<double>(train_n),
       config.optimizer.learning_rate,
-      EmbeddingOptimizerName(config.optimizer.embedding), DenseOptimizerName(config.optimizer.dense),
+      EmbeddingOptimizerName(config.optimizer.embedding), dlrm::DenseOptimizerName(config.optimizer.dense),
       t.threads > 0 ? absl::StrCat(t.threads) : std::string("all"));
   return text;
 }
@@ -152,12 +152,12 @@ std::string SummaryText(const TrainSummary& summary, const RunFacts& facts) {
                         steps_run, summary.train_seconds, HumanCount(summary.samples_per_second), summary.eval_seconds,
                         summary.checkpoint_seconds);
   absl::StrAppendFormat(&text, "%-24s %10s %7s %10s\n", "phase", "seconds", "share", "ms/step");
-  for (int p = 0; p < kNumPhases; ++p) {
+  for (int p = 0; p < dlrm::kNumPhases; ++p) {
     const double s = summary.train_times.seconds[static_cast<size_t>(p)];
     // One process never communicates: no lines of zeros for it.
-    const bool communication = p == static_cast<int>(Phase::kAllToAll) || p == static_cast<int>(Phase::kAllreduce);
+    const bool communication = p == static_cast<int>(dlrm::Phase::kAllToAll) || p == static_cast<int>(dlrm::Phase::kAllreduce);
     if (communication && s == 0) continue;
-    absl::StrAppendFormat(&text, "%-24s %10.3f %6.1f%% %10.3f\n", PhaseName(static_cast<Phase>(p)), s,
+    absl::StrAppendFormat(&text, "%-24s %10.3f %6.1f%% %10.3f\n", dlrm::PhaseName(static_cast<dlrm::Phase>(p)), s,
                           total > 0 ? 100 * s / total : 0.0,
                           steps_run > 0 ? 1e3 * s / static_cast<double>(steps_run) : 0.0);
   }
@@ -223,8 +223,8 @@ std::string SummaryText(const TrainSummary& summary, const RunFacts& facts) {
 
 std::string SummaryJson(const TrainSummary& summary, const RunFacts& facts) {
   std::string phases;
-  for (int p = 0; p < kNumPhases; ++p) {
-    absl::StrAppend(&phases, p ? "," : "", JsonString(PhaseName(static_cast<Phase>(p))), ":",
+  for (int p = 0; p < dlrm::kNumPhases; ++p) {
+    absl::StrAppend(&phases, p ? "," : "", JsonString(dlrm::PhaseName(static_cast<dlrm::Phase>(p))), ":",
                     JsonNumber(summary.train_times.seconds[static_cast<size_t>(p)]));
   }
   std::string tables;
@@ -273,8 +273,8 @@ std::string SummaryJson(const TrainSummary& summary, const RunFacts& facts) {
   return absl::StrCat(
       "{\"type\":\"summary\",\"config\":", JsonString(facts.config_name), ",\"first_step\":", summary.first_step,
       ",\"steps\":", summary.steps, ",\"batch_size\":", facts.batch_size,
-      ",\"mlp_precision\":", JsonString(PrecisionName(facts.mlp_precision)),
-      ",\"mlp_precision_requested\":", JsonString(PrecisionName(facts.mlp_precision_requested)),
+      ",\"mlp_precision\":", JsonString(dlrm::PrecisionName(facts.mlp_precision)),
+      ",\"mlp_precision_requested\":", JsonString(dlrm::PrecisionName(facts.mlp_precision_requested)),
       ",\"train_seconds\":", JsonNumber(summary.train_seconds),
       ",\"samples_per_s\":", JsonNumber(summary.samples_per_second),
       ",\"slowest_step\":", summary.slowest_step,
@@ -349,4 +349,4 @@ void Report::Summary(const TrainSummary& summary, const RunFacts& facts) {
   Log(SummaryJson(summary, facts));
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -40,7 +40,7 @@
 #include "train/dram_budget.h"
 #include "train/metrics.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 struct EvalRecord {
   int64_t step = 0;       // steps done when evaluated
@@ -58,8 +58,8 @@ struct TrainSummary {
   std::vector<double> losses;     // the mean loss of each step in [first_step, steps)
   std::vector<EvalRecord> evals;  // including the final one (when there is validation data)
   MetricsResult final_metrics;
-  PhaseTimes train_times;  // data, model phases, cache flush, other
-  PhaseTimes eval_times;
+  dlrm::PhaseTimes train_times;  // data, model phases, cache flush, other
+  dlrm::PhaseTimes eval_times;
   double train_seconds = 0, eval_seconds = 0, checkpoint_seconds = 0, export_seconds = 0;
   double samples_per_second = 0;
   double slowest_step_seconds = 0;  // the longest training step, from loading its batch to its End
@@ -73,8 +73,8 @@ struct RunFacts {
   std::string config_name;  // TrainConfig::source_name
   int64_t batch_size = 0;
   bool has_validation = false;  // false: the val_* numbers are null
-  Precision mlp_precision = Precision::kFp32;
-  Precision mlp_precision_requested = Precision::kFp32;
+  dlrm::Precision mlp_precision = dlrm::Precision::kFp32;
+  dlrm::Precision mlp_precision_requested = dlrm::Precision::kFp32;
 };
 
 // A JSON number, %.17g (a double reads back exactly); NaN and inf as null.
@@ -88,7 +88,7 @@ struct TableBytes {
 };
 // Of the tables in `model` (several processes: this rank's; the trainer
 // sums every rank's).
-TableBytes TableBytesOf(const DlrmOptions& model, bool bf16_tables);
+TableBytes TableBytesOf(const dlrm::DlrmOptions& model, bool bf16_tables);
 
 // model.dram_budget's split among the tables in `dram_split` (one rank's),
 // a line ending in a newline: "dram_budget: 8.0 GiB, ..." (several
@@ -99,8 +99,8 @@ std::string DramBudgetText(const TrainConfig& config, const DramSplit& dram_spli
 // tables live (`tables`: the whole model's), the budget's lines
 // (DramBudgetText of every rank, in rank order), a precision warning, the
 // length.
-std::string PlanText(const TrainConfig& config, const DlrmOptions& model, const TableBytes& tables,
-                     const std::string& budget_lines, const MlpPrecisionChoice& precision, const data::Dataset& train,
+std::string PlanText(const TrainConfig& config, const dlrm::DlrmOptions& model, const TableBytes& tables,
+                     const std::string& budget_lines, const dlrm::MlpPrecisionChoice& precision, const data::Dataset& train,
                      const data::Dataset* validation, int64_t total_steps, int64_t total_samples);
 // One evaluation: the text line and the "eval" record.
 std::string EvalText(const EvalRecord& r, double samples_per_s);
@@ -164,6 +164,6 @@ class Report {
   FILE* log_ = nullptr;
 };
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 #endif  // CEMB_TRAIN_REPORT_H_

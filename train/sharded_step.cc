@@ -8,7 +8,7 @@
 #include "base/status_macros.h"
 #include "base/timer.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const distributed::Comm& comm, const distributed::ShardPlan& plan,
                                                                   int64_t dim, int64_t max_local_batch, int slots) {
@@ -31,13 +31,13 @@ absl::Status ShardedStep::OrAbort(const absl::Status& s) const {
   comm_.Abort(1);
 }
 
-absl::Status ShardedStep::ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
+absl::Status ShardedStep::ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, dlrm::PhaseTimes* times) {
   CEMB_RETURN_IF_ERROR(StartIndices(slot, bags, times));
   return FinishIndices(times);
 }
 
-absl::Status ShardedStep::StartIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times) {
-  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
+absl::Status ShardedStep::StartIndices(int slot, std::span<const Bags<int32_t>> bags, dlrm::PhaseTimes* times) {
+  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
   if (pending_ >= 0) return OrAbort(absl::FailedPreconditionError("ShardedStep: StartIndices with indices in flight"));
   absl::Status s = slots_[slot]->StartIndices(bags);
   // Malformed bags on some rank are agreed on (every rank returns them); an
@@ -48,27 +48,27 @@ absl::Status ShardedStep::StartIndices(int slot, std::span<const Bags<int32_t>> 
   return absl::OkStatus();
 }
 
-absl::Status ShardedStep::FinishIndices(PhaseTimes* times) {
-  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
+absl::Status ShardedStep::FinishIndices(dlrm::PhaseTimes* times) {
+  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
   if (pending_ < 0) return absl::OkStatus();
   const int slot = std::exchange(pending_, -1);
   return OrAbort(slots_[slot]->WaitIndices());
 }
 
 absl::Status ShardedStep::StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                                          PhaseTimes* times) {
+                                          dlrm::PhaseTimes* times) {
   absl::Status mine = local;
   if (mine.ok() && layer.num_tables() > 0) {
-    ScopedSeconds timer(PhaseSeconds(times, Phase::kEmbeddingLookup));
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingLookup));
     mine = layer.Lookup(current_->owned_bags(), current_->owned_output());
   }
-  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
+  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
   CEMB_RETURN_IF_ERROR(comm_.AgreeOnStatus(mine));
   return OrAbort(current_->StartPooled(emb));
 }
 
-absl::Status ShardedStep::FinishPooledRows(const absl::Status& local, PhaseTimes* times) {
-  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
+absl::Status ShardedStep::FinishPooledRows(const absl::Status& local, dlrm::PhaseTimes* times) {
+  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
   CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitPooled()));
   return comm_.AgreeOnStatus(local);
 }
@@ -78,37 +78,37 @@ absl::Status ShardedStep::Progress() {
   return pending_ >= 0 ? OrAbort(slots_[pending_]->Progress()) : absl::OkStatus();
 }
 
-absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, PhaseTimes* times) {
-  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
+absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, dlrm::PhaseTimes* times) {
+  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
   return OrAbort(current_->StartGradients(d_emb));
 }
 
-absl::Status ShardedStep::SumGradients(std::span<float> data, PhaseTimes* times) {
-  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllreduce));
+absl::Status ShardedStep::SumGradients(std::span<float> data, dlrm::PhaseTimes* times) {
+  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllreduce));
   // Let the gradients' exchange move while this rank waits in the allreduce
   // (Open MPI has no progress thread).
   CEMB_RETURN_IF_ERROR(Progress());
   return OrAbort(comm_.AllreduceSum(data));
 }
 
-absl::Status ShardedStep::SumLoss(double* loss, PhaseTimes* times) {
-  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllreduce));
+absl::Status ShardedStep::SumLoss(double* loss, dlrm::PhaseTimes* times) {
+  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllreduce));
   return OrAbort(comm_.AllreduceSum(std::span<double>(loss, 1)));
 }
 
 absl::Status ShardedStep::FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
-                                          PhaseTimes* times) {
+                                          dlrm::PhaseTimes* times) {
   {
-    ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
     CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitGradients()));
   }
   absl::Status mine = local;
   if (mine.ok() && layer.num_tables() > 0) {
-    ScopedSeconds timer(PhaseSeconds(times, Phase::kEmbeddingUpdate));
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingUpdate));
     mine = layer.Update(current_->owned_bags(), current_->owned_grad(), lr);
   }
-  ScopedSeconds timer(PhaseSeconds(times, Phase::kAllToAll));
+  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
   return comm_.AgreeOnStatus(mine);
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

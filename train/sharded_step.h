@@ -56,9 +56,9 @@
 #include "distributed/shard_plan.h"
 #include "dlrm/model.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
-class ShardedStep final : public StepPeers {
+class ShardedStep final : public dlrm::StepPeers {
  public:
   // Not collective. `max_local_batch`: the largest slice any rank holds;
   // `slots` >= 1.
@@ -71,13 +71,13 @@ class ShardedStep final : public StepPeers {
   // table of the model. Errors, agreed: malformed bags on some rank.
   // REQUIRES: 0 <= slot < slots(); the slot's previous batch is done (its
   // step finished, or it never ran: a forward-only step).
-  [[nodiscard]] absl::Status ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times);
+  [[nodiscard]] absl::Status ExchangeIndices(int slot, std::span<const Bags<int32_t>> bags, dlrm::PhaseTimes* times);
   // ExchangeIndices in two halves: StartIndices posts the bags (after the
   // ranks agree on their sizes; bags may change once it returns),
   // FinishIndices waits for them; Progress() moves them along meanwhile.
   // One at a time. REQUIRES: the slot is not the current one.
-  [[nodiscard]] absl::Status StartIndices(int slot, std::span<const Bags<int32_t>> bags, PhaseTimes* times);
-  [[nodiscard]] absl::Status FinishIndices(PhaseTimes* times);
+  [[nodiscard]] absl::Status StartIndices(int slot, std::span<const Bags<int32_t>> bags, dlrm::PhaseTimes* times);
+  [[nodiscard]] absl::Status FinishIndices(dlrm::PhaseTimes* times);
   bool indices_in_flight() const { return pending_ >= 0; }
   // After ExchangeIndices(slot): this rank's tables (plan().tables_of(rank),
   // in that order) over the global batch.
@@ -92,14 +92,14 @@ class ShardedStep final : public StepPeers {
   // StepPeers.
   int64_t global_batch() const override { return current_->global_batch(); }
   [[nodiscard]] absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                                             PhaseTimes* times) override;
-  [[nodiscard]] absl::Status FinishPooledRows(const absl::Status& local, PhaseTimes* times) override;
+                                             dlrm::PhaseTimes* times) override;
+  [[nodiscard]] absl::Status FinishPooledRows(const absl::Status& local, dlrm::PhaseTimes* times) override;
   [[nodiscard]] absl::Status Progress() override;
-  [[nodiscard]] absl::Status StartGradients(ConstMatrixView d_emb, PhaseTimes* times) override;
-  [[nodiscard]] absl::Status SumGradients(std::span<float> data, PhaseTimes* times) override;
-  [[nodiscard]] absl::Status SumLoss(double* loss, PhaseTimes* times) override;
+  [[nodiscard]] absl::Status StartGradients(ConstMatrixView d_emb, dlrm::PhaseTimes* times) override;
+  [[nodiscard]] absl::Status SumGradients(std::span<float> data, dlrm::PhaseTimes* times) override;
+  [[nodiscard]] absl::Status SumLoss(double* loss, dlrm::PhaseTimes* times) override;
   [[nodiscard]] absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
-                                             PhaseTimes* times) override;
+                                             dlrm::PhaseTimes* times) override;
 
  private:
   ShardedStep(const distributed::Comm& comm, const distributed::ShardPlan& plan) : comm_(comm), plan_(plan) {}
@@ -113,6 +113,6 @@ class ShardedStep final : public StepPeers {
   int pending_ = -1;  // the slot whose indices are in flight (StartIndices), or -1
 };
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 #endif  // CEMB_TRAIN_SHARDED_STEP_H_

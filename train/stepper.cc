@@ -6,9 +6,9 @@
 #include "base/status_macros.h"
 #include "base/timer.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
-Stepper::Stepper(Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
+Stepper::Stepper(dlrm::Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
                  int prefetch_batches)
     : model_(model),
       sharded_(std::move(sharded)),
@@ -27,14 +27,14 @@ void Stepper::View(const data::Batch& batch) {
   bags_.resize(batch.num_tables());
   for (uint32_t t = 0; t < batch.num_tables(); ++t) bags_[t] = Bags<int32_t>{batch.offsets(t), batch.indices(t)};
   current_.batch = &batch;
-  current_.view = BatchView{.size = batch.size(), .dense = batch.dense(), .labels = batch.labels(), .bags = bags_};
+  current_.view = dlrm::BatchView{.size = batch.size(), .dense = batch.dense(), .labels = batch.labels(), .bags = bags_};
 }
 
 absl::StatusOr<const StepBatch*> Stepper::BeginTrain(data::Loader& loader, int64_t step, int64_t total_steps,
-                                                     PhaseTimes* times) {
+                                                     dlrm::PhaseTimes* times) {
   std::span<const data::Batch* const> peeked;
   {
-    ScopedSeconds timer(PhaseSeconds(times, Phase::kData));
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kData));
     const data::Batch* batch = loader.Next();
     if (batch == nullptr) return absl::InternalError("the training loader ended early");  // endless: cannot happen
     View(*batch);
@@ -49,18 +49,18 @@ absl::StatusOr<const StepBatch*> Stepper::BeginTrain(data::Loader& loader, int64
   CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, TrainBags(step, peeked, times));
   const size_t ahead = std::min(peeked.size(), ahead_.size());
   CEMB_RETURN_IF_ERROR(
-      Agree(train_cycle_.Begin(step, bags, std::span(ahead_.data(), ahead), PhaseSeconds(times, Phase::kSsdWait))));
+      Agree(train_cycle_.Begin(step, bags, std::span(ahead_.data(), ahead), dlrm::PhaseSeconds(times, dlrm::Phase::kSsdWait))));
   return &current_;
 }
 
-absl::Status Stepper::EndTrain(int64_t step, PhaseTimes* times) {
+absl::Status Stepper::EndTrain(int64_t step, dlrm::PhaseTimes* times) {
   if (distributed()) CEMB_RETURN_IF_ERROR(sharded_->FinishIndices(times));
-  return Agree(train_cycle_.End(step, PhaseSeconds(times, Phase::kCacheFlush)));
+  return Agree(train_cycle_.End(step, dlrm::PhaseSeconds(times, dlrm::Phase::kCacheFlush)));
 }
 
 absl::StatusOr<std::span<const Bags<int32_t>>> Stepper::TrainBags(int64_t step,
                                                                   std::span<const data::Batch* const> peeked,
-                                                                  PhaseTimes* times) {
+                                                                  dlrm::PhaseTimes* times) {
   for (size_t i = 0; i < peeked.size(); ++i) {
     peeked_[i].resize(peeked[i]->num_tables());
     for (uint32_t t = 0; t < peeked[i]->num_tables(); ++t) {
@@ -96,7 +96,7 @@ absl::StatusOr<std::span<const Bags<int32_t>>> Stepper::TrainBags(int64_t step,
   return sharded_->owned_bags(TrainSlot(step));
 }
 
-absl::StatusOr<const StepBatch*> Stepper::BeginEval(const data::Batch& batch, PhaseTimes* times) {
+absl::StatusOr<const StepBatch*> Stepper::BeginEval(const data::Batch& batch, dlrm::PhaseTimes* times) {
   View(batch);
   std::span<const Bags<int32_t>> bags = current_.view.bags;
   if (distributed()) {
@@ -105,14 +105,14 @@ absl::StatusOr<const StepBatch*> Stepper::BeginEval(const data::Batch& batch, Ph
     bags = sharded_->owned_bags(EvalSlot());
   }
   eval_id_ = next_eval_id_++;
-  CEMB_RETURN_IF_ERROR(Agree(eval_cycle_.Begin(eval_id_, bags, {}, PhaseSeconds(times, Phase::kSsdWait))));
+  CEMB_RETURN_IF_ERROR(Agree(eval_cycle_.Begin(eval_id_, bags, {}, dlrm::PhaseSeconds(times, dlrm::Phase::kSsdWait))));
   return &current_;
 }
 
-absl::Status Stepper::EndEval(PhaseTimes* times) {
-  return Agree(eval_cycle_.End(eval_id_, PhaseSeconds(times, Phase::kCacheFlush)));
+absl::Status Stepper::EndEval(dlrm::PhaseTimes* times) {
+  return Agree(eval_cycle_.End(eval_id_, dlrm::PhaseSeconds(times, dlrm::Phase::kCacheFlush)));
 }
 
 absl::Status Stepper::Drain() { return Agree(train_cycle_.Drain()); }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -56,13 +56,13 @@
 #include "train/sharded_step.h"
 #include "tables/step_cycle.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 // A batch as a step runs it: the loader's batch and the model's view of it
 // (its bags: the batch's own, one per table of the model).
 struct StepBatch {
   const data::Batch* batch = nullptr;
-  BatchView view;
+  dlrm::BatchView view;
 };
 
 class Stepper {
@@ -76,7 +76,7 @@ class Stepper {
   // `sharded` (with SlotsFor(prefetch_batches) slots) and `comm`: several
   // ranks; nullptr and nullptr (or a comm of one rank): one process.
   // REQUIRES: model outlives the Stepper; prefetch_batches >= 0.
-  Stepper(Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm, int prefetch_batches);
+  Stepper(dlrm::Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm, int prefetch_batches);
   Stepper(const Stepper&) = delete;
   Stepper& operator=(const Stepper&) = delete;
   // Several ranks: waits for indices still travelling (a step that failed
@@ -88,13 +88,13 @@ class Stepper {
   // bags on some rank, too few ssd slots, an I/O error; the step must not
   // run then.
   [[nodiscard]] absl::StatusOr<const StepBatch*> BeginTrain(data::Loader& loader, int64_t step, int64_t total_steps,
-                                                            PhaseTimes* times);
-  [[nodiscard]] absl::Status EndTrain(int64_t step, PhaseTimes* times);
+                                                            dlrm::PhaseTimes* times);
+  [[nodiscard]] absl::Status EndTrain(int64_t step, dlrm::PhaseTimes* times);
 
   // An evaluation batch (from the caller's loader). REQUIRES: Drain() since
   // the last training step.
-  [[nodiscard]] absl::StatusOr<const StepBatch*> BeginEval(const data::Batch& batch, PhaseTimes* times);
-  [[nodiscard]] absl::Status EndEval(PhaseTimes* times);
+  [[nodiscard]] absl::StatusOr<const StepBatch*> BeginEval(const data::Batch& batch, dlrm::PhaseTimes* times);
+  [[nodiscard]] absl::Status EndEval(dlrm::PhaseTimes* times);
 
   // Waits for the prefetcher threads (agreed): before evaluation, a
   // checkpoint, the end of the run.
@@ -114,9 +114,9 @@ class Stepper {
   // batches after step `step` (into ahead_): the batches' own, or on several
   // ranks the owned bags of their slots, after the exchanges not done yet.
   absl::StatusOr<std::span<const Bags<int32_t>>> TrainBags(int64_t step, std::span<const data::Batch* const> peeked,
-                                                           PhaseTimes* times);
+                                                           dlrm::PhaseTimes* times);
 
-  Dlrm* model_;
+  dlrm::Dlrm* model_;
   std::unique_ptr<ShardedStep> sharded_;
   const distributed::Comm* comm_;
   int prefetch_batches_;
@@ -132,6 +132,6 @@ class Stepper {
   std::vector<std::span<const Bags<int32_t>>> ahead_;  // what StepCycle::Begin prefetches
 };
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 #endif  // CEMB_TRAIN_STEPPER_H_

@@ -35,7 +35,7 @@
 #include "train/report.h"
 #include "train/stepper.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -91,7 +91,7 @@ struct Trainer::Impl {
   Report report;  // the text, the progress bar, the JSON lines
   data::PreparedData datasets;  // the datasets (and a temporary work directory, removed last)
   std::vector<uint64_t> table_sizes;
-  std::unique_ptr<Dlrm> model;
+  std::unique_ptr<dlrm::Dlrm> model;
   DramSplit dram_split;  // model.dram_budget's split (empty without one)
   std::unique_ptr<data::Loader> loader;
   // The owner of every batch from the loader's peek to the unpin, for
@@ -133,12 +133,12 @@ struct Trainer::Impl {
     return absl::OkStatus();
   }
   absl::Status PrepareData();
-  absl::StatusOr<MlpTimings> MeasureMlpPrecisions(const DlrmOptions& mo);
-  std::optional<Precision> ResumedMlpPrecision() const;
+  absl::StatusOr<dlrm::MlpTimings> MeasureMlpPrecisions(const dlrm::DlrmOptions& mo);
+  std::optional<dlrm::Precision> ResumedMlpPrecision() const;
   absl::Status BuildModel();
   absl::StatusOr<distributed::ShardPlan> PlanShards();
   absl::Status Resume();
-  absl::StatusOr<MetricsResult> Evaluate(PhaseTimes* times);
+  absl::StatusOr<MetricsResult> Evaluate(dlrm::PhaseTimes* times);
   absl::Status WriteCheckpointNow(double* seconds, std::string* path);
 };
 
@@ -194,7 +194,7 @@ absl::Status Trainer::Impl::BuildModel() {
   if (config.model.dram_budget && any_share) {
     traffic = SampleTraffic(*datasets.train, kTrafficSampleBatches * static_cast<uint64_t>(t.batch_size), shares);
   }
-  CEMB_ASSIGN_OR_RETURN(DlrmOptions mo, config.ToDlrmOptions(table_sizes, datasets.train->hotness(), &traffic,
+  CEMB_ASSIGN_OR_RETURN(dlrm::DlrmOptions mo, config.ToDlrmOptions(table_sizes, datasets.train->hotness(), &traffic,
                                                              &dram_split, distributed() ? &held : nullptr));
   mo.num_dense = datasets.train->num_dense();
   mo.embeddings.progress = [this](std::string_view line) { report.Print("%s\n", line); };  // ssd snapshots
@@ -228,15 +228,15 @@ absl::Status Trainer::Impl::BuildModel() {
                                                        Stepper::SlotsFor(t.prefetch_batches)));
     mo.peers = sharded.get();
   }
-  if (mo.mlp_precision == Precision::kAuto) {
+  if (mo.mlp_precision == dlrm::Precision::kAuto) {
     // A resumed run keeps the precision its checkpoint ran in; a fresh one
     // measures (where oneDNN has a bf16 matmul).
     if (options.resume) mo.mlp_auto.resumed = ResumedMlpPrecision();
-    if (!mo.mlp_auto.resumed && !DetectMatmulCpu().bf16_matmul.empty()) {
+    if (!mo.mlp_auto.resumed && !dlrm::DetectMatmulCpu().bf16_matmul.empty()) {
       CEMB_ASSIGN_OR_RETURN(mo.mlp_auto.measured, MeasureMlpPrecisions(mo));
     }
   }
-  CEMB_ASSIGN_OR_RETURN(model, Dlrm::Create(mo));
+  CEMB_ASSIGN_OR_RETURN(model, dlrm::Dlrm::Create(mo));
   // From here on the config holds the precision the model runs in (auto
   // resolved), so that a checkpoint's fingerprint records it and a bf16
   // checkpoint never resumes as fp32.
@@ -256,7 +256,7 @@ absl::Status Trainer::Impl::BuildModel() {
 // The MLPs' precision the newest checkpoint in train.checkpoint_dir ran in
 // (its manifest's model.mlp_precision; no file is read or verified here:
 // Resume does), or none where there is no such checkpoint (Resume says why).
-std::optional<Precision> Trainer::Impl::ResumedMlpPrecision() const {
+std::optional<dlrm::Precision> Trainer::Impl::ResumedMlpPrecision() const {
   if (config.train.checkpoint_dir.empty()) return std::nullopt;
   absl::StatusOr<std::string> latest = LatestCheckpoint(config.train.checkpoint_dir);
   if (!latest.ok()) return std::nullopt;
@@ -264,8 +264,8 @@ std::optional<Precision> Trainer::Impl::ResumedMlpPrecision() const {
   if (!state.ok()) return std::nullopt;
   const std::optional<std::string> written = TrainConfig::FingerprintValue(state->config, "model.mlp_precision");
   if (!written) return std::nullopt;
-  absl::StatusOr<Precision> p = ParseName(kPrecisionNames, *written, "model.mlp_precision");
-  return p.ok() && *p != Precision::kAuto ? std::optional<Precision>(*p) : std::nullopt;
+  absl::StatusOr<dlrm::Precision> p = ParseName(dlrm::kPrecisionNames, *written, "model.mlp_precision");
+  return p.ok() && *p != dlrm::Precision::kAuto ? std::optional<dlrm::Precision>(*p) : std::nullopt;
 }
 
 // model.mlp_precision=auto's measurement (dlrm/precision.h), once per
@@ -276,10 +276,10 @@ std::optional<Precision> Trainer::Impl::ResumedMlpPrecision() const {
 // could differ (a resumed run keeps its checkpoint's precision instead). A
 // temporary work directory keeps nothing (each run measures); a file that
 // does not parse is measured again and rewritten.
-absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions& mo) {
-  auto parse = [](const std::string& text) -> std::optional<MlpTimings> {
+absl::StatusOr<dlrm::MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const dlrm::DlrmOptions& mo) {
+  auto parse = [](const std::string& text) -> std::optional<dlrm::MlpTimings> {
     const std::vector<std::string> parts = absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipWhitespace());
-    MlpTimings m;
+    dlrm::MlpTimings m;
     if (parts.size() != 2 || !ParseExactDouble(parts[0], &m.fp32_ms) || !ParseExactDouble(parts[1], &m.bf16_ms) ||
         !(m.fp32_ms > 0) || !(m.bf16_ms > 0)) {
       return std::nullopt;
@@ -288,7 +288,7 @@ absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions
   };
   std::string text;  // "<fp32 ms> <bf16 ms>", or "error: <message>"
   if (rank() == 0) {
-    const MatmulCpu cpu = DetectMatmulCpu();
+    const dlrm::MatmulCpu cpu = dlrm::DetectMatmulCpu();
     std::string path;
     if (!datasets.work_dir.empty() && !datasets.temporary_work_dir) {
       std::string key = absl::StrCat("mlp-precision v1\n", CpuModelName(), "\n", cpu.isa, "\n", cpu.bf16_matmul,
@@ -296,9 +296,9 @@ absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions
                                      mo.num_dense, "\nbottom ", absl::StrJoin(mo.bottom_mlp, ","), "\ntop ",
                                      absl::StrJoin(mo.top_mlp, ","), "\ntables ",
                                      mo.num_tables > 0 ? mo.num_tables : static_cast<int64_t>(mo.embeddings.tables.size()),
-                                     "\ndim ", mo.embeddings.dim, "\ninteraction ", InteractionKindName(mo.interaction),
+                                     "\ndim ", mo.embeddings.dim, "\ninteraction ", dlrm::InteractionKindName(mo.interaction),
                                      mo.self_interaction ? " self" : "",
-                                     mo.interaction == InteractionKind::kDcn
+                                     mo.interaction == dlrm::InteractionKind::kDcn
                                          ? absl::StrCat(" layers ", mo.dcn_layers, " rank ", mo.dcn_rank, " v2")
                                          : std::string());
       Checksum64 sum;
@@ -307,7 +307,7 @@ absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions
       if (absl::StatusOr<std::string> kept = base::ReadWholeFile(path); kept.ok() && parse(*kept)) text = *kept;
     }
     if (text.empty()) {
-      absl::StatusOr<MlpTimings> m = Dlrm::TimeMlpPrecisions(mo);
+      absl::StatusOr<dlrm::MlpTimings> m = dlrm::Dlrm::TimeMlpPrecisions(mo);
       text = m.ok() ? absl::StrCat(ExactDouble(m->fp32_ms), " ", ExactDouble(m->bf16_ms), "\n")
                     : absl::StrCat("error: ", m.status().message());
       if (m.ok() && !path.empty()) {
@@ -318,7 +318,7 @@ absl::StatusOr<MlpTimings> Trainer::Impl::MeasureMlpPrecisions(const DlrmOptions
     }
   }
   if (distributed()) CEMB_RETURN_IF_ERROR(options.comm->Broadcast(&text, 0));
-  if (std::optional<MlpTimings> m = parse(text)) return *m;
+  if (std::optional<dlrm::MlpTimings> m = parse(text)) return *m;
   return absl::InternalError(absl::StrCat(config.source_name, ": model.mlp_precision=auto: timing the MLPs: ",
                                           absl::StripPrefix(text, "error: ")));
 }
@@ -347,7 +347,7 @@ absl::Status Trainer::Impl::Resume() {
   std::function<bool(const std::string&)> verify;
   if (distributed()) {
     verify = [&tables = model->options().embeddings.tables](const std::string& name) {
-      const int t = Dlrm::TableOfFile(name);
+      const int t = dlrm::Dlrm::TableOfFile(name);
       return t < 0 || std::any_of(tables.begin(), tables.end(), [t](const EmbeddingTableSpec& s) { return s.id == t; });
     };
   }
@@ -358,8 +358,8 @@ absl::Status Trainer::Impl::Resume() {
                                                      ", the config says ", d->key, "=", d->is);
     if (d->key == "model.mlp_precision") {
       // Name what auto chose.
-      const MlpPrecisionChoice& p = model->mlp_precision_choice();
-      diff = absl::StrCat("it was written with ", d->was, " MLPs, this run's are ", PrecisionName(p.precision),
+      const dlrm::MlpPrecisionChoice& p = model->mlp_precision_choice();
+      diff = absl::StrCat("it was written with ", d->was, " MLPs, this run's are ", dlrm::PrecisionName(p.precision),
                           p.reason.empty() ? "" : absl::StrCat(" (", p.reason, ")"),
                           "; set model.mlp_precision=", d->was, " to resume it");
     }
@@ -391,7 +391,7 @@ absl::Status Trainer::Impl::Resume() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
+absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(dlrm::PhaseTimes* times) {
   BinaryMetrics metrics;
   if (!datasets.validation) return metrics.Compute();
   CEMB_RETURN_IF_ERROR(steps->Drain());  // the training's prefetches done: the tables are quiet
@@ -408,7 +408,7 @@ absl::StatusOr<MetricsResult> Trainer::Impl::Evaluate(PhaseTimes* times) {
   while (config.train.eval_batches == 0 || batches < config.train.eval_batches) {
     const data::Batch* b = nullptr;
     {
-      ScopedSeconds timer(PhaseSeconds(times, Phase::kData));
+      ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kData));
       b = eval_loader->Next();  // every rank's loader ends at the same batch
     }
     if (!b) break;
@@ -471,7 +471,7 @@ absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* pat
 
 Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Trainer::~Trainer() = default;
-Dlrm& Trainer::model() { return *impl_->model; }
+dlrm::Dlrm& Trainer::model() { return *impl_->model; }
 const std::vector<uint64_t>& Trainer::table_sizes() const { return impl_->table_sizes; }
 int64_t Trainer::total_steps() const { return impl_->total_steps; }
 int64_t Trainer::step() const { return impl_->step; }
@@ -529,7 +529,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& conf
 }
 
 absl::StatusOr<MetricsResult> Trainer::Evaluate() {
-  PhaseTimes times;
+  dlrm::PhaseTimes times;
   return impl_->Evaluate(&times);
 }
 
@@ -613,8 +613,8 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   summary.steps = m.step;
   summary.train_seconds = step_wall;
   summary.samples_per_second = step_wall > 0 ? static_cast<double>(samples_done) / step_wall : 0;
-  const double accounted = summary.train_times.total() - summary.train_times[Phase::kOther];
-  summary.train_times[Phase::kOther] += std::max(0.0, step_wall - accounted);
+  const double accounted = summary.train_times.total() - summary.train_times[dlrm::Phase::kOther];
+  summary.train_times[dlrm::Phase::kOther] += std::max(0.0, step_wall - accounted);
 
   // Final evaluation and checkpoint.
   if (m.datasets.validation) {
@@ -651,4 +651,4 @@ absl::StatusOr<TrainSummary> Trainer::Run() {
   return summary;
 }
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -75,7 +75,7 @@ namespace cemb::distributed {
 class Comm;
 }  // namespace cemb::distributed
 
-namespace cemb::dlrm {
+namespace cemb::train {
 
 struct TrainerOptions {
   bool resume = false;
@@ -111,7 +111,7 @@ class Trainer {
   // Evaluates on the validation set (at most eval_batches batches).
   [[nodiscard]] absl::StatusOr<MetricsResult> Evaluate();
 
-  Dlrm& model();
+  dlrm::Dlrm& model();
   const std::vector<uint64_t>& table_sizes() const;
   int64_t total_steps() const;
   int64_t step() const;  // steps done
@@ -122,6 +122,6 @@ class Trainer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 #endif  // CEMB_TRAIN_TRAINER_H_

@@ -148,12 +148,12 @@ class PredictorTest : public ::testing::TestWithParam<std::string> {
     const std::string dir = absl::StrCat(*dir_, "/", GetParam());
     if (fs::exists(dir + "/ck/LATEST")) return dir + "/ck";
     fs::create_directories(dir);
-    absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(Yaml(dir, GetParam()), "test.yaml");
+    absl::StatusOr<train::TrainConfig> c = train::TrainConfig::Parse(Yaml(dir, GetParam()), "test.yaml");
     EXPECT_TRUE(c.ok()) << c.status();
     FILE* quiet = std::fopen("/dev/null", "w");
-    absl::StatusOr<std::unique_ptr<dlrm::Trainer>> t = dlrm::Trainer::Create(*c, {.out = quiet});
+    absl::StatusOr<std::unique_ptr<train::Trainer>> t = train::Trainer::Create(*c, {.out = quiet});
     EXPECT_TRUE(t.ok()) << t.status();
-    absl::StatusOr<dlrm::TrainSummary> s = (*t)->Run();
+    absl::StatusOr<train::TrainSummary> s = (*t)->Run();
     EXPECT_TRUE(s.ok()) << s.status();
     std::fclose(quiet);
     return dir + "/ck";
@@ -165,7 +165,7 @@ class PredictorTest : public ::testing::TestWithParam<std::string> {
   std::vector<float> TrainerPredicts(const Samples& samples) {
     Checkpoint();
     const std::string dir = absl::StrCat(*dir_, "/", GetParam());
-    absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(Yaml(dir, GetParam()), "test.yaml");
+    absl::StatusOr<train::TrainConfig> c = train::TrainConfig::Parse(Yaml(dir, GetParam()), "test.yaml");
     EXPECT_TRUE(c.ok()) << c.status();
     const std::vector<uint64_t> sizes(kTables, kRows);
     absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(sizes);
@@ -677,7 +677,7 @@ TEST_P(RawCriteo, FeaturesGoThroughTheTrainingsPreprocessing) {
     absl::StrAppend(&tsv, line, "\n");
   }
   ASSERT_TRUE(base::WriteFileAtomically(dir + "/train.txt", tsv).ok());
-  absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(
+  absl::StatusOr<train::TrainConfig> c = train::TrainConfig::Parse(
       absl::StrCat("data: {source: tsv, path: ", dir, "/train.txt, format: kaggle, ",
                    vocabulary ? "index_mode: vocabulary, frequency_threshold: 2" : "max_ind_range: 997",
                    ", work_dir: ", dir, "/data}\nmodel: {embedding_dim: 8, bottom_mlp: [16, 8], top_mlp: [16, 1], "
@@ -686,7 +686,7 @@ TEST_P(RawCriteo, FeaturesGoThroughTheTrainingsPreprocessing) {
       "criteo.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   FILE* quiet = std::fopen("/dev/null", "w");
-  absl::StatusOr<std::unique_ptr<dlrm::Trainer>> trainer = dlrm::Trainer::Create(*c, {.out = quiet});
+  absl::StatusOr<std::unique_ptr<train::Trainer>> trainer = train::Trainer::Create(*c, {.out = quiet});
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   ASSERT_TRUE((*trainer)->Run().ok());
   std::fclose(quiet);
@@ -751,10 +751,10 @@ TEST(Predictor, ABf16CheckpointWithoutABf16MatmulIsServedInFp32WithAWarning) {
     GTEST_SKIP() << "oneDNN has a bf16 matmul here; ctest runs this with ONEDNN_MAX_CPU_ISA=AVX2";
   }
   const std::string dir = TempDir();
-  absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(Yaml(dir, "dot"), "test.yaml");
+  absl::StatusOr<train::TrainConfig> c = train::TrainConfig::Parse(Yaml(dir, "dot"), "test.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   FILE* quiet = std::fopen("/dev/null", "w");
-  absl::StatusOr<std::unique_ptr<dlrm::Trainer>> trainer = dlrm::Trainer::Create(*c, {.out = quiet});
+  absl::StatusOr<std::unique_ptr<train::Trainer>> trainer = train::Trainer::Create(*c, {.out = quiet});
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   ASSERT_TRUE((*trainer)->Run().ok());
   std::fclose(quiet);

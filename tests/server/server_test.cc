@@ -75,7 +75,7 @@ void Train(const std::string& dir, int steps, bool resume) {
     fs::create_directories(dir);
     ASSERT_TRUE(base::WriteFileAtomically(dir + "/train.txt", absl::StrJoin(CriteoLines(1400, 21), "\n") + "\n").ok());
   }
-  absl::StatusOr<dlrm::TrainConfig> c = dlrm::TrainConfig::Parse(
+  absl::StatusOr<train::TrainConfig> c = train::TrainConfig::Parse(
       absl::StrCat("data: {source: tsv, path: ", dir, "/train.txt, format: kaggle, max_ind_range: 997, work_dir: ",
                    dir, "/data}\n"
                    "model:\n  embedding_dim: 8\n  bottom_mlp: [16, 8]\n  top_mlp: [16, 1]\n  mlp_precision: fp32\n"
@@ -86,9 +86,9 @@ void Train(const std::string& dir, int steps, bool resume) {
       "criteo.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   FILE* quiet = std::fopen("/dev/null", "w");
-  absl::StatusOr<std::unique_ptr<dlrm::Trainer>> trainer = dlrm::Trainer::Create(*c, {.resume = resume, .out = quiet});
+  absl::StatusOr<std::unique_ptr<train::Trainer>> trainer = train::Trainer::Create(*c, {.resume = resume, .out = quiet});
   ASSERT_TRUE(trainer.ok()) << trainer.status();
-  absl::StatusOr<dlrm::TrainSummary> s = (*trainer)->Run();
+  absl::StatusOr<train::TrainSummary> s = (*trainer)->Run();
   ASSERT_TRUE(s.ok()) << s.status();
   std::fclose(quiet);
 }

@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -187,4 +187,4 @@ TEST_F(CheckpointTest, FailedPayloadLeavesNothingBehind) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

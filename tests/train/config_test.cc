@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 using ::testing::ElementsAre;
@@ -34,16 +34,16 @@ TEST(TrainConfig, EmptyFileGivesTheDefaults) {
   EXPECT_EQ(c->model.top_mlp, (std::vector<int64_t>{512, 256, 1}));
   EXPECT_EQ(c->train.batch_size, 2048);
   EXPECT_TRUE(c->train.progress);
-  EXPECT_EQ(c->model.mlp_precision, Precision::kAuto);
+  EXPECT_EQ(c->model.mlp_precision, dlrm::Precision::kAuto);
 }
 
 TEST(TrainConfig, MlpPrecisionIsAutoFp32OrBf16) {
-  for (const auto& [text, want] : {std::pair("auto", Precision::kAuto), std::pair("fp32", Precision::kFp32),
-                                   std::pair("bf16", Precision::kBf16), std::pair("BF16", Precision::kBf16)}) {
+  for (const auto& [text, want] : {std::pair("auto", dlrm::Precision::kAuto), std::pair("fp32", dlrm::Precision::kFp32),
+                                   std::pair("bf16", dlrm::Precision::kBf16), std::pair("BF16", dlrm::Precision::kBf16)}) {
     absl::StatusOr<TrainConfig> c = Parse(absl::StrCat("model:\n  mlp_precision: ", text, "\n"));
     ASSERT_TRUE(c.ok()) << text << ": " << c.status();
     EXPECT_EQ(c->model.mlp_precision, want) << text;
-    absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
+    absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
     ASSERT_TRUE(o.ok()) << o.status();
     EXPECT_EQ(o->mlp_precision, want) << text;  // Dlrm::Create resolves auto
   }
@@ -60,9 +60,9 @@ TEST(TrainConfig, DcnInteractionHasLayersAndRank) {
   EXPECT_EQ(c->model.dcn_rank, 512);
   c = Parse("model:\n  interaction: dcn\n  dcn_layers: 2\n  dcn_rank: 0\n");
   ASSERT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
+  absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
   ASSERT_TRUE(o.ok()) << o.status();
-  EXPECT_EQ(o->interaction, InteractionKind::kDcn);
+  EXPECT_EQ(o->interaction, dlrm::InteractionKind::kDcn);
   EXPECT_EQ(o->dcn_layers, 2);
   EXPECT_EQ(o->dcn_rank, 0);
   EXPECT_EQ(ErrorOf("model:\n  dcn_rank: 64\n"),
@@ -116,9 +116,9 @@ train:
   EXPECT_EQ(c->data.samples, 100000u);
   EXPECT_EQ(c->data.distribution, data::IndexDistribution::kZipf);
   EXPECT_THAT(c->data.hotness, ElementsAre(3));
-  EXPECT_EQ(c->model.interaction, InteractionKind::kConcat);
+  EXPECT_EQ(c->model.interaction, dlrm::InteractionKind::kConcat);
   EXPECT_TRUE(c->model.self_interaction);
-  EXPECT_EQ(c->model.mlp_precision, Precision::kBf16);
+  EXPECT_EQ(c->model.mlp_precision, dlrm::Precision::kBf16);
   EXPECT_TRUE(c->model.bf16_tables);
   EXPECT_EQ(c->model.table_count, 4);
   EXPECT_EQ(c->model.table_rows, 1000u);
@@ -151,7 +151,7 @@ TEST(TrainConfig, LargeConfigPutsItsLargestTablesBehindACache) {
   absl::StatusOr<TrainConfig> c = TrainConfig::Load(std::string(CEMB_SOURCE_DIR) + "/configs/large.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   std::vector<uint64_t> sizes(data::kKaggleCardinalities.begin(), data::kKaggleCardinalities.end());
-  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(sizes);
   ASSERT_TRUE(o.ok()) << o.status();
   double dram = 0, cache = 0;
   for (const EmbeddingTableSpec& t : o->embeddings.tables) {
@@ -278,7 +278,7 @@ train: {batch_size: 64, threads: 2, seed: 9}
 )");
   ASSERT_TRUE(c.ok()) << c.status();
   const std::vector<uint64_t> sizes{10, 20, 30};
-  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(sizes);
   ASSERT_TRUE(o.ok()) << o.status();
   ASSERT_EQ(o->embeddings.tables.size(), 3u);
   EXPECT_EQ(o->embeddings.tables[2].rows, 30);
@@ -292,7 +292,7 @@ train: {batch_size: 64, threads: 2, seed: 9}
 
   absl::StatusOr<TrainConfig> bad = Parse("model:\n  table_storage:\n    \"5\": {kind: simple}\n");
   ASSERT_TRUE(bad.ok());
-  absl::StatusOr<DlrmOptions> e = bad->ToDlrmOptions(sizes);
+  absl::StatusOr<dlrm::DlrmOptions> e = bad->ToDlrmOptions(sizes);
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(std::string(e.status().message()), HasSubstr("model.table_storage.5: there are only 3 tables"));
 }
@@ -463,7 +463,7 @@ TEST(TrainConfig, SsdConfigErrorsNameTheKey) {
   absl::StatusOr<TrainConfig> c = Parse("model: {storage: {kind: ssd}}\n");
   ASSERT_TRUE(c.ok()) << c.status();
   const std::vector<uint64_t> sizes{1000};
-  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(sizes);
   ASSERT_FALSE(o.ok());
   EXPECT_THAT(std::string(o.status().message()),
               HasSubstr("configs/x.yaml: model.dram_budget: required when a table's storage is ssd"));
@@ -485,7 +485,7 @@ TEST(TrainConfig, DramBudgetThatCannotHoldThePinnedBatchesIsRefusedWithTheBytesN
   absl::StatusOr<TrainConfig> c = Parse(yaml);
   ASSERT_TRUE(c.ok()) << c.status();
   const std::vector<uint64_t> sizes{100000, 100000};
-  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(sizes);
   ASSERT_FALSE(o.ok());
   const std::string m(o.status().message());
   EXPECT_THAT(m, HasSubstr("configs/x.yaml: model.dram_budget: "));
@@ -494,7 +494,7 @@ TEST(TrainConfig, DramBudgetThatCannotHoldThePinnedBatchesIsRefusedWithTheBytesN
 
   absl::StatusOr<TrainConfig> fits = Parse(yaml, {absl::StrCat("model.dram_budget=", need)});
   ASSERT_TRUE(fits.ok()) << fits.status();
-  absl::StatusOr<DlrmOptions> ok = fits->ToDlrmOptions(sizes);
+  absl::StatusOr<dlrm::DlrmOptions> ok = fits->ToDlrmOptions(sizes);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->embeddings.tables[0].storage.ssd.capacity_bytes, 3 * 1024 * 64);
 }
@@ -535,7 +535,7 @@ TEST(TrainConfig, HotnessIsOneNumberOrOnePerTable) {
   ASSERT_TRUE(ssd.ok()) << ssd.status();
   const std::vector<uint64_t> sizes{100000, 100000};
   DramSplit split;
-  absl::StatusOr<DlrmOptions> o = ssd->ToDlrmOptions(sizes, {}, nullptr, &split);
+  absl::StatusOr<dlrm::DlrmOptions> o = ssd->ToDlrmOptions(sizes, {}, nullptr, &split);
   ASSERT_TRUE(o.ok()) << o.status();
   absl::StatusOr<TrainConfig> tight = Parse(absl::StrCat(
       "model: {dram_budget: ", 2 * SsdNeed(100000, 1000) - 1, ", storage: {kind: ssd}}\ndata: {hotness: [5, 5]}\n"
@@ -560,7 +560,7 @@ train: {batch_size: 100, prefetch_batches: 1}
   const std::vector<uint64_t> sizes{10000, 1000000, 3000000, 50};
   absl::StatusOr<TrainConfig> c = Parse(yaml);
   ASSERT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(sizes);
+  absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(sizes);
   ASSERT_TRUE(o.ok()) << o.status();
   const auto slots = [&](int t) { return o->embeddings.tables[t].storage.ssd.capacity_bytes / 64; };
   EXPECT_EQ(o->embeddings.tables[3].storage.ssd.capacity_bytes, 0);
@@ -574,7 +574,7 @@ train: {batch_size: 100, prefetch_batches: 1}
   // A budget above the tables' bytes: each gets its rows, no more.
   absl::StatusOr<TrainConfig> big = Parse(yaml, {"model.dram_budget=1GiB"});
   ASSERT_TRUE(big.ok()) << big.status();
-  absl::StatusOr<DlrmOptions> all = big->ToDlrmOptions(sizes);
+  absl::StatusOr<dlrm::DlrmOptions> all = big->ToDlrmOptions(sizes);
   ASSERT_TRUE(all.ok()) << all.status();
   for (int t = 0; t < 3; ++t) {
     EXPECT_EQ(all->embeddings.tables[t].storage.ssd.capacity_bytes, static_cast<int64_t>(sizes[t]) * 64) << t;
@@ -600,7 +600,7 @@ TEST(TrainConfig, EmbeddingOptimizerNames) {
     absl::StatusOr<TrainConfig> c = Parse("", {absl::StrCat("optimizer.embedding=", name)});
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->optimizer.embedding, want) << name;
-    absl::StatusOr<DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
+    absl::StatusOr<dlrm::DlrmOptions> o = c->ToDlrmOptions(std::vector<uint64_t>{10, 20});
     ASSERT_TRUE(o.ok()) << o.status();
     EXPECT_EQ(o->embeddings.optimizer, want) << name;
   }
@@ -611,4 +611,4 @@ TEST(TrainConfig, EmbeddingOptimizerNames) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

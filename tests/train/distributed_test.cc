@@ -28,7 +28,7 @@
 #include "train/config.h"
 #include "train/trainer.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -283,4 +283,4 @@ TEST_F(DistributedTrainingTest, AFailingRankStopsEveryRankWithItsMessageAndLeave
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/data/test_util.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 TEST(DramBudget, SampleTrafficCountsEachTablesLookupsHottestFirst) {
@@ -36,4 +36,4 @@ TEST(DramBudget, SampleTrafficCountsEachTablesLookupsHottestFirst) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -38,7 +38,7 @@
 #include "train/config.h"
 #include "train/trainer.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -273,7 +273,7 @@ TEST_F(FidelityTest, ForwardOfStepZeroMatchesThePredictions) {
     for (int i = 0; i < kBatch; ++i) indices[t][i] = sparse->data[static_cast<size_t>(i * kTables + t)];
     bags.push_back(Bags<int32_t>{offsets, indices[t]});
   }
-  BatchView batch{.size = kBatch,
+  dlrm::BatchView batch{.size = kBatch,
                   .dense = std::span<const float>(dense->values.data(), kBatch * kDense),
                   .labels = std::span<const float>(label->values.data(), kBatch),
                   .bags = bags};
@@ -325,7 +325,7 @@ TEST_F(FidelityTest, TablesOnEveryStorageKindMatchToo) {
 // So: step 0 within 1e-3, the mean over the 64 steps within 3e-3, every
 // step within 2e-2, every final weight within 2e-2.
 TEST_F(FidelityTest, Bf16MlpsStayAsCloseAsThePerturbedFp32Run) {
-  const MatmulCpu cpu = DetectMatmulCpu();
+  const dlrm::MatmulCpu cpu = dlrm::DetectMatmulCpu();
   if (cpu.bf16_matmul.empty()) GTEST_SKIP() << "oneDNN has no bf16 matmul on " << cpu.isa;
   RunAndCompare("bf16", {"model.mlp_precision=bf16"}, /*loss_rtol=*/2e-2, /*weight_atol=*/2e-2);
   const std::vector<double> reference = ReferenceLosses();
@@ -350,13 +350,13 @@ TEST_F(FidelityTest, Bf16MlpsStayAsCloseAsThePerturbedFp32Run) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
 
 int main(int argc, char** argv) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(cemb::dlrm::kFidelity, ec)) {
+  if (!std::filesystem::is_directory(cemb::train::kFidelity, ec)) {
     std::printf("skipped: %s not found (the reference run of facebookresearch/dlrm)\n",
-                cemb::dlrm::kFidelity.c_str());
+                cemb::train::kFidelity.c_str());
     return 77;
   }
   ::testing::InitGoogleTest(&argc, argv);

@@ -6,7 +6,7 @@
 #include "base/random.h"
 #include "gtest/gtest.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 // The definition: over all (positive, negative) pairs, 1 when the positive
@@ -73,4 +73,4 @@ TEST(Metrics, BinaryMetricsAccumulatesBatches) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "yaml-cpp/yaml.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 using ::testing::HasSubstr;
@@ -97,8 +97,8 @@ TrainSummary SomeSummary() {
   s.losses = {0.7, 0.6};
   s.train_seconds = 2;
   s.samples_per_second = 10240;
-  s.train_times[Phase::kData] = 0.5;
-  s.train_times[Phase::kOther] = 1.5;
+  s.train_times[dlrm::Phase::kData] = 0.5;
+  s.train_times[dlrm::Phase::kOther] = 1.5;
   TableReport dram;
   dram.id = 0;
   dram.rows = 100;
@@ -119,8 +119,8 @@ TEST(SummaryReport, JsonLineRoundTripsWithNullsWhereUndefined) {
   const RunFacts facts{.config_name = "configs/x \"1\".yaml",
                        .batch_size = 1024,
                        .has_validation = false,
-                       .mlp_precision = Precision::kFp32,
-                       .mlp_precision_requested = Precision::kAuto};
+                       .mlp_precision = dlrm::Precision::kFp32,
+                       .mlp_precision_requested = dlrm::Precision::kAuto};
   const YAML::Node n = ParseJson(SummaryJson(SomeSummary(), facts));
   EXPECT_EQ(n["type"].as<std::string>(), "summary");
   EXPECT_EQ(n["config"].as<std::string>(), facts.config_name);
@@ -132,7 +132,7 @@ TEST(SummaryReport, JsonLineRoundTripsWithNullsWhereUndefined) {
   EXPECT_TRUE(n["val_auc"].IsNull());  // no validation set
   EXPECT_TRUE(n["val_log_loss"].IsNull());
   EXPECT_EQ(n["phases"]["data"].as<double>(), 0.5);
-  EXPECT_EQ(n["phases"][PhaseName(Phase::kOther)].as<double>(), 1.5);
+  EXPECT_EQ(n["phases"][dlrm::PhaseName(dlrm::Phase::kOther)].as<double>(), 1.5);
   ASSERT_EQ(n["tables"].size(), 2u);
   EXPECT_EQ(n["tables"][1]["name"].as<std::string>(), "emb1");
   EXPECT_EQ(n["tables"][1]["rows"].as<int64_t>(), 2000);
@@ -245,4 +245,4 @@ TEST(Report, WritesOneJsonLinePerRecordAndTextToItsStream) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

@@ -28,7 +28,7 @@
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 
@@ -473,4 +473,4 @@ TEST_F(SsdTrainingTest, EnospcOnAWriteBackStopsTrainingNamingTableFileAndWriteAn
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train

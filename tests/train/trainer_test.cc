@@ -25,7 +25,7 @@
 #include "gtest/gtest.h"
 #include "train/checkpoint.h"
 
-namespace cemb::dlrm {
+namespace cemb::train {
 namespace {
 
 namespace fs = std::filesystem;
@@ -190,8 +190,8 @@ TEST_F(TrainerTest, ResumeEqualsUninterrupted) {
   };
   for (const Variant& v : variants) {
     SCOPED_TRACE(v.name);
-    if (std::string(v.name) == "bf16" && DetectMatmulCpu().bf16_matmul.empty()) {
-      std::printf("skipping the bf16 variant: oneDNN has no bf16 matmul on %s\n", DetectMatmulCpu().isa.c_str());
+    if (std::string(v.name) == "bf16" && dlrm::DetectMatmulCpu().bf16_matmul.empty()) {
+      std::printf("skipping the bf16 variant: oneDNN has no bf16 matmul on %s\n", dlrm::DetectMatmulCpu().isa.c_str());
       continue;
     }
     auto keys = [&](std::vector<std::string> more) {
@@ -393,17 +393,17 @@ train: {progress: false}
 // one-line warning or is refused, as ResolveMlpPrecision says for this CPU
 // (the kinds of CPU and the decision are tested in precision_test.cc).
 TEST_F(TrainerTest, ModelLineSaysWhichPrecisionAutoChoseAndBf16WarnsOrIsRefused) {
-  const MatmulCpu cpu = DetectMatmulCpu();
+  const dlrm::MatmulCpu cpu = dlrm::DetectMatmulCpu();
   const std::string log = dir_ + "/log.jsonl";
   absl::StatusOr<TrainConfig> c = Config(SmallYaml(), {"train.steps=1", "train.log_jsonl=" + log});
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->model.mlp_precision, Precision::kAuto);  // the default
+  EXPECT_EQ(c->model.mlp_precision, dlrm::Precision::kAuto);  // the default
   const std::string printed = TrainAndPrint(*c);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(printed, m, std::regex(R"((fp32|bf16) MLPs \((auto: [^)]*)\), )"))) << printed;
   const std::string precision = m[1], reason = m[2];
   if (cpu.bf16_matmul.empty()) {
-    EXPECT_EQ(reason, ResolveMlpPrecision(Precision::kAuto, cpu)->reason);
+    EXPECT_EQ(reason, dlrm::ResolveMlpPrecision(dlrm::Precision::kAuto, cpu)->reason);
   } else {
     EXPECT_THAT(reason, HasSubstr(" ms per MLP step measured"));
     int kept = 0;
@@ -421,7 +421,7 @@ TEST_F(TrainerTest, ModelLineSaysWhichPrecisionAutoChoseAndBf16WarnsOrIsRefused)
 
   absl::StatusOr<TrainConfig> b = Config(SmallYaml(), {"train.steps=1", "model.mlp_precision=bf16"});
   ASSERT_TRUE(b.ok());
-  absl::StatusOr<MlpPrecisionChoice> bf16 = ResolveMlpPrecision(Precision::kBf16, cpu);
+  absl::StatusOr<dlrm::MlpPrecisionChoice> bf16 = dlrm::ResolveMlpPrecision(dlrm::Precision::kBf16, cpu);
   const std::string bf16_printed = TrainAndPrint(*b);
   if (!bf16.ok()) {
     EXPECT_EQ(bf16_printed, bf16.status().message());
@@ -521,7 +521,7 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndAutoKeepsIt) {
   state->config.replace(at, line.size(), absl::StrCat("model.mlp_precision=", other, "\n"));
   state->step = 4;
   ASSERT_TRUE(RewriteCheckpoint(ck, *state, *latest).ok());
-  if (!DetectMatmulCpu().bf16_matmul.empty()) {
+  if (!dlrm::DetectMatmulCpu().bf16_matmul.empty()) {
     absl::StatusOr<TrainConfig> again = Config(SmallYaml(), {"train.steps=5", "train.checkpoint_dir=" + ck});
     ASSERT_TRUE(again.ok());
     EXPECT_THAT(TrainAndPrint(*again, /*resume=*/true),
@@ -534,7 +534,7 @@ TEST_F(TrainerTest, CheckpointRecordsTheResolvedPrecisionAndAutoKeepsIt) {
   ASSERT_TRUE(last.ok());
   const bool last_bf16 = absl::StrContains(last->config, "model.mlp_precision=bf16\n");
   const char* explicit_other = last_bf16 ? "fp32" : "bf16";
-  if (!last_bf16 && DetectMatmulCpu().bf16_matmul.empty()) return;  // an explicit bf16 cannot run here at all
+  if (!last_bf16 && dlrm::DetectMatmulCpu().bf16_matmul.empty()) return;  // an explicit bf16 cannot run here at all
   absl::StatusOr<TrainConfig> refuse = Config(
       SmallYaml(), {"train.steps=9", "train.checkpoint_dir=" + ck, absl::StrCat("model.mlp_precision=", explicit_other)});
   ASSERT_TRUE(refuse.ok());
@@ -746,4 +746,4 @@ TEST_F(TrainerTest, InitFromReadsBfloat16AndNamesTheFileAtFault) {
 }
 
 }  // namespace
-}  // namespace cemb::dlrm
+}  // namespace cemb::train
