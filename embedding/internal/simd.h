@@ -103,8 +103,21 @@ struct Simd {
   }
   [[gnu::always_inline]] static void store(bfloat16* p, F v) { StoreBf16<false>(p, v); }
   [[gnu::always_inline]] static void stream(bfloat16* p, F v) { StoreBf16<true>(p, v); }
-  [[gnu::always_inline]] static F fma(F a, F b, F c) { return xsimd::fma(a, b, c); }
-  [[gnu::always_inline]] static F fnma(F a, F b, F c) { return xsimd::fnma(a, b, c); }
+  // One rounding, at every optimisation level: xsimd 8.1 has no AVX-512
+  // fma (its generic one is a * b + c, fused only where the compiler
+  // contracts it: -O2 and up), so the intrinsics say it.
+  [[gnu::always_inline]] static F fma(F a, F b, F c) {
+#if defined(__AVX512F__)
+    if constexpr (kWidth == 16) return F(_mm512_fmadd_ps(a, b, c));
+#endif
+    if constexpr (kWidth == 8) return F(_mm256_fmadd_ps(a, b, c));
+  }
+  [[gnu::always_inline]] static F fnma(F a, F b, F c) {  // c - a * b
+#if defined(__AVX512F__)
+    if constexpr (kWidth == 16) return F(_mm512_fnmadd_ps(a, b, c));
+#endif
+    if constexpr (kWidth == 8) return F(_mm256_fnmadd_ps(a, b, c));
+  }
   [[gnu::always_inline]] static F sqrt(F v) { return xsimd::sqrt(v); }
   [[gnu::always_inline]] static float sum(F v) { return xsimd::hadd(v); }
   static void fence() { _mm_sfence(); }
