@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "embedding/row_format.h"
 #include "ssd/block_file.h"
 
 namespace cemb::ssd_internal {
@@ -99,7 +100,8 @@ inline absl::Status CheckSnapshotHeader(const SnapshotHeader& h, uint64_t size, 
     return absl::InvalidArgumentError(
         absl::StrCat(where, "the snapshot's ", field, " is ", theirs, ", the table's is ", ours));
   };
-  const bool trained_ok = row_format == 0 || row_format == 1 || row_format == 2;  // fp32, bf16
+  const bool trained_ok = row_format == 0 || row_format == static_cast<uint32_t>(RowFormat::kFp32) ||
+                          row_format == static_cast<uint32_t>(RowFormat::kBf16);
   if (h.row_format != row_format && !(h.row_format == 0 && trained_ok)) {
     auto what = [](uint32_t f) {
       return f == 0 ? std::string("trained rows") : absl::StrCat("rows converted for serving (format ", f, ")");
