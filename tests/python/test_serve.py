@@ -142,3 +142,39 @@ def test_bad_inputs_are_python_errors(trained):
         p.predict_criteo(np.zeros((4, 13), np.int64), np.zeros((4, 26), np.int64))
     with pytest.raises(FileNotFoundError):
         Predictor.load(trained / "nothing")
+
+
+def decoded_tables(npy, out, fmt):
+    """A copy of the exported weights whose tables are rows of `fmt` decoded
+    to fp32, written from the formats' definitions (fp16: IEEE half, nearest
+    even; int8: FBGEMM's 8-bit row-wise quantisation), not from our code."""
+    out.mkdir()
+    for f in npy.iterdir():
+        w = np.load(f)
+        if f.name.startswith("emb_l."):
+            if fmt == "fp16":
+                w = w.astype(np.float16).astype(np.float32)
+            else:
+                lo, hi = w.min(axis=1, keepdims=True), w.max(axis=1, keepdims=True)
+                scale = ((hi - lo) / np.float32(255)).astype(np.float32)
+                inverse = (np.float32(255) / ((hi - lo) + np.float32(1e-8))).astype(np.float32)
+                q = np.rint((w - lo) * inverse)
+                w = (q.astype(np.float64) * scale + lo).astype(np.float32)
+        np.save(out / f.name, w)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "int8"])
+def test_a_converted_checkpoint_scores_as_its_decoded_rows(trained, fmt):
+    from cemb.serve import Predictor
+
+    convert = os.environ.get("CEMB_DLRM_CONVERT")
+    if not convert:
+        pytest.skip("CEMB_DLRM_CONVERT (dlrm-convert) not given")
+    subprocess.run([convert, "--checkpoint", str(trained / "ck"), "--format", fmt, "--out",
+                    str(trained / f"ck-{fmt}")], check=True, stdout=subprocess.DEVNULL)
+    p = Predictor.load(trained / f"ck-{fmt}", ssd_cache_bytes=64 << 10, contexts=2, max_batch=64)
+    assert [t["table"] for t in p.snapshot_tables] == [1]  # trained on ssd: still in place
+    dense, sparse = samples(300, 9)
+    reference = numpy_forward(decoded_tables(trained / "npy", trained / f"npy-{fmt}", fmt), dense, sparse)
+    np.testing.assert_allclose(p.predict(dense, sparse), reference, rtol=1e-5, atol=1e-6)
