@@ -79,11 +79,16 @@ absl::Status File::Close(const std::string& path) {
 
 // ---------------------------------------------------------------- reads and writes
 
-absl::StatusOr<size_t> ReadSome(int fd, const std::string& path, void* buf, size_t n) {
+namespace {
+
+// read() at the current offset, or pread() at `offset` when it is >= 0,
+// until n bytes are read or the file ends.
+absl::StatusOr<size_t> ReadLoop(int fd, const std::string& path, void* buf, size_t n, int64_t offset) {
   size_t done = 0;
   auto* p = static_cast<char*>(buf);
   while (done < n) {
-    const ssize_t r = ::read(fd, p + done, n - done);
+    const ssize_t r = offset < 0 ? ::read(fd, p + done, n - done)
+                                 : ::pread(fd, p + done, n - done, static_cast<off_t>(offset) + static_cast<off_t>(done));
     if (r < 0) {
       if (errno == EINTR) continue;
       return ErrnoStatus(errno, path, "read");
@@ -94,13 +99,30 @@ absl::StatusOr<size_t> ReadSome(int fd, const std::string& path, void* buf, size
   return done;
 }
 
-absl::Status ReadExactly(int fd, const std::string& path, void* buf, size_t n) {
-  CEMB_ASSIGN_OR_RETURN(const size_t got, ReadSome(fd, path, buf, n));
-  if (got < n) {
-    return absl::OutOfRangeError(
-        absl::StrCat(path, ": unexpected end of file after ", got, " of ", n, " bytes"));
+absl::Status Exactly(const std::string& path, absl::StatusOr<size_t> got, size_t n) {
+  if (!got.ok()) return got.status();
+  if (*got < n) {
+    return absl::OutOfRangeError(absl::StrCat(path, ": unexpected end of file after ", *got, " of ", n, " bytes"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<size_t> ReadSome(int fd, const std::string& path, void* buf, size_t n) {
+  return ReadLoop(fd, path, buf, n, -1);
+}
+
+absl::StatusOr<size_t> ReadSomeAt(int fd, const std::string& path, void* buf, size_t n, uint64_t offset) {
+  return ReadLoop(fd, path, buf, n, static_cast<int64_t>(offset));
+}
+
+absl::Status ReadExactly(int fd, const std::string& path, void* buf, size_t n) {
+  return Exactly(path, ReadSome(fd, path, buf, n), n);
+}
+
+absl::Status ReadExactlyAt(int fd, const std::string& path, void* buf, size_t n, uint64_t offset) {
+  return Exactly(path, ReadSomeAt(fd, path, buf, n, offset), n);
 }
 
 namespace {

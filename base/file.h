@@ -66,13 +66,17 @@ class File {
   uint64_t size_ = 0;
 };
 
-// Reads up to n bytes at the current offset; fewer only at the end of the
-// file (0 = at the end).
+// Reads up to n bytes at the current offset, or at `offset` (pread); fewer
+// only at the end of the file (0 = at the end).
 [[nodiscard]] absl::StatusOr<size_t> ReadSome(int fd, const std::string& path, void* buf, size_t n);
-// Reads exactly n bytes. A file that ends first is OutOfRange
-// ("<path>: unexpected end of file after k of n bytes") and nothing else is,
-// so a caller can replace it with its own "truncated" message.
+[[nodiscard]] absl::StatusOr<size_t> ReadSomeAt(int fd, const std::string& path, void* buf, size_t n,
+                                                uint64_t offset);
+// Reads exactly n bytes, at the current offset or at `offset`. A file that
+// ends first is OutOfRange ("<path>: unexpected end of file after k of n
+// bytes") and nothing else is, so a caller can replace it with its own
+// "truncated" message.
 [[nodiscard]] absl::Status ReadExactly(int fd, const std::string& path, void* buf, size_t n);
+[[nodiscard]] absl::Status ReadExactlyAt(int fd, const std::string& path, void* buf, size_t n, uint64_t offset);
 // Writes all n bytes at the current offset, or at `offset` (pwrite).
 [[nodiscard]] absl::Status WriteAll(int fd, const std::string& path, const void* buf, size_t n);
 [[nodiscard]] absl::Status WriteAllAt(int fd, const std::string& path, const void* buf, size_t n,

@@ -23,9 +23,8 @@
 // Not a timing: the results do not depend on the build or the machine's
 // load. Exit status 1 on an error (the message names the file or key), 2 on
 // a usage error.
-#include <chrono>
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -34,7 +33,6 @@
 #include <span>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -228,11 +226,7 @@ int Main(int argc, char** argv) {
     if (!scores.ok()) return Fail(scores.status());
     // Tables served in place are verified in the background: a score counts
     // only once its files are known whole.
-    absl::Status verified = (*predictor)->verification();
-    for (; absl::IsUnavailable(verified); verified = (*predictor)->verification()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (!verified.ok()) return Fail(verified);
+    if (absl::Status verified = (*predictor)->WaitVerified(); !verified.ok()) return Fail(verified);
     const double auc = train::RocAuc(scores->probabilities, scores->labels);
     const double log_loss = train::LogLoss(scores->probabilities, scores->labels);
     if (&path == &checkpoints.front()) first_auc = auc;

@@ -461,10 +461,7 @@ int Main(const Flags& f) {
   const serve::Predictor& p = **opened;
   const double open_s = std::chrono::duration<double>(Clock::now() - t0).count();
   // The snapshots' checksums are verified in the background: not while measuring.
-  while (p.verification().code() == absl::StatusCode::kUnavailable) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  if (!p.verification().ok()) {
+  if (!p.WaitVerified().ok()) {
     return std::fprintf(stderr, "serve_load_bench: %s\n", p.verification().ToString().c_str()), 1;
   }
   const double verified_s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -1,9 +1,7 @@
 #include "serve/convert.h"
 
-#include <chrono>
 #include <filesystem>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -41,8 +39,7 @@ absl::StatusOr<std::string> ConvertCheckpoint(const std::string& in, const std::
   CEMB_ASSIGN_OR_RETURN(std::unique_ptr<Predictor> source,
                         Predictor::Open(in, {.ssd_cache_bytes = options.ssd_cache_bytes, .contexts = 1}));
   // The files served in place are verified in the background: wait for it.
-  while (absl::IsUnavailable(source->verification())) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CEMB_RETURN_IF_ERROR(source->verification());
+  CEMB_RETURN_IF_ERROR(source->WaitVerified());
   CEMB_ASSIGN_OR_RETURN(const CheckpointState state, ReadCheckpoint(source->checkpoint(), {}));
 
   ServingManifest manifest = source->manifest();

@@ -56,6 +56,12 @@ enum class Held { kLayer, kInPlace, kResident };
 
 bool Converted(const ServingManifest& m) { return m.table_rows_format == "converted"; }
 
+// The storage the options give table t: its own, else the default.
+const StorageConfig& StorageOf(const PredictorOptions& options, int t) {
+  auto it = options.table_storage.find(t);
+  return it != options.table_storage.end() ? it->second : options.storage;
+}
+
 // The format of the rows the source reads: a converted checkpoint's
 // table_dtype (any RowFormat); a trained one's, fp32 or bf16.
 absl::StatusOr<RowFormat> SourceRowFormat(const ServingManifest& m) {
@@ -89,10 +95,9 @@ absl::StatusOr<dlrm::DlrmOptions> ModelOptions(const ServingManifest& m, const P
   o.num_tables = static_cast<int64_t>(m.table_rows.size());
   for (size_t t = 0; t < m.table_rows.size(); ++t) {
     if (held[t] != Held::kLayer) continue;
-    auto it = options.table_storage.find(static_cast<int>(t));
     o.embeddings.tables.push_back({.rows = static_cast<int64_t>(m.table_rows[t]),
                                    .id = static_cast<int>(t),
-                                   .storage = it != options.table_storage.end() ? it->second : options.storage});
+                                   .storage = StorageOf(options, static_cast<int>(t))});
   }
   o.seed = m.seed;
   o.batch_size = 1;  // the model scores nothing itself: its contexts do
@@ -113,12 +118,11 @@ absl::StatusOr<std::vector<Held>> WhereTables(const std::string& checkpoint, con
                                               const PredictorOptions& options) {
   std::vector<Held> held(m.table_rows.size());
   for (size_t t = 0; t < held.size(); ++t) {
-    auto override = options.table_storage.find(static_cast<int>(t));
     std::error_code ec;
     const bool in_place = options.serve_in_place && t < m.table_storage.size() && m.table_storage[t] == "ssd" &&
-                          override == options.table_storage.end() &&
+                          !options.table_storage.contains(static_cast<int>(t)) &&
                           std::filesystem::exists(absl::StrCat(checkpoint, "/", SnapshotFile(t)), ec);
-    const StorageKind kind = (override != options.table_storage.end() ? override->second : options.storage).kind;
+    const StorageKind kind = StorageOf(options, static_cast<int>(t)).kind;
     if (Converted(m) && !in_place && kind != StorageKind::kDram && kind != StorageKind::kSimple) {
       return absl::InvalidArgumentError(absl::StrCat(
           "predictor: table ", t, " of ", checkpoint, " holds rows converted to ", m.table_dtype,
@@ -138,8 +142,7 @@ int64_t Hotness(const ServingManifest& m, int t) {
 // Where a converted table read whole is held: the slow tier of a `simple`
 // storage for it, else DRAM.
 TierOptions SlowTierOf(const PredictorOptions& options, int t) {
-  auto it = options.table_storage.find(t);
-  const StorageConfig& storage = it != options.table_storage.end() ? it->second : options.storage;
+  const StorageConfig& storage = StorageOf(options, t);
   return storage.kind == StorageKind::kSimple ? storage.slow_tier : TierOptions{};
 }
 
@@ -202,6 +205,7 @@ struct Predictor::Impl {
   // The background verification of the files served in place: Unavailable
   // while it runs, then its result; `failed` is what a request reads.
   mutable std::mutex verified_mu;
+  mutable std::condition_variable verified_cv;  // the pass ended
   absl::Status verified;
   std::atomic<bool> failed{false};
   std::atomic<bool> stop_verifying{false};
@@ -228,9 +232,12 @@ struct Predictor::Impl {
       if (absl::IsCancelled(s)) return;
       if (!s.ok() && options.log) options.log(absl::StrCat("error: ", s.message(), ": every request now fails"));
       if (s.ok() && options.log) options.log(absl::StrCat("predictor: ", files.size(), " snapshot file(s) verified"));
-      std::lock_guard<std::mutex> lock(verified_mu);
-      verified = s;
-      failed.store(!s.ok(), std::memory_order_release);
+      {
+        std::lock_guard<std::mutex> lock(verified_mu);
+        verified = s;
+        failed.store(!s.ok(), std::memory_order_release);
+      }
+      verified_cv.notify_all();
     });
   }
 
@@ -455,6 +462,12 @@ int64_t Predictor::num_dense() const { return impl_->manifest.num_dense; }
 dlrm::Dlrm& Predictor::model() const { return *impl_->model; }
 std::vector<SnapshotTableInfo> Predictor::snapshot_tables() const { return impl_->source->snapshots(); }
 absl::Status Predictor::verification() const { return impl_->Verified(); }
+
+absl::Status Predictor::WaitVerified() const {
+  std::unique_lock<std::mutex> lock(impl_->verified_mu);
+  impl_->verified_cv.wait(lock, [&] { return !absl::IsUnavailable(impl_->verified); });
+  return impl_->verified;
+}
 
 absl::Status Predictor::Predict(const dlrm::BatchView& batch, std::span<float> probabilities) const {
   const Impl& p = *impl_;

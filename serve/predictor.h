@@ -131,6 +131,8 @@ class Predictor {
   // OK once every file was verified (or verify_checksums is off);
   // Unavailable while the background pass runs; the DataLoss it found.
   absl::Status verification() const;
+  // Waits for the background pass to end; then verification().
+  absl::Status WaitVerified() const;
 
   // probabilities[i] = the model's probability for sample i of `batch`
   // (batch.labels are not read). Errors: InvalidArgument naming what is

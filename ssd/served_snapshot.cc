@@ -1,9 +1,6 @@
 #include "ssd/served_snapshot.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <numeric>
 #include <utility>
@@ -18,27 +15,6 @@ namespace cemb {
 namespace {
 
 constexpr int64_t kChunkBlocks = 256;  // 1 MiB of rows a write
-
-absl::Status Prefix(const std::string& name, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(name, ": ", s.message()));
-}
-
-// Reads n bytes at `offset`; a file that ends first is DataLoss naming where.
-absl::Status PreadExactly(int fd, const std::string& path, void* buf, uint64_t n, uint64_t offset) {
-  auto* p = static_cast<std::byte*>(buf);
-  for (uint64_t done = 0; done < n;) {
-    const ssize_t got = ::pread(fd, p + done, std::min<uint64_t>(n - done, uint64_t{1} << 30), static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return base::ErrnoStatus(errno, path, "read");
-    if (got == 0) {
-      return absl::DataLossError(absl::StrCat(path, ": truncated: it ends at offset ", offset + done, ", before ",
-                                              offset + n));
-    }
-    done += static_cast<uint64_t>(got);
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -65,18 +41,18 @@ absl::Status WriteServedSnapshot(const std::string& path, const ServedSnapshotOp
       ssd_internal::SnapshotRowsOf(h.row_format, h.data_offset, static_cast<uint64_t>(row_bytes));
 
   absl::StatusOr<base::AtomicFile> created = base::AtomicFile::Create(path);
-  if (!created.ok()) return Prefix(o.name, created.status());
+  if (!created.ok()) return base::WithPrefix(o.name, created.status());
   base::AtomicFile out = *std::move(created);
   std::string head(ssd_internal::kSnapshotIdsOffset, '\0');
   std::memcpy(head.data(), &h, sizeof h);
-  CEMB_RETURN_IF_ERROR(Prefix(o.name, out.WriteAt(head.data(), head.size(), 0)));
+  CEMB_RETURN_IF_ERROR(base::WithPrefix(o.name, out.WriteAt(head.data(), head.size(), 0)));
   {  // the ids: 0 .. nvectors - 1
     std::vector<uint32_t> ids;
     constexpr int64_t kIds = int64_t{1} << 18;
     for (int64_t first = 0; first < o.nvectors; first += kIds) {
       ids.resize(static_cast<size_t>(std::min(kIds, o.nvectors - first)));
       std::iota(ids.begin(), ids.end(), static_cast<uint32_t>(first));
-      CEMB_RETURN_IF_ERROR(Prefix(o.name, out.WriteAt(ids.data(), ids.size() * sizeof(uint32_t),
+      CEMB_RETURN_IF_ERROR(base::WithPrefix(o.name, out.WriteAt(ids.data(), ids.size() * sizeof(uint32_t),
                                                        h.ids_offset + static_cast<uint64_t>(first) * 4)));
     }
   }
@@ -95,10 +71,10 @@ absl::Status WriteServedSnapshot(const std::string& path, const ServedSnapshotOp
                 blocks.data() + at);
     }
     const int64_t nblocks = (n + per_block - 1) / per_block;
-    CEMB_RETURN_IF_ERROR(Prefix(o.name, out.WriteAt(blocks.data(), static_cast<size_t>(nblocks) * kBlockBytes,
+    CEMB_RETURN_IF_ERROR(base::WithPrefix(o.name, out.WriteAt(blocks.data(), static_cast<size_t>(nblocks) * kBlockBytes,
                                                      layout.offset(static_cast<uint64_t>(first)))));
   }
-  return Prefix(o.name, out.Commit());
+  return base::WithPrefix(o.name, out.Commit());
 }
 
 namespace ssd_internal {
@@ -107,10 +83,10 @@ absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::st
                                           int64_t row_bytes, RowFormat format, const TierOptions& tier) {
   const std::string where = absl::StrCat(name, ": ", path, ": ");
   absl::StatusOr<base::File> file = base::File::OpenForReading(path);
-  if (!file.ok()) return Prefix(name, file.status());
+  if (!file.ok()) return base::WithPrefix(name, file.status());
   const uint64_t size = file->size();
   SnapshotHeader h{};
-  CEMB_RETURN_IF_ERROR(Prefix(name, PreadExactly(file->fd(), path, &h, std::min<uint64_t>(size, sizeof h), 0)));
+  CEMB_RETURN_IF_ERROR(base::WithPrefix(name, base::ReadExactlyAt(file->fd(), path, &h, std::min<uint64_t>(size, sizeof h), 0)));
   CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors, row_bytes, static_cast<uint32_t>(format)));
   if (h.row_format == 0) {
     return absl::InvalidArgumentError(
@@ -121,7 +97,7 @@ absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::st
     constexpr int64_t kIds = int64_t{1} << 18;
     for (int64_t first = 0; first < h.rows; first += kIds) {
       ids.resize(static_cast<size_t>(std::min(kIds, h.rows - first)));
-      CEMB_RETURN_IF_ERROR(Prefix(name, PreadExactly(file->fd(), path, ids.data(), ids.size() * 4,
+      CEMB_RETURN_IF_ERROR(base::WithPrefix(name, base::ReadExactlyAt(file->fd(), path, ids.data(), ids.size() * 4,
                                                            h.ids_offset + static_cast<uint64_t>(first) * 4)));
       for (size_t i = 0; i < ids.size(); ++i) {
         if (ids[i] != static_cast<uint64_t>(first) + i) {
@@ -136,8 +112,8 @@ absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::st
   const uint64_t bytes = file_rows.end(static_cast<uint64_t>(h.rows)) - h.data_offset;
   absl::StatusOr<Region> region =
       Region::Allocate(tier.kind == TierKind::kDram ? TierOptions::DramFor(bytes) : tier, bytes);
-  if (!region.ok()) return Prefix(name, region.status());
-  CEMB_RETURN_IF_ERROR(Prefix(name, PreadExactly(file->fd(), path, region->data(), bytes, h.data_offset)));
+  if (!region.ok()) return base::WithPrefix(name, region.status());
+  CEMB_RETURN_IF_ERROR(base::WithPrefix(name, base::ReadExactlyAt(file->fd(), path, region->data(), bytes, h.data_offset)));
   return ServedRows{*std::move(region), SnapshotRowsOf(h.row_format, 0, static_cast<uint64_t>(row_bytes))};
 }
 

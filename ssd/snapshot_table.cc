@@ -31,23 +31,6 @@ Buffer AlignedBuffer(size_t bytes) {
                 &std::free);
 }
 
-// Reads up to n bytes at offset (fewer only at the end of the file).
-absl::StatusOr<size_t> PreadUpTo(int fd, const std::string& path, void* buf, size_t n, uint64_t offset) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = ::pread(fd, static_cast<char*>(buf) + done, n - done, static_cast<off_t>(offset + done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return base::ErrnoStatus(errno, path, "read");
-    if (r == 0) break;
-    done += static_cast<size_t>(r);
-  }
-  return done;
-}
-
-absl::Status Prefix(const std::string& table, const absl::Status& s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(table, ": ", s.message()));
-}
 
 }  // namespace
 
@@ -92,10 +75,10 @@ absl::StatusOr<std::unique_ptr<SnapshotCore>> SnapshotCore::Open(std::string nam
     }
   }
   if (fd < 0) fd = ::open(options.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Prefix(table, base::ErrnoStatus(errno, options.path, "open"));
+  if (fd < 0) return base::WithPrefix(table, base::ErrnoStatus(errno, options.path, "open"));
   c->file_ = base::File::Adopt(fd);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return Prefix(table, base::ErrnoStatus(errno, options.path, "fstat"));
+  if (::fstat(fd, &st) != 0) return base::WithPrefix(table, base::ErrnoStatus(errno, options.path, "fstat"));
   const auto size = static_cast<uint64_t>(st.st_size);
 
   // The header and the id area, checked whole before a row is served.
@@ -103,8 +86,8 @@ absl::StatusOr<std::unique_ptr<SnapshotCore>> SnapshotCore::Open(std::string nam
   SnapshotHeader h{};
   {
     Buffer head = AlignedBuffer(kBlockBytes);
-    absl::StatusOr<size_t> got = PreadUpTo(fd, options.path, head.get(), kBlockBytes, 0);
-    if (!got.ok()) return Prefix(table, got.status());
+    absl::StatusOr<size_t> got = base::ReadSomeAt(fd, options.path, head.get(), kBlockBytes, 0);
+    if (!got.ok()) return base::WithPrefix(table, got.status());
     std::memcpy(&h, head.get(), std::min(*got, sizeof h));
   }
   CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors, static_cast<int64_t>(row_bytes), row_format));
@@ -119,8 +102,8 @@ absl::StatusOr<std::unique_ptr<SnapshotCore>> SnapshotCore::Open(std::string nam
     for (uint64_t at = 0; at < id_bytes; at += kIdChunkBytes) {
       // Whole blocks (O_DIRECT): the id area is padded to data_offset.
       const size_t want = static_cast<size_t>(std::min<uint64_t>(kIdChunkBytes, h.data_offset - h.ids_offset - at));
-      absl::StatusOr<size_t> got = PreadUpTo(fd, options.path, chunk.get(), want, h.ids_offset + at);
-      if (!got.ok()) return Prefix(table, got.status());
+      absl::StatusOr<size_t> got = base::ReadSomeAt(fd, options.path, chunk.get(), want, h.ids_offset + at);
+      if (!got.ok()) return base::WithPrefix(table, got.status());
       const int64_t n = static_cast<int64_t>(std::min<uint64_t>(*got, id_bytes - at) / sizeof(uint32_t));
       const auto first = static_cast<int64_t>(at / sizeof(uint32_t));
       if (first + n < h.rows && *got < want) {
@@ -404,7 +387,7 @@ void SnapshotCore::SubmitLoads(SnapshotPins* pins) {
     }
     pins->ring_ = BorrowRing();
     if (absl::Status s = pins->ring_->io->Submit(pins->requests_); !s.ok()) {
-      pins->error_ = Prefix(name_, absl::Status(s.code(), absl::StrCat(path_, ": ", s.message())));
+      pins->error_ = base::WithPrefix(name_, absl::Status(s.code(), absl::StrCat(path_, ": ", s.message())));
     }
     reads_.fetch_add(static_cast<int64_t>(pins->runs_.size()), std::memory_order_relaxed);
   }
@@ -433,7 +416,7 @@ void SnapshotCore::Install(SnapshotPins* pins) {
     pins->done_.clear();
     while (s.ok() && ring->io->in_flight() > 0) {
       s = ring->io->Reap(ring->io->in_flight(), &pins->done_);
-      if (!s.ok()) pins->error_ = Prefix(name_, absl::Status(s.code(), absl::StrCat(path_, ": ", s.message())));
+      if (!s.ok()) pins->error_ = base::WithPrefix(name_, absl::Status(s.code(), absl::StrCat(path_, ": ", s.message())));
     }
     for (const BlockCompletion& c : pins->done_) pins->runs_[c.tag].result = c.result;
     // A ring that failed is not lent again; destroying it waits for what

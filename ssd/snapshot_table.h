@@ -88,7 +88,7 @@ class SnapshotTable {
     const auto feature_bytes = static_cast<size_t>(RowFeatureBytes<T>(d));
     absl::StatusOr<std::unique_ptr<ssd_internal::SnapshotCore>> core = ssd_internal::SnapshotCore::Open(
         table.name, table.nvectors, d, feature_bytes, feature_bytes + static_cast<size_t>(table.state_floats) * 4,
-        static_cast<uint32_t>(kRowFormatOf<T>), options, &SnapshotTable::InitRow);
+        static_cast<uint32_t>(kRowFormatOf<T>), options, InitRowFn());
     if (!core.ok()) return core.status();
     return SnapshotTable(*std::move(core), d);
   }
@@ -162,13 +162,15 @@ class SnapshotTable {
   SnapshotTable(std::unique_ptr<ssd_internal::SnapshotCore> core, int64_t featuresize)
       : core_(std::move(core)), featuresize_(featuresize) {}
   static const std::byte** Bytes(std::span<const T*> out) { return reinterpret_cast<const std::byte**>(out.data()); }
-  static void InitRow(uint64_t seed, int64_t nvectors, int64_t row, int64_t featuresize, void* out) {
+  // How a row not in the snapshot is computed. A served-only type reads
+  // only converted snapshots, which hold every row: none is.
+  static constexpr ssd_internal::SnapshotInitFn InitRowFn() {
     if constexpr (StorageType<T>) {
-      InitRowUniform(seed, nvectors, row, std::span<T>(static_cast<T*>(out), static_cast<size_t>(featuresize)));
+      return [](uint64_t seed, int64_t nvectors, int64_t row, int64_t featuresize, void* out) {
+        InitRowUniform(seed, nvectors, row, std::span<T>(static_cast<T*>(out), static_cast<size_t>(featuresize)));
+      };
     } else {
-      std::vector<float> values(static_cast<size_t>(featuresize));
-      InitRowUniform(seed, nvectors, row, std::span<float>(values));
-      EncodeRow(kRowFormatOf<T>, values, static_cast<std::byte*>(out));
+      return nullptr;
     }
   }
 

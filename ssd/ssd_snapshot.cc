@@ -30,17 +30,6 @@ std::string Amount(uint64_t done, uint64_t total) {
                          gib ? "GiB" : "MiB");
 }
 
-// Errors of base/ name the file and the call; this adds the table.
-absl::Status Prefix(const std::string& table, absl::Status s) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(table, ": ", s.message()));
-}
-
-absl::Status ReadAt(int fd, const std::string& path, void* buf, size_t n, uint64_t offset) {
-  if (::lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) return base::ErrnoStatus(errno, path, "seek");
-  return base::ReadExactly(fd, path, buf, n);
-}
-
 struct AlignedBuffer {
   explicit AlignedBuffer(size_t bytes)
       : data(static_cast<std::byte*>(std::aligned_alloc(kIoAlignment, (bytes + kIoAlignment - 1) / kIoAlignment *
@@ -113,10 +102,10 @@ absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, cons
   info.file_bytes = h.data_offset + static_cast<uint64_t>(rows) * row_bytes_;
 
   absl::StatusOr<base::AtomicFile> out = base::AtomicFile::Create(path);
-  if (!out.ok()) return Prefix(name_, out.status());
+  if (!out.ok()) return base::WithPrefix(name_, out.status());
   std::string head(kIdsOffset, '\0');
   std::memcpy(head.data(), &h, sizeof h);
-  CEMB_RETURN_IF_ERROR(Prefix(name_, out->WriteAt(head.data(), head.size(), 0)));
+  CEMB_RETURN_IF_ERROR(base::WithPrefix(name_, out->WriteAt(head.data(), head.size(), 0)));
 
   Progress progress(options, absl::StrCat(name_, ": snapshot "), static_cast<uint64_t>(rows) * row_bytes_);
   AlignedBuffer segment(static_cast<size_t>(log.segment_bytes));
@@ -127,9 +116,9 @@ absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, cons
   int64_t written = 0;
   auto write_chunk = [&]() -> absl::Status {
     const auto n = static_cast<int64_t>(ids.size());
-    CEMB_RETURN_IF_ERROR(Prefix(name_, out->WriteAt(ids.data(), ids.size() * sizeof(uint32_t),
+    CEMB_RETURN_IF_ERROR(base::WithPrefix(name_, out->WriteAt(ids.data(), ids.size() * sizeof(uint32_t),
                                                     h.ids_offset + static_cast<uint64_t>(written) * sizeof(uint32_t))));
-    CEMB_RETURN_IF_ERROR(Prefix(name_, out->WriteAt(data.data(), data.size(),
+    CEMB_RETURN_IF_ERROR(base::WithPrefix(name_, out->WriteAt(data.data(), data.size(),
                                                     h.data_offset + static_cast<uint64_t>(written) * row_bytes_)));
     progress.Add(data.size());
     written += n;
@@ -162,7 +151,7 @@ absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, cons
     return absl::InternalError(absl::StrCat(name_, ": the ssd log counts ", rows, " live rows, its segments hold ",
                                             written));
   }
-  CEMB_RETURN_IF_ERROR(Prefix(name_, out->Commit()));
+  CEMB_RETURN_IF_ERROR(base::WithPrefix(name_, out->Commit()));
   info.took = absl::Now() - start;
   return info;
 }
@@ -170,16 +159,16 @@ absl::StatusOr<SnapshotInfo> SsdCore::SaveSnapshot(const std::string& path, cons
 absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, const SnapshotOptions& options) {
   const absl::Time start = absl::Now();
   absl::StatusOr<base::File> in = base::File::OpenForReading(path);
-  if (!in.ok()) return Prefix(name_, in.status());
+  if (!in.ok()) return base::WithPrefix(name_, in.status());
   const uint64_t size = in->size();
   const std::string where = absl::StrCat(name_, ": ", path, ": ");
   // The whole file is checked before the table is touched.
   Header h{};
   const auto row_bytes = static_cast<int64_t>(row_bytes_);
-  if (size >= 16) CEMB_RETURN_IF_ERROR(Prefix(name_, base::ReadExactly(in->fd(), path, &h, 16)));
+  if (size >= 16) CEMB_RETURN_IF_ERROR(base::WithPrefix(name_, base::ReadExactly(in->fd(), path, &h, 16)));
   if (size >= sizeof h) {
     CEMB_RETURN_IF_ERROR(
-        Prefix(name_, base::ReadExactly(in->fd(), path, reinterpret_cast<char*>(&h) + 16, sizeof h - 16)));
+        base::WithPrefix(name_, base::ReadExactly(in->fd(), path, reinterpret_cast<char*>(&h) + 16, sizeof h - 16)));
   }
   CEMB_RETURN_IF_ERROR(CheckSnapshotHeader(h, size, where, nvectors_, row_bytes, /*trained rows=*/0));
   // Every id in range, none twice.
@@ -188,7 +177,7 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
     SnapshotIdCheck check(where, nvectors_, h.ids_offset);
     for (int64_t k = 0; k < h.rows; k += kChunkRows) {
       const int64_t n = std::min(kChunkRows, h.rows - k);
-      CEMB_RETURN_IF_ERROR(Prefix(name_, ReadAt(in->fd(), path, ids.data(), static_cast<size_t>(n) * 4,
+      CEMB_RETURN_IF_ERROR(base::WithPrefix(name_, base::ReadExactlyAt(in->fd(), path, ids.data(), static_cast<size_t>(n) * 4,
                                                              h.ids_offset + static_cast<uint64_t>(k) * 4)));
       CEMB_RETURN_IF_ERROR(check.Add(ids.data(), n, k));
     }
@@ -211,10 +200,10 @@ absl::StatusOr<SnapshotInfo> SsdCore::LoadSnapshot(const std::string& path, cons
   auto copy = [&]() -> absl::Status {
     for (int64_t k = 0; k < h.rows; k += kChunkRows) {
       const int64_t n = std::min(kChunkRows, h.rows - k);
-      CEMB_RETURN_IF_ERROR(Prefix(name_, ReadAt(in->fd(), path, ids.data(), static_cast<size_t>(n) * 4,
+      CEMB_RETURN_IF_ERROR(base::WithPrefix(name_, base::ReadExactlyAt(in->fd(), path, ids.data(), static_cast<size_t>(n) * 4,
                                                              h.ids_offset + static_cast<uint64_t>(k) * 4)));
-      CEMB_RETURN_IF_ERROR(Prefix(
-          name_, ReadAt(in->fd(), path, data.data(), static_cast<size_t>(n) * row_bytes_,
+      CEMB_RETURN_IF_ERROR(base::WithPrefix(
+          name_, base::ReadExactlyAt(in->fd(), path, data.data(), static_cast<size_t>(n) * row_bytes_,
                                      h.data_offset + static_cast<uint64_t>(k) * row_bytes_)));
       for (int64_t i = 0; i < n; ++i) {
         const uint32_t row = ids[static_cast<size_t>(i)];

@@ -131,7 +131,8 @@ class SnapshotPins {
 
 namespace ssd_internal {
 
-// Writes the initial features of `row` (feature_bytes bytes) to `out`.
+// Writes the initial features of `row` (feature_bytes bytes) to `out`;
+// null for a snapshot converted for serving, which holds every row.
 using SnapshotInitFn = void (*)(uint64_t seed, int64_t nvectors, int64_t row, int64_t featuresize, void* out);
 
 class SnapshotCore {

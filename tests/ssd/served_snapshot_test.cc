@@ -155,7 +155,9 @@ void ExpectFileLayout(const std::string& path, const Converted& c) {
               used.begin() + static_cast<int64_t>(at - data_offset + rb), true);
   }
   for (size_t i = 0; i < used.size(); ++i) {
-    if (!used[i]) ASSERT_EQ(bytes[data_offset + i], '\0') << "padding byte at offset " << data_offset + i;
+    if (!used[i]) {
+      ASSERT_EQ(bytes[data_offset + i], '\0') << "padding byte at offset " << data_offset + i;
+    }
   }
   const uint64_t pads = bytes.size() - data_offset - static_cast<uint64_t>(c.n) * rb;
   EXPECT_EQ(pads, blocks * (4096 - per_block * rb) + (blocks * per_block - static_cast<uint64_t>(c.n)) * rb);
@@ -363,8 +365,12 @@ void ExpectPooledEqualsPooledOfDecodedRows(int64_t d) {
                 << " vs " << want[i];
             ASSERT_EQ(std::bit_cast<uint32_t>(got_resolved[i]), std::bit_cast<uint32_t>(want[i]))
                 << "resolved, bag " << b << ", column " << col;
-            if (!weighted) ASSERT_EQ(got[i], plain[i]) << "bag " << b << ", column " << col;
-            if (offsets[b + 1] == offsets[b]) ASSERT_EQ(got[i], 0.0f) << "empty bag " << b;
+            if (!weighted) {
+              ASSERT_EQ(got[i], plain[i]) << "bag " << b << ", column " << col;
+            }
+            if (offsets[b + 1] == offsets[b]) {
+              ASSERT_EQ(got[i], 0.0f) << "empty bag " << b;
+            }
           }
         }
       }
