@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <latch>
 #include <memory>
 #include <random>
 #include <string>
@@ -130,36 +131,49 @@ int main(int argc, char** argv) {
         std::atomic<bool> failed{false};
         std::vector<std::vector<double>> latencies(nc);
         std::vector<std::thread> threads;
-        const Clock::time_point start = Clock::now();
+        // One window for every client: the pools are built, then all warm up
+        // for 200 ms and are timed over the same `seconds`; a request counts
+        // when it ends inside the window. (Windows of each client's own would
+        // overlap only partly when building a pool competes with the others'
+        // scoring, and the sum of their counts would overstate the rate.)
+        std::latch built(nc + 1);
+        std::latch go(1);
+        Clock::time_point warm_end, end;
         for (int64_t c = 0; c < nc; ++c) {
           threads.emplace_back([&, c] {
             std::mt19937_64 rng(1000 + c);
             std::vector<Request> pool;
             for (int64_t i = 0; i < pool_size; ++i) pool.push_back(MakeRequest(b, table_rows, rng));
             std::vector<float> out(b);
-            const Clock::time_point warm_end = Clock::now() + std::chrono::milliseconds(200);
-            for (size_t i = 0; Clock::now() < warm_end; ++i) {
-              const Request& r = pool[i % pool.size()];
-              if (!(*p)->Predict({.size = r.n, .dense = r.dense, .bags = r.bags}, out).ok()) failed = true;
-            }
-            const Clock::time_point end =
-                Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+            built.arrive_and_wait();
+            go.wait();
             for (size_t i = 0; Clock::now() < end; ++i) {
               const Request& r = pool[i % pool.size()];
               const Clock::time_point t0 = Clock::now();
               if (!(*p)->Predict({.size = r.n, .dense = r.dense, .bags = r.bags}, out).ok()) failed = true;
-              latencies[c].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+              const Clock::time_point t1 = Clock::now();
+              if (t0 >= warm_end && t1 <= end) {
+                latencies[c].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+              }
             }
           });
         }
+        built.arrive_and_wait();
+        warm_end = Clock::now() + std::chrono::milliseconds(200);
+        end = warm_end + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+        go.count_down();
         for (std::thread& t : threads) t.join();
-        (void)start;
         if (failed) {
           std::fprintf(stderr, "a Predict failed\n");
           return 1;
         }
         std::vector<double> all;
         for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+        if (all.empty()) {
+          std::fprintf(stderr, "no request of %lld samples ended within %g s: give it more --seconds\n",
+                       static_cast<long long>(b), seconds);
+          return 1;
+        }
         std::sort(all.begin(), all.end());
         const double rate = static_cast<double>(all.size() * b) / seconds;
         std::printf("%-14s %5lld %7lld %12.0f %10.1f %10.1f\n", mode.name, static_cast<long long>(b),

@@ -29,6 +29,9 @@
 #   tables  the tables' step from PyTorch: cemb.torch.EmbeddingBagCollection against
 #           nn.EmbeddingBag(sparse=True) + SGD (bench/python_tables_bench.py), 8 tables, Zipf rows
 #   serve   serve_bench: lookups/s and p99 at 1, 2, 4, 8, 16 threads
+#   predict the Kaggle model in DRAM, closed loop: bench/predictor_bench against PyTorch's eager
+#           inference (bench/torch_serve_bench.py closed), batches 1, 16, 256, 2048, 1 client and
+#           THREADS clients, request-level and batch-level: samples/s and p50
 #   mpi     dlrm-train under mpirun, 1 x 16, 2 x 8 and 4 x 4 (ranks x threads): samples/s
 #   ssd     dlrm-train with every table on ssd against all in DRAM (bench-ssd's tables, fewer
 #           rows), and the drive's own random-read rate (ssd_bench --limit_only)
@@ -45,14 +48,14 @@ pack() {
   root=$(cd "$(dirname "$0")/.." && pwd)
   cd "$root"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build --target dlrm-train serve_bench ssd_bench cemb_python >/dev/null
+  cmake --build build --target dlrm-train serve_bench ssd_bench predictor_bench cemb_python >/dev/null
   rm -rf "$dir" && mkdir -p "$dir"/{bin,real,lib,configs,bench/reference,examples/python,python}
-  progs=(build/apps/dlrm-train build/bench/serve_bench build/bench/ssd_bench /usr/bin/orterun)
+  progs=(build/apps/dlrm-train build/bench/serve_bench build/bench/ssd_bench build/bench/predictor_bench /usr/bin/orterun)
   cp -L "${progs[@]}" "$dir/real/"
   cp -r build/python/cemb "$dir/python/"
   cp configs/*.yaml "$dir/configs/"
-  cp bench/reference/dlrm_reference.py "$dir/bench/reference/"
-  cp bench/python_tables_bench.py bench/torch_blas.sh "$dir/bench/"
+  cp bench/reference/dlrm_reference.py bench/reference/torch_mmap_dlrm.py "$dir/bench/reference/"
+  cp bench/python_tables_bench.py bench/torch_serve_bench.py bench/torch_blas.sh "$dir/bench/"
   cp examples/python/train_dlrm.py "$dir/examples/python/"
   cp bench/run_16core.sh "$dir/"
   # Open MPI's runtime where OPAL_PREFIX=DIR/usr finds it, and PMIx's.
@@ -94,7 +97,7 @@ run() {
   threads=${THREADS:-$(nproc)}
   python=${PYTHON:-python3}
   quick=${QUICK:-0}
-  only=${ONLY:-train tables serve mpi ssd}
+  only=${ONLY:-train tables serve predict mpi ssd}
   # Open MPI from DIR/usr; one machine, so no ssh: the isolated launcher.
   export OPAL_PREFIX=$here/usr PMIX_INSTALL_PREFIX=$here/usr/lib/x86_64-linux-gnu/pmix2 OMPI_MCA_plm=isolated
   export PATH=$here/bin:$PATH PYTHONPATH=$here/python
@@ -110,8 +113,8 @@ run() {
     "AMX $(grep -qw amx_tile /proc/cpuinfo && echo yes || echo no), $(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo) GiB;" \
     "threads $threads; python: $(command -v "$python" >/dev/null && "$python" --version 2>&1 || echo none), torch: $( ((torch_ok)) &&
       "$python" -c 'import torch; print(torch.__version__)' || echo none)" | tee "$out/machine.txt"
-  local samples=$((40 * 2048)) steps=30 rows=4000000 serve_s=5 mpi_steps=60
-  ((quick)) && samples=$((12 * 2048)) steps=4 rows=65536 serve_s=1 mpi_steps=4
+  local samples=$((40 * 2048)) steps=30 rows=4000000 serve_s=5 mpi_steps=60 predict_s=3 max_ind_range=0
+  ((quick)) && samples=$((12 * 2048)) steps=4 rows=65536 serve_s=1 mpi_steps=4 predict_s=0.3 max_ind_range=1000
 
   # dlrm-train's ms/step from its summary record.
   cemb_ms() {  # LOG: "ms/step samples/s" of its summary record (no Python needed)
@@ -199,6 +202,43 @@ run() {
     else
       skip serve "$(tail -n 1 "$out/serve.txt")"
     fi
+  fi
+
+  if has predict; then
+    echo "== predict: the Kaggle model in DRAM, closed loop, predictor_bench against PyTorch's eager inference"
+    local kaggle=$out/kaggle
+    # The columns both print: mode batch clients samples/s p50 p99.
+    record_predict() {  # IMPL LOG
+      awk '$2 ~ /^[0-9]+$/ { print $1, $2, $3, $4, $5, $6 }' "$2" | while read -r mode b c sps p50 p99; do
+        record predict "$1 $mode, batch $b, $c clients" samples_per_s "$sps"
+        record predict "$1 $mode, batch $b, $c clients" p50_us "$p50"
+      done
+      grep -E '^(mode|request|batch)' "$2"
+    }
+    if limit 240 dlrm-train --config "$here/configs/bench-kaggle.yaml" --set data.samples=24576 \
+      --set "data.max_ind_range=$max_ind_range" --set "data.work_dir=$kaggle/data" --set train.steps=1 \
+      --set "train.threads=$threads" --set "train.checkpoint_dir=$kaggle/ck" --export "$kaggle/npy" \
+      >"$out/predict-prepare.txt" 2>&1; then
+      local clients=1
+      ((threads > 1)) && clients+=",$threads"
+      if limit 240 predictor_bench --checkpoint "$kaggle/ck" --batches 1,16,256,2048 --clients "$clients" \
+        --max_batch 2048 --pool 64 --seconds "$predict_s" >"$out/predict-cemb.txt" 2>&1; then
+        record_predict cemb "$out/predict-cemb.txt"
+      else
+        skip predict "cemb: $(tail -n 1 "$out/predict-cemb.txt")"
+      fi
+      if ((torch_ok)) && limit 300 "$python" "$here/bench/torch_serve_bench.py" closed --npy "$kaggle/npy" \
+        --checkpoint "$kaggle/ck" --batches 1,16,256,2048 --clients "$clients" --pool 64 --seconds "$predict_s" \
+        >"$out/predict-torch.txt" 2>&1; then
+        record predict "torch" blas "$(head -n 1 "$out/predict-torch.txt")"
+        record_predict torch "$out/predict-torch.txt"
+      else
+        skip predict "torch: $( ((torch_ok)) && tail -n 1 "$out/predict-torch.txt" || echo "no torch in $python")"
+      fi
+    else
+      skip predict "the model: $(tail -n 2 "$out/predict-prepare.txt" | tr '\n' ' ')"
+    fi
+    rm -rf "$kaggle"
   fi
 
   if has mpi; then

@@ -175,8 +175,10 @@ def set_threads(n):
             pass
 
 
-def blas_description():
-    """The loaded BLAS libraries and, for OpenBLAS, its core and thread count."""
+def blas_description(build):
+    """Whether torch's BLAS is one to compare with (OpenBLAS, or the MKL a PyPI torch links in), and which."""
+    if "BLAS_INFO=mkl" in build:
+        return True, "MKL (linked into torch)"
     libs = sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.rsplit("/", 1)[-1]})
     for lib in libs:
         try:
@@ -536,11 +538,11 @@ def main():
     build = torch.__config__.show()
     info = ", ".join(re.findall(r"\b(?:BLAS_INFO|LAPACK_INFO|USE_MKLDNN)=[^,\s]*", build) +
                      re.findall(r"CPU capability usage: \S+", build))
-    is_openblas, blas = blas_description()
+    blas_ok, blas = blas_description(build)
     print(f"torch {torch.__version__} ({info}); {blas}; {blas_choice}; "
           f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}", flush=True)
-    if not is_openblas and not args.allow_reference_blas:
-        raise SystemExit("torch's BLAS is not OpenBLAS (the reference BLAS: sgemm ~40x slower): install "
+    if not blas_ok and not args.allow_reference_blas:
+        raise SystemExit("torch's BLAS is neither OpenBLAS nor MKL (the reference BLAS: sgemm ~40x slower): install "
                          "libopenblas0, or put its libblas.so.3 first in LD_LIBRARY_PATH; --allow_reference_blas "
                          "to measure it anyway")
     t0 = time.perf_counter()
