@@ -164,3 +164,6 @@ std::vector<int64_t> RandomDistinctRows(int64_t nvectors, int64_t count, uint64_
 
 template class ::cemb::CachedTable<float, ::cemb::kDynamic>;
 template class ::cemb::CachedTable<::cemb::bfloat16, ::cemb::kDynamic>;
+// Served rows (read only: a predictor's converted tables on a slow tier).
+template class ::cemb::CachedTable<::cemb::float16, ::cemb::kDynamic>;
+template class ::cemb::CachedTable<::cemb::int8_rowwise, ::cemb::kDynamic>;

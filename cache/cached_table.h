@@ -51,6 +51,10 @@
 // policy (no cache, no indirection) is a SimpleTable on the slow tier
 // (tables/storage.h names every storage kind).
 //
+// T is a trained table's element (float, bfloat16) or a served format's
+// (float16, int8_rowwise: embedding/row_format.h), whose rows are only read:
+// a predictor's converted tables on a slow tier, cached in DRAM as stored.
+//
 // CachedTable<T, D> of a static D derives from CachedTable<T, kDynamic>,
 // which holds all of the state and the cache's code; the derived class only
 // makes featuresize() a constant. A table of a static size the kernels are
@@ -333,12 +337,12 @@ struct CacheState {
 
 }  // namespace cache_internal
 
-template <StorageType T, int64_t D = kDynamic>
+template <RowElement T, int64_t D = kDynamic>
 class CachedTable;
 
 // The run-time feature size, and all of the cache. Every CachedTable<T, D>
 // of a static D derives from it (below).
-template <StorageType T>
+template <RowElement T>
 class CachedTable<T, kDynamic> {
  public:
   using value_type = T;
@@ -744,7 +748,7 @@ class CachedTable<T, kDynamic> {
 
 // A static feature size: the same table, with featuresize() a compile-time
 // constant the kernels specialise on. It adds no state to its kDynamic base.
-template <StorageType T, int64_t D>
+template <RowElement T, int64_t D>
 class CachedTable : public CachedTable<T, kDynamic> {
   using Dynamic = CachedTable<T, kDynamic>;
 
@@ -770,7 +774,7 @@ class CachedTable : public CachedTable<T, kDynamic> {
 
 // --- implementation ----------------------------------------------------------
 
-template <StorageType T>
+template <RowElement T>
 T* CachedTable<T, kDynamic>::Miss(int64_t row, uint64_t w) const {
   using namespace cache_internal;
   Count(HotCounter::kMisses);
@@ -811,7 +815,7 @@ T* CachedTable<T, kDynamic>::Miss(int64_t row, uint64_t w) const {
   return reinterpret_cast<T*>(slot);
 }
 
-template <StorageType T>
+template <RowElement T>
 T* CachedTable<T, kDynamic>::MarkDirty(int64_t row, uint64_t w, bool count) const {
   using namespace cache_internal;
   for (;;) {
@@ -836,7 +840,7 @@ T* CachedTable<T, kDynamic>::MarkDirty(int64_t row, uint64_t w, bool count) cons
   }
 }
 
-template <StorageType T>
+template <RowElement T>
 std::byte* CachedTable<T, kDynamic>::AllocateSlot(int64_t row) const {
   using namespace cache_internal;
   CacheState& s = *state_;
@@ -891,7 +895,7 @@ std::byte* CachedTable<T, kDynamic>::AllocateSlot(int64_t row) const {
   return slot;
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::WakeEvictor() const {
   cache_internal::CacheState& s = *state_;
   if (s.wake_pending.load(std::memory_order_relaxed) || s.wake_pending.exchange(true, std::memory_order_acq_rel)) {
@@ -901,7 +905,7 @@ void CachedTable<T, kDynamic>::WakeEvictor() const {
   s.wake.notify_one();
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::SetBounds(int64_t lower, int64_t slack) {
   cache_internal::CacheState& s = *state_;
   const std::unique_lock<std::mutex> evict_lock = HoldOffEvictor();
@@ -917,7 +921,7 @@ void CachedTable<T, kDynamic>::SetBounds(int64_t lower, int64_t slack) {
   if (eviction_ == CacheEviction::kClock) RebuildClockState();
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::DrainPage(cache_internal::Page& page, bool evict, bool writeback) {
   using namespace cache_internal;
   ColdCounters& c = state_->cold;
@@ -951,7 +955,7 @@ void CachedTable<T, kDynamic>::DrainPage(cache_internal::Page& page, bool evict,
   if (evict && check_lifetime_) std::memset(page.rows, 0xFF, static_cast<size_t>(n) * stride_);
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::PersistWritten(std::vector<int64_t>& rows) {
   if (rows.empty()) return;
   cache_internal::StoreFence();
@@ -970,13 +974,13 @@ void CachedTable<T, kDynamic>::PersistWritten(std::vector<int64_t>& rows) {
   rows.clear();
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::Flush(int64_t target_bytes, bool writeback) {
   const std::unique_lock<std::mutex> evict_lock = HoldOffEvictor();
   FlushPages(target_bytes, writeback);
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::FlushPages(int64_t target_bytes, bool writeback) {
   using namespace cache_internal;
   CacheState& s = *state_;
@@ -1006,7 +1010,7 @@ void CachedTable<T, kDynamic>::FlushPages(int64_t target_bytes, bool writeback) 
   s.flushing.store(false, std::memory_order_relaxed);
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::Writeback() {
   cache_internal::CacheState& s = *state_;
   const std::unique_lock<std::mutex> evict_lock = HoldOffEvictor();
@@ -1018,7 +1022,7 @@ void CachedTable<T, kDynamic>::Writeback() {
 
 // --- kClock ---------------------------------------------------------------------
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::RebuildClockState() {
   using namespace cache_internal;
   CacheState& s = *state_;
@@ -1045,14 +1049,14 @@ void CachedTable<T, kDynamic>::RebuildClockState() {
   s.hand = 0;
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::StartEvictor() {
   if (eviction_ != CacheEviction::kClock || !evictor_thread_ || state_ == nullptr) return;
   state_->stop.store(false, std::memory_order_relaxed);
   state_->evictor = std::thread([this] { EvictorLoop(); });
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::StopEvictor() {
   if (state_ == nullptr || !state_->evictor.joinable()) return;
   state_->stop.store(true, std::memory_order_release);
@@ -1061,7 +1065,7 @@ void CachedTable<T, kDynamic>::StopEvictor() {
   state_->evictor.join();
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::EvictorLoop() {
   cache_internal::CacheState& s = *state_;
   for (;;) {
@@ -1076,7 +1080,7 @@ void CachedTable<T, kDynamic>::EvictorLoop() {
 // One round: the hand unpublishes unreferenced rows until high_water slots
 // would be free (at most two revolutions: the first may only clear bits),
 // then grace periods, write-back of the dirty ones, and the slots go free.
-template <StorageType T>
+template <RowElement T>
 int64_t CachedTable<T, kDynamic>::EvictRound() {
   using namespace cache_internal;
   CacheState& s = *state_;
@@ -1153,7 +1157,7 @@ int64_t CachedTable<T, kDynamic>::EvictRound() {
   return static_cast<int64_t>(freed.size());
 }
 
-template <StorageType T>
+template <RowElement T>
 absl::StatusOr<int64_t> CachedTable<T, kDynamic>::fill(std::span<const int64_t> rows) {
   using namespace cache_internal;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -1177,12 +1181,12 @@ absl::StatusOr<int64_t> CachedTable<T, kDynamic>::fill(std::span<const int64_t> 
   return filled;
 }
 
-template <StorageType T>
+template <RowElement T>
 absl::StatusOr<int64_t> CachedTable<T, kDynamic>::fill_random(uint64_t seed) {
   return fill(cache_internal::RandomDistinctRows(nvectors(), capacity_rows(), seed));
 }
 
-template <StorageType T>
+template <RowElement T>
 CacheStats CachedTable<T, kDynamic>::stats() const {
   CacheStats st;
   shards_->sum_into(st);
@@ -1198,14 +1202,14 @@ CacheStats CachedTable<T, kDynamic>::stats() const {
   return st;
 }
 
-template <StorageType T>
+template <RowElement T>
 void CachedTable<T, kDynamic>::reset_stats() {
   shards_->reset();
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->cold = {};
 }
 
-template <StorageType T>
+template <RowElement T>
 bool CachedTable<T, kDynamic>::in_cache(const void* p) const {
   const auto* b = static_cast<const std::byte*>(p);
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -1215,7 +1219,7 @@ bool CachedTable<T, kDynamic>::in_cache(const void* p) const {
   return false;
 }
 
-template <StorageType T>
+template <RowElement T>
 int64_t CachedTable<T, kDynamic>::cached_rows() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   int64_t n = 0;
@@ -1229,5 +1233,7 @@ int64_t CachedTable<T, kDynamic>::cached_rows() const {
 // storage type, in cached_table.cc.
 extern template class ::cemb::CachedTable<float, ::cemb::kDynamic>;
 extern template class ::cemb::CachedTable<::cemb::bfloat16, ::cemb::kDynamic>;
+extern template class ::cemb::CachedTable<::cemb::float16, ::cemb::kDynamic>;
+extern template class ::cemb::CachedTable<::cemb::int8_rowwise, ::cemb::kDynamic>;
 
 #endif  // CEMB_CACHE_CACHED_TABLE_H_

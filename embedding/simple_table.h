@@ -1,9 +1,12 @@
 // SimpleTable<T, D>: the "direct" embedding table. nvectors() rows of
-// featuresize() elements of T (float or bfloat16) stored contiguously,
-// row-major, in one Region of a memory tier; row r lives at base + r * stride,
-// where a row's stride is its D features and, when the table keeps optimizer
-// state with its rows (TableOptions::state_floats, element-wise AdaGrad's
-// accumulators), that many fp32 values right after them.
+// featuresize() elements of T stored contiguously, row-major, in one Region
+// of a memory tier; row r lives at base + r * stride, where a row's stride is
+// its D features (RowFeatureBytes: an int8 row's scale and bias included)
+// and, when the table keeps optimizer state with its rows
+// (TableOptions::state_floats, element-wise AdaGrad's accumulators), that
+// many fp32 values right after them. T is float or bfloat16 for a trained
+// table, or a served format's element (embedding/row_format.h: float16,
+// int8_rowwise), whose rows hold no state and are only read.
 //
 // The rowpointer interface (thesis Table 5.2), which every table type of
 // CachedEmbeddings implements and every kernel is written against:
@@ -110,13 +113,13 @@ template <typename T>
   return reinterpret_cast<float*>(row + featuresize);
 }
 
-template <StorageType T, int64_t D = kDynamic>
+template <RowElement T, int64_t D = kDynamic>
 class SimpleTable;
 
 // The run-time feature size. Every SimpleTable<T, D> of a static D derives
 // from it (below), so code written for SimpleTable<T, kDynamic> takes any
 // table of T.
-template <StorageType T>
+template <RowElement T>
 class SimpleTable<T, kDynamic> {
  public:
   using value_type = T;
@@ -129,7 +132,8 @@ class SimpleTable<T, kDynamic> {
       return absl::InvalidArgumentError(absl::StrCat(options.name, ": nvectors must be > 0"));
     }
     if (absl::Status s = CheckStateFloats(options); !s.ok()) return s;
-    const int64_t stride = options.featuresize + options.state_floats * static_cast<int64_t>(sizeof(float) / sizeof(T));
+    const int64_t stride = (RowFeatureBytes<T>(options.featuresize) + options.state_floats * 4) /
+                           static_cast<int64_t>(sizeof(T));
     absl::StatusOr<Region> region = Region::Allocate(
         options.tier, static_cast<size_t>(options.nvectors) * static_cast<size_t>(stride) * sizeof(T));
     if (!region.ok()) {
@@ -143,6 +147,10 @@ class SimpleTable<T, kDynamic> {
   static absl::Status CheckStateFloats(const TableOptions& options) {
     if (options.state_floats < 0) {
       return absl::InvalidArgumentError(absl::StrCat(options.name, ": state_floats ", options.state_floats, " < 0"));
+    }
+    if (!StorageType<T> && options.state_floats != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(options.name, ": rows in ", RowFormatName(kRowFormatOf<T>),
+                                                     " are served, never trained: they hold no optimizer state"));
     }
     if (options.state_floats > 0 && options.featuresize * static_cast<int64_t>(sizeof(T)) % 4 != 0) {
       return absl::InvalidArgumentError(absl::StrCat(options.name, ": optimizer state after rows of ",
@@ -163,7 +171,9 @@ class SimpleTable<T, kDynamic> {
   const Region& region() const { return region_; }
   // A row's bytes: its features and its optimizer state.
   size_t row_bytes() const { return static_cast<size_t>(stride_) * sizeof(T); }
-  int64_t state_floats() const { return (stride_ - featuresize_) * static_cast<int64_t>(sizeof(T)) / 4; }
+  int64_t state_floats() const {
+    return (stride_ * static_cast<int64_t>(sizeof(T)) - RowFeatureBytes<T>(featuresize_)) / 4;
+  }
 
   // Makes the stores to rows [begin, end) durable on a persistent tier.
   void persist_rows(int64_t begin, int64_t end) const {
@@ -193,7 +203,7 @@ class SimpleTable<T, kDynamic> {
 // constant the kernels specialise on. It adds no state to its kDynamic base,
 // whose featuresize() returns D too (rowpointer() is the base's: the stride
 // is D only without optimizer state).
-template <StorageType T, int64_t D>
+template <RowElement T, int64_t D>
 class SimpleTable : public SimpleTable<T, kDynamic> {
   using Dynamic = SimpleTable<T, kDynamic>;
 
@@ -240,12 +250,7 @@ absl::StatusOr<TableOptions> CheckedShape(const TableOptions& table) {
   shape.featuresize = D == kDynamic ? table.featuresize : D;
   if (shape.featuresize <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": featuresize must be > 0"));
   if (table.nvectors <= 0) return absl::InvalidArgumentError(absl::StrCat(table.name, ": nvectors must be > 0"));
-  if constexpr (StorageType<T>) {
-    if (absl::Status s = SimpleTable<T, kDynamic>::CheckStateFloats(shape); !s.ok()) return s;
-  } else if (table.state_floats != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(table.name, ": rows in ", RowFormatName(kRowFormatOf<T>),
-                                                   " are served, never trained: they hold no optimizer state"));
-  }
+  if (absl::Status s = SimpleTable<T, kDynamic>::CheckStateFloats(shape); !s.ok()) return s;
   return shape;
 }
 

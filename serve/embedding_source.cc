@@ -1,6 +1,7 @@
 #include "serve/embedding_source.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <mutex>
 #include <utility>
@@ -76,6 +77,7 @@ class SnapshotPart {
   virtual std::unique_ptr<Scratch> NewScratch() const = 0;
   virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, Scratch& scratch) = 0;
   virtual std::vector<SnapshotTableInfo> info() const = 0;
+  virtual std::vector<CachedTableInfo> cached_info() const = 0;
 };
 
 template <RowElement T, int64_t D>
@@ -87,6 +89,12 @@ class TypedSnapshotPart final : public SnapshotPart {
     for (const SnapshotTableSpec& spec : o.snapshots) {
       const TableOptions shape{.name = absl::StrCat("emb", spec.table), .nvectors = spec.rows, .featuresize = o.dim,
                                .state_floats = o.state_floats};
+      if (spec.resident && spec.cache.has_value()) {
+        CEMB_ASSIGN_OR_RETURN(CachedTable<T> table, LoadCached(spec, shape, *spec.cache));
+        part->cached_.push_back(std::move(table));
+        part->cached_ids_.push_back(spec.table);
+        continue;
+      }
       if (spec.resident) {
         TableOptions held = shape;
         held.tier = spec.resident_tier;
@@ -108,7 +116,7 @@ class TypedSnapshotPart final : public SnapshotPart {
   struct TypedScratch final : Scratch {
     SnapshotRequest request;                  // the request's pins over its tables
     std::vector<std::vector<const T*>> rows;  // per table: the resolved rows of its indices
-    std::vector<const T*> resident_rows;      // a resident table's, one table at a time
+    std::vector<const T*> resident_rows;      // a resident or cached table's, one table at a time
     std::vector<int64_t> offsets;
   };
 
@@ -141,6 +149,18 @@ class TypedSnapshotPart final : public SnapshotPart {
       for (size_t i = 0; i < b.indices.size(); ++i) s.resident_rows[i] = table.rowpointer(b.indices[i]);
       Pool(s, s.resident_rows, b, resident_ids_[k], out);
     }
+    for (size_t k = 0; k < cached_.size() && status.ok(); ++k) {
+      const CachedTable<T>& table = cached_[k];
+      const Bags<int32_t>& b = bags[cached_ids_[k]];
+      status = validate_bags(table.name(), table.nvectors(), b);
+      if (!status.ok()) break;
+      s.resident_rows.resize(b.indices.size());
+      // The rows stay where they are (CLOCK frees no slot a reader may
+      // hold) until the section closes, after the pooling.
+      auto section = ReadScopeOf(table);
+      table.access_and_cache(b.indices.data(), static_cast<int64_t>(b.indices.size()), s.resident_rows.data());
+      Pool(s, s.resident_rows, b, cached_ids_[k], out);
+    }
     if (status.ok()) status = s.request.Finish();
     if (status.ok()) {
       for (size_t k = 0; k < tables_.size(); ++k) Pool(s, s.rows[k], bags[ids_[k]], ids_[k], out);
@@ -161,17 +181,45 @@ class TypedSnapshotPart final : public SnapshotPart {
     return out;
   }
 
+  std::vector<CachedTableInfo> cached_info() const override {
+    std::vector<CachedTableInfo> out;
+    for (size_t k = 0; k < cached_.size(); ++k) out.push_back({.table = cached_ids_[k], .stats = cached_[k].stats()});
+    return out;
+  }
+
  private:
   void Pool(TypedScratch& s, std::span<const T* const> rows, const Bags<int32_t>& b, int id, MatrixView out) const {
     s.offsets.assign(b.offsets.begin(), b.offsets.end());
     PooledSumResolved<T>(rows, s.offsets, dim_, Pooling::kSum, b.weights, out.data + id * dim_, out.ld);
   }
 
+  // The snapshot's rows copied to the slow tier of a CachedTable with
+  // `cache` in front; a static cache filled at random once.
+  static absl::StatusOr<CachedTable<T>> LoadCached(const SnapshotTableSpec& spec, TableOptions shape,
+                                                    const CacheOptions& cache) {
+    shape.tier = spec.resident_tier;
+    CEMB_ASSIGN_OR_RETURN(CachedTable<T> table, CachedTable<T>::Create(shape, cache));
+    const int64_t row_bytes = RowFeatureBytes<T>(shape.featuresize);
+    {
+      auto section = ReadScopeOf(table);
+      CEMB_RETURN_IF_ERROR(ForEachServedRow(spec.path, shape.name, shape.nvectors, row_bytes, kRowFormatOf<T>,
+                                            [&](int64_t r, const std::byte* bytes) {
+                                              std::memcpy(table.rowpointer(r, Access::kWrite), bytes,
+                                                          static_cast<size_t>(row_bytes));
+                                            }));
+    }
+    table.persist_rows(0, shape.nvectors);
+    if (cache.policy == CachePolicy::kStatic) CEMB_RETURN_IF_ERROR(table.fill_random(static_cast<uint64_t>(spec.table)).status());
+    return table;
+  }
+
   int64_t dim_ = 0;
   std::vector<SnapshotTable<T, D>> tables_;  // served in place
   std::vector<int> ids_;
-  std::vector<ServedTable<T>> resident_;  // in DRAM
+  std::vector<ServedTable<T>> resident_;  // in DRAM, or on a slow tier read in place
   std::vector<int> resident_ids_;
+  std::vector<CachedTable<T>> cached_;  // on a slow tier, cached in DRAM
+  std::vector<int> cached_ids_;
 };
 
 // One caller's: its scratch for both parts.
@@ -211,6 +259,9 @@ class Source final : public EmbeddingSource {
   bool serialised() const override { return layer_ != nullptr && layer_->serialised(); }
   std::vector<SnapshotTableInfo> snapshots() const override {
     return snapshots_ ? snapshots_->info() : std::vector<SnapshotTableInfo>{};
+  }
+  std::vector<CachedTableInfo> cached() const override {
+    return snapshots_ ? snapshots_->cached_info() : std::vector<CachedTableInfo>{};
   }
 
  private:

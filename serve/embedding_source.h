@@ -18,9 +18,12 @@
 //       finishes them together (SnapshotRequest: its misses of all its
 //       tables in flight at once), pools them, releases its pins. Nothing
 //       is written;
-//   - snapshots converted for serving, read whole into DRAM
-//     (ServedTable, ssd/served_snapshot.h): rows in their format, no
-//     cache, no lock.
+//   - snapshots converted for serving, read whole into DRAM or a slow
+//     tier (ServedTable, ssd/served_snapshot.h): rows in their format, no
+//     cache, no lock; or copied to a slow tier with a DRAM cache over it
+//     (CachedTable of the format: static, or dynamic with CLOCK eviction
+//     beside the readers): a request resolves its rows inside a
+//     ReadSection and pools them as stored.
 // The kernels read every format's rows as they are stored (never widened).
 //
 // Thread safety: NewReader and snapshots from any thread; each reader by one
@@ -34,12 +37,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cache/cached_table.h"
 #include "embedding/row_format.h"
 #include "embedding/types.h"
 #include "ssd/snapshot_table.h"
@@ -70,6 +75,9 @@ struct SnapshotTableSpec {
   // persistent memory, read there directly).
   bool resident = false;
   TierOptions resident_tier;
+  // With resident on a slow tier: the DRAM cache in front of it (its
+  // policy kStatic, filled at random once, or kDynamic).
+  std::optional<CacheOptions> cache;
 };
 
 // A snapshot table served in place: its file (open for the table's life:
@@ -80,6 +88,12 @@ struct SnapshotTableInfo {
   int fd = -1;
   int64_t capacity_rows = 0;
   SnapshotStats stats;
+};
+
+// A converted table on a slow tier behind a DRAM cache, and its counters.
+struct CachedTableInfo {
+  int table = 0;  // model-wide id
+  CacheStats stats;
 };
 
 struct EmbeddingSourceOptions {
@@ -107,6 +121,8 @@ class EmbeddingSource {
   virtual bool serialised() const = 0;
   // The snapshot tables served in place (none when there are none).
   virtual std::vector<SnapshotTableInfo> snapshots() const = 0;
+  // The converted tables behind a DRAM cache (none when there are none).
+  virtual std::vector<CachedTableInfo> cached() const = 0;
 };
 
 // Every table of the model is either in options.layer or in

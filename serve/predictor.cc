@@ -51,7 +51,8 @@ std::vector<int64_t> PlannedSizes(int64_t max_batch) {
 
 // Where table t is served from: the model's layer (loaded, stored as the
 // options say), its snapshot in place, or its converted snapshot read whole
-// into DRAM.
+// into DRAM or a slow tier (with a DRAM cache when the options say static
+// or dynamic).
 enum class Held { kLayer, kInPlace, kResident };
 
 bool Converted(const ServingManifest& m) { return m.table_rows_format == "converted"; }
@@ -111,9 +112,10 @@ std::string SnapshotFile(size_t t) { return "model/" + dlrm::Dlrm::TableFileName
 // Table t is served in place when it trained on ssd, the checkpoint holds
 // its snapshot, and the options name no storage for it. A converted
 // checkpoint's other tables are read whole into DRAM, or into the slow tier
-// of a `simple` override (they cannot be trained tables again: a cache or
-// ssd override is InvalidArgument); a trained one's are loaded into the
-// model's layer.
+// of a `simple` override, or copied to the slow tier of a `static` or
+// `dynamic` one with a DRAM cache in front (an ssd override is
+// InvalidArgument: that is the training's tier); a trained one's are loaded
+// into the model's layer.
 absl::StatusOr<std::vector<Held>> WhereTables(const std::string& checkpoint, const ServingManifest& m,
                                               const PredictorOptions& options) {
   std::vector<Held> held(m.table_rows.size());
@@ -123,11 +125,11 @@ absl::StatusOr<std::vector<Held>> WhereTables(const std::string& checkpoint, con
                           !options.table_storage.contains(static_cast<int>(t)) &&
                           std::filesystem::exists(absl::StrCat(checkpoint, "/", SnapshotFile(t)), ec);
     const StorageKind kind = StorageOf(options, static_cast<int>(t)).kind;
-    if (Converted(m) && !in_place && kind != StorageKind::kDram && kind != StorageKind::kSimple) {
+    if (Converted(m) && !in_place && kind == StorageKind::kSsd) {
       return absl::InvalidArgumentError(absl::StrCat(
           "predictor: table ", t, " of ", checkpoint, " holds rows converted to ", m.table_dtype,
-          " for serving: it is served in place from ssd, or read whole into DRAM (dram) or a slow tier (simple), "
-          "not stored as ", StorageKindName(kind)));
+          " for serving: it is served in place from its snapshot, or read whole into DRAM (dram), a slow tier "
+          "(simple) or a slow tier with a DRAM cache (static, dynamic), not stored as ssd"));
     }
     held[t] = in_place ? Held::kInPlace : Converted(m) ? Held::kResident : Held::kLayer;
   }
@@ -139,11 +141,23 @@ int64_t Hotness(const ServingManifest& m, int t) {
   return t < static_cast<int>(m.hotness.size()) ? std::max<int64_t>(int64_t{m.hotness[static_cast<size_t>(t)]}, 1) : 1;
 }
 
-// Where a converted table read whole is held: the slow tier of a `simple`
-// storage for it, else DRAM.
+// Where a converted table read whole is held: the slow tier of a `simple`,
+// `static` or `dynamic` storage for it, else DRAM.
 TierOptions SlowTierOf(const PredictorOptions& options, int t) {
   const StorageConfig& storage = StorageOf(options, t);
-  return storage.kind == StorageKind::kSimple ? storage.slow_tier : TierOptions{};
+  return storage.kind == StorageKind::kDram ? TierOptions{} : storage.slow_tier;
+}
+
+// The DRAM cache over a converted table on a slow tier: the storage's, its
+// policy from the kind; a dynamic one evicts by CLOCK beside the readers
+// (nobody flushes while serving). None for the other kinds.
+std::optional<CacheOptions> CacheOf(const PredictorOptions& options, int t) {
+  const StorageConfig& storage = StorageOf(options, t);
+  if (storage.kind != StorageKind::kStatic && storage.kind != StorageKind::kDynamic) return std::nullopt;
+  CacheOptions cache = storage.cache;
+  cache.policy = storage.kind == StorageKind::kStatic ? CachePolicy::kStatic : CachePolicy::kDynamic;
+  if (cache.policy == CachePolicy::kDynamic) cache.eviction = CacheEviction::kClock;
+  return cache;
 }
 
 // Where the pooled rows come from: the model's layer (the tables loaded)
@@ -172,7 +186,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingSource>> MakeSource(const std::string& c
                            .rows = static_cast<int64_t>(m.table_rows[t]),
                            .capacity_bytes = static_cast<int64_t>(static_cast<double>(options.ssd_cache_bytes) * share),
                            .resident = held[t] == Held::kResident,
-                           .resident_tier = SlowTierOf(options, static_cast<int>(t))});
+                           .resident_tier = SlowTierOf(options, static_cast<int>(t)),
+                           .cache = held[t] == Held::kResident ? CacheOf(options, static_cast<int>(t)) : std::nullopt});
   }
   return MakeEmbeddingSource(s);
 }
@@ -461,6 +476,7 @@ int Predictor::num_tables() const { return static_cast<int>(impl_->manifest.tabl
 int64_t Predictor::num_dense() const { return impl_->manifest.num_dense; }
 dlrm::Dlrm& Predictor::model() const { return *impl_->model; }
 std::vector<SnapshotTableInfo> Predictor::snapshot_tables() const { return impl_->source->snapshots(); }
+std::vector<CachedTableInfo> Predictor::cached_tables() const { return impl_->source->cached(); }
 absl::Status Predictor::verification() const { return impl_->Verified(); }
 
 absl::Status Predictor::WaitVerified() const {

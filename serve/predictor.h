@@ -14,7 +14,11 @@
 // of PredictorOptions::ssd_cache_bytes; nothing copied, no file created,
 // nothing written). Every other table, and an ssd one that
 // PredictorOptions::table_storage names a storage for, is loaded
-// (Dlrm::Load) into the storage the options say: DRAM by default. The
+// (Dlrm::Load) into the storage the options say: DRAM by default. A
+// converted checkpoint's (serve/convert.h) rows stay in their format: read
+// whole into DRAM, or into the slow tier of a `simple` storage, or copied to
+// the slow tier of a `static` or `dynamic` one with a DRAM cache of rows as
+// stored in front (dynamic: CLOCK eviction beside the readers). The
 // files served in place stay open for the predictor's life (the trainer
 // may delete their checkpoint meanwhile) and are never reopened by path.
 //
@@ -128,6 +132,8 @@ class Predictor {
   int64_t num_dense() const;
   // The tables served in place from their snapshots, with their counters.
   std::vector<SnapshotTableInfo> snapshot_tables() const;
+  // A converted checkpoint's tables behind a DRAM cache, with its counters.
+  std::vector<CachedTableInfo> cached_tables() const;
   // OK once every file was verified (or verify_checksums is off);
   // Unavailable while the background pass runs; the DataLoss it found.
   absl::Status verification() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -79,8 +80,18 @@ absl::Status WriteServedSnapshot(const std::string& path, const ServedSnapshotOp
 
 namespace ssd_internal {
 
-absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::string& name, int64_t nvectors,
-                                          int64_t row_bytes, RowFormat format, const TierOptions& tier) {
+namespace {
+
+// A served snapshot checked against the table it is opened for: its file,
+// header, and its rows' layout in the file.
+struct OpenedServed {
+  base::File file;
+  SnapshotHeader header;
+  SnapshotRows rows;
+};
+
+absl::StatusOr<OpenedServed> OpenServed(const std::string& path, const std::string& name, int64_t nvectors,
+                                        int64_t row_bytes, RowFormat format) {
   const std::string where = absl::StrCat(name, ": ", path, ": ");
   absl::StatusOr<base::File> file = base::File::OpenForReading(path);
   if (!file.ok()) return base::WithPrefix(name, file.status());
@@ -108,14 +119,39 @@ absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::st
       }
     }
   }
-  const SnapshotRows file_rows = SnapshotRowsOf(h.row_format, h.data_offset, static_cast<uint64_t>(row_bytes));
-  const uint64_t bytes = file_rows.end(static_cast<uint64_t>(h.rows)) - h.data_offset;
+  const SnapshotRows rows = SnapshotRowsOf(h.row_format, h.data_offset, static_cast<uint64_t>(row_bytes));
+  return OpenedServed{*std::move(file), h, rows};
+}
+
+}  // namespace
+
+absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::string& name, int64_t nvectors,
+                                          int64_t row_bytes, RowFormat format, const TierOptions& tier) {
+  CEMB_ASSIGN_OR_RETURN(OpenedServed f, OpenServed(path, name, nvectors, row_bytes, format));
+  const uint64_t bytes = f.rows.end(static_cast<uint64_t>(f.header.rows)) - f.header.data_offset;
   absl::StatusOr<Region> region =
       Region::Allocate(tier.kind == TierKind::kDram ? TierOptions::DramFor(bytes) : tier, bytes);
   if (!region.ok()) return base::WithPrefix(name, region.status());
-  CEMB_RETURN_IF_ERROR(base::WithPrefix(name, base::ReadExactlyAt(file->fd(), path, region->data(), bytes, h.data_offset)));
-  return ServedRows{*std::move(region), SnapshotRowsOf(h.row_format, 0, static_cast<uint64_t>(row_bytes))};
+  CEMB_RETURN_IF_ERROR(
+      base::WithPrefix(name, base::ReadExactlyAt(f.file.fd(), path, region->data(), bytes, f.header.data_offset)));
+  return ServedRows{*std::move(region), SnapshotRowsOf(f.header.row_format, 0, static_cast<uint64_t>(row_bytes))};
 }
 
 }  // namespace ssd_internal
+
+absl::Status ForEachServedRow(const std::string& path, const std::string& name, int64_t nvectors, int64_t row_bytes,
+                              RowFormat format, const std::function<void(int64_t row, const std::byte* bytes)>& row) {
+  CEMB_ASSIGN_OR_RETURN(ssd_internal::OpenedServed f, ssd_internal::OpenServed(path, name, nvectors, row_bytes, format));
+  const auto chunk_rows = static_cast<int64_t>(f.rows.per_block) * kChunkBlocks;
+  std::vector<std::byte> chunk(static_cast<size_t>(kChunkBlocks) * kBlockBytes);
+  for (int64_t first = 0; first < f.header.rows; first += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, f.header.rows - first);
+    const uint64_t begin = f.rows.offset(static_cast<uint64_t>(first));
+    CEMB_RETURN_IF_ERROR(base::WithPrefix(
+        name, base::ReadExactlyAt(f.file.fd(), path, chunk.data(), f.rows.end(static_cast<uint64_t>(first + n)) - begin,
+                                  begin)));
+    for (int64_t i = 0; i < n; ++i) row(first + i, chunk.data() + (f.rows.offset(static_cast<uint64_t>(first + i)) - begin));
+  }
+  return absl::OkStatus();
+}
 }  // namespace cemb

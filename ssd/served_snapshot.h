@@ -60,6 +60,17 @@ absl::StatusOr<ServedRows> ReadServedRows(const std::string& path, const std::st
                                           int64_t row_bytes, RowFormat format, const TierOptions& tier);
 }  // namespace ssd_internal
 
+// Calls row(r, its row_bytes bytes) for every row r of a served snapshot,
+// in order, reading the file 1 MiB at a time (never holding it whole: for
+// a table copied into storage of its own, e.g. a CachedTable's slow tier).
+// Errors: ServedTable::Load's.
+[[nodiscard]] absl::Status ForEachServedRow(const std::string& path, const std::string& name, int64_t nvectors,
+                                            int64_t row_bytes, RowFormat format,
+                                            const std::function<void(int64_t row, const std::byte* bytes)>& row);
+
+namespace ssd_internal {
+}  // namespace ssd_internal
+
 // ServedTable<T>: a served snapshot (WriteServedSnapshot, rows in T's
 // format) read whole into memory, read only: the rowpointer interface over
 // the rows as the file packs them (no per-row word). The memory is

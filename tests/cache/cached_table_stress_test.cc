@@ -178,5 +178,65 @@ TEST(CachedTableStress, ClockWithAdmissionEvictsWhileThreadsReadAndUpdate) {
   RunStress(CacheEviction::kClock, /*admit_after=*/2, 4);
 }
 
+// Rows of a served format (int8 row-wise: D bytes, then the scale and bias)
+// cached as stored, read only, by threads that resolve a bag's rows at once
+// (access_and_cache of a block, as the predictor does for a converted
+// table) inside one ReadSection, while a thread of the test evicts by CLOCK:
+// every row a reader resolves holds its own bytes until the section closes.
+TEST(CachedTableStress, ClockEvictsServedRowsWhileThreadsResolveThem) {
+  constexpr int64_t kServedD = 64, kRowBytes = kServedD + 8;
+  auto table = CachedTable<int8_rowwise>::Create(
+      {.name = "served", .nvectors = kRows, .featuresize = kServedD, .tier = TierOptions::Dram(false)},
+      {.eviction = CacheEviction::kClock, .evictor_thread = false, .lower = CacheSize::Fraction(0.05),
+       .slack = CacheSize::Fraction(0.0125), .rows_per_page = 16, .check_lifetime = true});
+  ASSERT_TRUE(table.ok()) << table.status();
+  // Row r: byte c is (r + c) mod 251, then its row number as the "scale".
+  auto byte_of = [](int64_t r, int64_t c) { return static_cast<uint8_t>((r + c) % 251); };
+  for (int64_t r = 0; r < kRows; ++r) {
+    [[maybe_unused]] const auto scope = ReadScopeOf(*table);
+    auto* row = reinterpret_cast<uint8_t*>(table->rowpointer(r, Access::kWrite));
+    for (int64_t c = 0; c < kServedD; ++c) row[c] = byte_of(r, c);
+    const float scale = static_cast<float>(r), bias = 0;
+    std::memcpy(row + kServedD, &scale, 4);
+    std::memcpy(row + kServedD + 4, &bias, 4);
+  }
+  std::atomic<int64_t> bad_rows{0}, evicted{0};
+  std::atomic<bool> done{false};
+  std::thread evictor([&] {
+    while (!done.load(std::memory_order_acquire)) {
+      evicted.fetch_add(table->evict(), std::memory_order_relaxed);
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < kReaders; ++t) {
+    readers.emplace_back([&, t] {
+      Xoshiro256pp rng(SplitMix64::Mix(5, t));
+      std::vector<int32_t> rows(24);
+      std::vector<const int8_rowwise*> resolved(rows.size());
+      for (int it = 0; it < kRounds * kIterations; ++it) {
+        for (auto& x : rows) x = static_cast<int32_t>(rng.Below(4) == 0 ? rng.Below(kRows) : rng.Below(256));
+        [[maybe_unused]] const auto scope = ReadScopeOf(*table);
+        table->access_and_cache(rows.data(), static_cast<int64_t>(rows.size()), resolved.data());
+        for (size_t i = 0; i < rows.size(); ++i) {
+          const auto* got = reinterpret_cast<const uint8_t*>(resolved[i]);
+          float scale;
+          std::memcpy(&scale, got + kServedD, 4);
+          bool ok = scale == static_cast<float>(rows[i]);
+          for (int64_t c = 0; c < kServedD; ++c) ok = ok && got[c] == byte_of(rows[i], c);
+          if (!ok) bad_rows.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    });
+  }
+  for (auto& th : readers) th.join();
+  done.store(true, std::memory_order_release);
+  evictor.join();
+  EXPECT_EQ(bad_rows.load(), 0) << "a resolved row changed under its reader";
+  EXPECT_GT(evicted.load(), 0);
+  EXPECT_EQ(table->stats().cold.rows_written_back, 0u);  // read only: nothing to write back
+  EXPECT_EQ(sizeof(int8_rowwise) * kRowBytes, table->row_bytes());
+}
+
 }  // namespace
 }  // namespace cemb

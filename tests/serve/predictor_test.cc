@@ -589,8 +589,10 @@ TEST_P(ConvertedTest, ConvertedRowsAreTheTrainedRowsInTheirFormat) {
 
 // A converted model scores exactly as the fp32 model of its decoded rows
 // (the int8 checkpoint converted again to fp32): the kernels read the
-// stored rows as DecodeRow does. And from either place: the ssd table in
-// place with a cache that evicts, or read into DRAM.
+// stored rows as DecodeRow does. And from every place, with the same
+// scores: the ssd table in place with a cache that evicts, read into DRAM,
+// read whole into a slow tier, or on a slow tier behind a static or a
+// dynamic DRAM cache (CLOCK, evicting: 5% of the rows).
 TEST_P(ConvertedTest, AConvertedModelScoresAsItsDecodedRows) {
   const Samples samples(1500, 22);
   for (RowFormat format : {RowFormat::kBf16, RowFormat::kFp16, RowFormat::kInt8}) {
@@ -600,23 +602,46 @@ TEST_P(ConvertedTest, AConvertedModelScoresAsItsDecodedRows) {
     ASSERT_TRUE(ConvertCheckpoint(out, out + "-decoded", {.format = RowFormat::kFp32}).ok());
     std::vector<float> expected;
     // Read whole into a slow tier (CXL or persistent memory: a file here).
-    const StorageConfig slow{.kind = StorageKind::kSimple,
-                             .slow_tier = TierOptions::Pmem(absl::StrCat(*dir_, "/", GetParam()))};
+    const TierOptions tier = TierOptions::Pmem(absl::StrCat(*dir_, "/", GetParam()));
+    const StorageConfig slow{.kind = StorageKind::kSimple, .slow_tier = tier};
+    const StorageConfig cached_static{.kind = StorageKind::kStatic, .slow_tier = tier,
+                                      .cache = {.lower = CacheSize::Fraction(0.5), .slack = CacheSize::Fraction(0.01)}};
+    const StorageConfig cached_dynamic{
+        .kind = StorageKind::kDynamic, .slow_tier = tier,
+        .cache = {.lower = CacheSize::Fraction(0.05), .slack = CacheSize::Fraction(0.01), .rows_per_page = 8}};
+    std::vector<float> first;
     for (const PredictorOptions& options :
          {PredictorOptions{.ssd_cache_bytes = 16 << 10, .max_batch = 64, .contexts = 1},
           PredictorOptions{.ssd_cache_bytes = 1 << 20},
           PredictorOptions{.table_storage = {{2, StorageConfig{.kind = StorageKind::kDram}}}},
           PredictorOptions{.serve_in_place = false},
-          PredictorOptions{.table_storage = {{2, slow}, {5, slow}}}}) {
+          PredictorOptions{.table_storage = {{2, slow}, {5, slow}}},
+          PredictorOptions{.storage = cached_static, .serve_in_place = false},
+          PredictorOptions{.storage = cached_dynamic, .serve_in_place = false}}) {
       absl::StatusOr<std::unique_ptr<Predictor>> decoded = Predictor::Open(out + "-decoded", options);
       ASSERT_TRUE(decoded.ok()) << decoded.status();
       expected = Predict(**decoded, samples);
+      if (first.empty()) first = expected;
+      EXPECT_EQ(Bits(expected), Bits(first));  // the same scores from every place
       absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(out, options);
       ASSERT_TRUE(p.ok()) << p.status();
       EXPECT_EQ(Bits(Predict(**p, samples)), Bits(expected));
       if (options.ssd_cache_bytes == (16 << 10)) {
         ASSERT_EQ((*p)->snapshot_tables().size(), 1u);
         EXPECT_GT((*p)->snapshot_tables()[0].stats.evictions, 0);
+      }
+      const StorageKind kind = options.storage.kind;
+      if (kind == StorageKind::kStatic || kind == StorageKind::kDynamic) {
+        ASSERT_EQ((*p)->cached_tables().size(), static_cast<size_t>(kTables));
+        for (const CachedTableInfo& c : (*p)->cached_tables()) {
+          SCOPED_TRACE(c.table);
+          EXPECT_GT(c.stats.hits(), 0u);
+          EXPECT_LT(c.stats.hits(), c.stats.lookups());  // some rows were read from the slow tier
+          if (kind == StorageKind::kStatic) EXPECT_GT(c.stats.cold.rows_filled, 0u);
+          if (kind == StorageKind::kDynamic) EXPECT_GT(c.stats.cold.rows_evicted, 0u);
+        }
+      } else {
+        EXPECT_TRUE((*p)->cached_tables().empty());
       }
     }
     // The scores move little from the trained model's.
@@ -628,7 +653,9 @@ TEST_P(ConvertedTest, AConvertedModelScoresAsItsDecodedRows) {
   }
 }
 
-TEST_P(ConvertedTest, AConvertedTableIsNeverStoredAsATrainedKind) {
+// The training's ssd tier holds trained rows with their log: a converted
+// table is refused there, naming the table and its format.
+TEST_P(ConvertedTest, AConvertedTableIsNeverStoredOnTheTrainingsSsdTier) {
   const std::string out = absl::StrCat(*dir_, "/", GetParam(), "-kinds");
   ASSERT_TRUE(ConvertCheckpoint(Checkpoint(), out, {.format = RowFormat::kInt8}).ok());
   StorageConfig ssd{.kind = StorageKind::kSsd};
@@ -637,9 +664,42 @@ TEST_P(ConvertedTest, AConvertedTableIsNeverStoredAsATrainedKind) {
   EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
   EXPECT_THAT(p.status().message(), HasSubstr("table 3"));
   EXPECT_THAT(p.status().message(), HasSubstr("int8"));
-  p = Predictor::Open(out, {.storage = {.kind = StorageKind::kDynamic}});
-  EXPECT_TRUE(absl::IsInvalidArgument(p.status())) << p.status();
-  EXPECT_THAT(p.status().message(), HasSubstr("not stored as dynamic"));
+  EXPECT_THAT(p.status().message(), HasSubstr("not stored as ssd"));
+}
+
+// Many request threads at once over int8 rows behind a dynamic cache of 5%
+// of the rows: CLOCK evicts beside the readers, and every score equals the
+// same request's scored alone.
+TEST_P(ConvertedTest, ManyThreadsScoreThroughADynamicCacheOfConvertedRows) {
+  const std::string out = absl::StrCat(*dir_, "/", GetParam(), "-threads");
+  ASSERT_TRUE(ConvertCheckpoint(Checkpoint(), out, {.format = RowFormat::kInt8}).ok());
+  const StorageConfig dynamic{
+      .kind = StorageKind::kDynamic, .slow_tier = TierOptions::Pmem(absl::StrCat(*dir_, "/", GetParam())),
+      .cache = {.lower = CacheSize::Fraction(0.05), .slack = CacheSize::Fraction(0.01), .rows_per_page = 8}};
+  absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(
+      out, {.storage = dynamic, .max_batch = 32, .contexts = 3, .threads_per_context = 1, .serve_in_place = false});
+  ASSERT_TRUE(p.ok()) << p.status();
+  constexpr int kThreads = 6, kRequests = 20;
+  const Samples samples(kThreads * kRequests * 5, 23);
+  std::vector<float> expected;
+  for (int64_t s = 0; s < samples.n; s += 5) {
+    const std::vector<float> one = Predict(**p, samples.Slice(s, 5));
+    expected.insert(expected.end(), one.begin(), one.end());
+  }
+  std::vector<float> got(samples.n, -1.f);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kThreads; ++w) {
+    threads.emplace_back([&, w] {
+      for (int r = 0; r < kRequests; ++r) {
+        const int64_t s = (w * kRequests + r) * 5;
+        std::vector<float> one(5);
+        if ((*p)->Predict(samples.Slice(s, 5).view(), one).ok()) std::copy(one.begin(), one.end(), got.begin() + s);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(Bits(got), Bits(expected));
+  for (const CachedTableInfo& c : (*p)->cached_tables()) EXPECT_GT(c.stats.cold.rows_evicted, 0u) << c.table;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ConvertedTest, ::testing::Values("dot"));
