@@ -411,19 +411,46 @@ void SsdCore::RemoveBatch(int64_t id) {
   }
 }
 
-absl::Status SsdCore::Prefetch(int64_t batch_id, std::span<const int64_t> rows) { return PrefetchImpl(batch_id, rows); }
-absl::Status SsdCore::Prefetch(int64_t batch_id, std::span<const int32_t> rows) { return PrefetchImpl(batch_id, rows); }
-
 template <typename Index>
-absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows) {
+absl::Status SsdCore::CheckRows(int64_t batch_id, std::span<const Index> rows) const {
   for (size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || rows[i] >= nvectors_) {
       return absl::InvalidArgumentError(absl::StrCat("table ", name_, ", prefetch of batch ", batch_id, ", index ", i,
                                                      ": row ", rows[i], rows[i] < 0 ? " < 0" : " >= ", nvectors_));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status SsdCore::Prefetch(int64_t batch_id, std::span<const int64_t> rows) {
+  CEMB_RETURN_IF_ERROR(CheckRows(batch_id, rows));
+  return PrefetchImpl(batch_id, rows, /*distinct=*/false);
+}
+absl::Status SsdCore::Prefetch(int64_t batch_id, std::span<const int32_t> rows) {
+  CEMB_RETURN_IF_ERROR(CheckRows(batch_id, rows));
+  return PrefetchImpl(batch_id, rows, /*distinct=*/false);
+}
+absl::Status SsdCore::PrefetchDistinct(int64_t batch_id, std::span<const int64_t> rows) {
+  return PrefetchImpl(batch_id, rows, /*distinct=*/true);
+}
+
+// Pin, reserve, install, submit: each its own function below.
+template <typename Index>
+absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows, bool distinct) {
   std::unique_lock<std::mutex> lock = Lock();
   CpuTimer cpu(&stats_.cpu);
+  CEMB_ASSIGN_OR_RETURN(Batch * b, BeginBatch(batch_id));
+  PinResident(*b, rows);
+  std::sort(missing_.begin(), missing_.end());  // installed in row order
+  if (!distinct) missing_.erase(std::unique(missing_.begin(), missing_.end()), missing_.end());
+  stats_.prefetch_rows += static_cast<int64_t>(missing_.size());
+  CEMB_RETURN_IF_ERROR(ReserveSlots(batch_id, static_cast<int64_t>(missing_.size())));
+  Batch& batch = *FindBatch(batch_id);  // eviction may complete other batches' reads: look it up again
+  InstallMissing(batch);
+  return SubmitReads(lock, batch);
+}
+
+absl::StatusOr<SsdCore::Batch*> SsdCore::BeginBatch(int64_t batch_id) {
   if (!broken_.ok()) return broken_;
   CEMB_RETURN_IF_ERROR(ReapReady());  // writes and collector reads done since the last call
   // A segment write or a collector read that failed since the last call:
@@ -436,10 +463,15 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
   Batch& b = batches_.back();
   b.id = batch_id;
   b.seq = ++seq_;
+  return &b;
+}
 
-  // Rows already resident or in flight: pin them. The map words, then the
-  // slots' pin counts and flags, are loaded kAhead rows ahead: a batch's rows
-  // are scattered, and each of those loads would otherwise wait for memory.
+// Rows already resident or in flight: pinned (a row twice in `rows` once).
+// The others go to missing_. The map words, then the slots' pin counts and
+// flags, are loaded kAhead rows ahead: a batch's rows are scattered, and
+// each of those loads would otherwise wait for memory.
+template <typename Index>
+void SsdCore::PinResident(Batch& b, std::span<const Index> rows) {
   constexpr size_t kAhead = 16;
   words_.resize(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -476,38 +508,38 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
       ++b.pending;
     }
   }
-  std::sort(missing_.begin(), missing_.end());
-  missing_.erase(std::unique(missing_.begin(), missing_.end()), missing_.end());
-  const int64_t need = static_cast<int64_t>(missing_.size());
-  stats_.prefetch_rows += need;
+}
 
-  // Slots for the missing rows, evicting unpinned rows when the pool is full
-  // (dirty victims are appended to the log: a copy into a write buffer).
-  if (need > static_cast<int64_t>(free_.size())) {
-    victims_.clear();
-    FindVictims(need - static_cast<int64_t>(free_.size()));
-    if (static_cast<int64_t>(victims_.size() + free_.size()) < need) {
-      for (uint32_t s : victims_) flags[s].fetch_and(static_cast<uint8_t>(~kChosen), std::memory_order_relaxed);
-      const int64_t pinned = pinned_slots_ + need;
-      UnpinSlots(b);
-      RemoveBatch(batch_id);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          name_, ": batch ", batch_id, " and the ", batches_.size(), " batches still pinned need ", pinned,
-          " rows in DRAM at once, ", Bytes(pinned * static_cast<int64_t>(stride)), "; the slot pool holds ", capacity,
-          " rows, ", Bytes(capacity * static_cast<int64_t>(stride))));
-    }
-    if (absl::Status s = Evict(); !s.ok()) {
-      UnpinSlots(*FindBatch(batch_id));
-      RemoveBatch(batch_id);
-      return s;
-    }
+// Free slots for `need` rows, evicting unpinned rows when the pool is full
+// (dirty victims are appended to the log: a copy into a write buffer). When
+// the pool cannot hold them, the batch is unpinned and forgotten.
+absl::Status SsdCore::ReserveSlots(int64_t batch_id, int64_t need) {
+  if (need <= static_cast<int64_t>(free_.size())) return absl::OkStatus();
+  victims_.clear();
+  FindVictims(need - static_cast<int64_t>(free_.size()));
+  if (static_cast<int64_t>(victims_.size() + free_.size()) < need) {
+    for (uint32_t s : victims_) flags[s].fetch_and(static_cast<uint8_t>(~kChosen), std::memory_order_relaxed);
+    const int64_t pinned = pinned_slots_ + need;
+    UnpinSlots(*FindBatch(batch_id));
+    RemoveBatch(batch_id);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name_, ": batch ", batch_id, " and the ", batches_.size(), " batches still pinned need ", pinned,
+        " rows in DRAM at once, ", Bytes(pinned * static_cast<int64_t>(stride)), "; the slot pool holds ", capacity,
+        " rows, ", Bytes(capacity * static_cast<int64_t>(stride))));
   }
-  Batch& batch = *FindBatch(batch_id);  // eviction may complete other batches' reads: look it up again
+  if (absl::Status s = Evict(); !s.ok()) {
+    UnpinSlots(*FindBatch(batch_id));
+    RemoveBatch(batch_id);
+    return s;
+  }
+  return absl::OkStatus();
+}
 
-  // Install: rows never written are computed, rows of a segment still in a
-  // write buffer copied; the others read, one request per distinct block.
-  // Their map words are read now: the eviction may have let the collector
-  // move them.
+// The missing rows into reserved slots, pinned by the batch: rows never
+// written are computed, rows of a segment still in a write buffer copied;
+// the others wait for a block read (StartFill). Their map words are read
+// now: the eviction may have let the collector move them.
+void SsdCore::InstallMissing(Batch& batch) {
   for (const int64_t row : missing_) {
     const uint32_t s = free_.back();
     free_.pop_back();
@@ -518,14 +550,17 @@ absl::Status SsdCore::PrefetchImpl(int64_t batch_id, std::span<const Index> rows
     flags[s].store(kReferenced, std::memory_order_relaxed);
     StartFill(row, map[row].load(std::memory_order_relaxed), s);
   }
+}
+
+// The batch's reads, one request per distinct block, go first; then the
+// sealed segments' writes and collector reads queued behind them. Requests
+// beyond the queue's room wait in the BlockIo: this thread hands them to the
+// kernel as completions make room, waiting with mu_ released (the step's
+// WaitResident and Unpin go on meanwhile).
+absl::Status SsdCore::SubmitReads(std::unique_lock<std::mutex>& lock, Batch& batch) {
   QueueFetchReads(batch.seq, &batch.pending);
-  // The batch's reads go first; then the sealed segments' writes and
-  // collector reads queued behind them.
   absl::Status collected = Collect(/*until_free=*/false);
   absl::Status submitted = Submit();
-  // Requests beyond the queue's room wait in the BlockIo: this thread hands
-  // them to the kernel as completions make room, waiting with mu_ released
-  // (the step's WaitResident and Unpin go on meanwhile).
   if (submitted.ok()) submitted = AwaitUntil(lock, [this] { return file_.io().queued() == 0; });
   return submitted.ok() ? collected : submitted;
 }

@@ -149,6 +149,10 @@ class SsdTable {
   // of this batch stays pinned.
   [[nodiscard]] absl::Status Prefetch(int64_t batch_id, std::span<const int64_t> rows);
   [[nodiscard]] absl::Status Prefetch(int64_t batch_id, std::span<const int32_t> rows);
+  // Prefetch of rows the caller has checked against nvectors() and made
+  // distinct (an UpdatePlan's rows(), embedding/reindex.h): neither is done
+  // again. REQUIRES: every row in [0, nvectors()), none twice.
+  [[nodiscard]] absl::Status PrefetchDistinct(int64_t batch_id, std::span<const int64_t> rows);
   // Waits for the batch's reads still in flight; returns the time waited.
   // A failed read is an error here (the batch stays pinned: Unpin it).
   [[nodiscard]] absl::StatusOr<absl::Duration> WaitResident(int64_t batch_id);
@@ -259,6 +263,10 @@ absl::Status SsdTable<T, D>::Prefetch(int64_t batch_id, std::span<const int64_t>
 template <StorageType T, int64_t D>
 absl::Status SsdTable<T, D>::Prefetch(int64_t batch_id, std::span<const int32_t> rows) {
   return core_->Prefetch(batch_id, rows);
+}
+template <StorageType T, int64_t D>
+absl::Status SsdTable<T, D>::PrefetchDistinct(int64_t batch_id, std::span<const int64_t> rows) {
+  return core_->PrefetchDistinct(batch_id, rows);
 }
 template <StorageType T, int64_t D>
 absl::StatusOr<absl::Duration> SsdTable<T, D>::WaitResident(int64_t batch_id) {

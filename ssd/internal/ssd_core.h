@@ -179,6 +179,9 @@ class SsdCore {
 
   absl::Status Prefetch(int64_t batch_id, std::span<const int64_t> rows);
   absl::Status Prefetch(int64_t batch_id, std::span<const int32_t> rows);
+  // Prefetch of rows the caller checked and made distinct (an UpdatePlan's):
+  // neither is done again.
+  absl::Status PrefetchDistinct(int64_t batch_id, std::span<const int64_t> rows);
   absl::StatusOr<absl::Duration> WaitResident(int64_t batch_id);
   absl::Status Unpin(int64_t batch_id);
   absl::Status FlushDirty();
@@ -261,8 +264,20 @@ class SsdCore {
   };
   SsdCore() = default;
 
+  // InvalidArgument naming the batch, index and row of a row out of range.
   template <typename Index>
-  absl::Status PrefetchImpl(int64_t batch_id, std::span<const Index> rows);
+  absl::Status CheckRows(int64_t batch_id, std::span<const Index> rows) const;
+  // Prefetch, in the steps below (distinct: rows are distinct already).
+  template <typename Index>
+  absl::Status PrefetchImpl(int64_t batch_id, std::span<const Index> rows, bool distinct);
+  // A new pinned batch (errors: the table broken, a background error to
+  // report, the id already pinned).
+  absl::StatusOr<Batch*> BeginBatch(int64_t batch_id);
+  template <typename Index>
+  void PinResident(Batch& b, std::span<const Index> rows);
+  absl::Status ReserveSlots(int64_t batch_id, int64_t need);
+  void InstallMissing(Batch& batch);
+  absl::Status SubmitReads(std::unique_lock<std::mutex>& lock, Batch& batch);
   Batch* FindBatch(int64_t id);
   void UnpinSlots(Batch& b);
   void RemoveBatch(int64_t id);
