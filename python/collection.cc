@@ -115,19 +115,23 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionO
   }
 
   // The groups, in order of their first table.
-  std::map<std::tuple<int64_t, bool, size_t>, int> group_of;
+  std::map<std::tuple<int64_t, bool, size_t, Pooling>, int> group_of;
   std::vector<EmbeddingLayerOptions> layer_options;
   c->where_.resize(options.tables.size());
   for (size_t i = 0; i < options.tables.size(); ++i) {
     const CollectionTable& t = options.tables[i];
-    auto [it, added] = group_of.try_emplace({t.dim, t.bf16, t.features.size()}, static_cast<int>(c->groups_.size()));
+    auto [it, added] =
+        group_of.try_emplace({t.dim, t.bf16, t.features.size(), t.pooling}, static_cast<int>(c->groups_.size()));
     if (added) {
       auto g = std::make_unique<Group>();
       g->dim = t.dim;
       g->features = static_cast<int>(t.features.size());
       c->groups_.push_back(std::move(g));
-      layer_options.push_back({.dim = t.dim, .bf16_rows = t.bf16, .optimizer = options.optimizer,
-                               .adagrad_eps = options.adagrad_eps, .threads = options.threads, .seed = options.seed});
+      // Convert checks every batch's bags, naming the user's table and
+      // feature: the layer checks none again.
+      layer_options.push_back({.dim = t.dim, .bf16_rows = t.bf16, .pooling = t.pooling,
+                               .optimizer = options.optimizer, .adagrad_eps = options.adagrad_eps,
+                               .threads = options.threads, .seed = options.seed, .bags_checked = true});
     }
     Group& g = *c->groups_[it->second];
     c->where_[i] = {it->second, static_cast<int>(g.tables.size())};
@@ -254,14 +258,23 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
       }
       const int64_t base = static_cast<int64_t>(indices.size());
       int64_t end = 0;
+      auto negative = [&](int64_t k) {
+        return absl::InvalidArgumentError(absl::StrCat(where(), ", bag ", k, ": length ", At(splits, k), " < 0"));
+      };
       for (int64_t k = 0; k < batch; ++k) {
         const int64_t next = in.lengths ? end + At(splits, k) : At(splits, k + 1);
         if (next < end) {
-          return absl::InvalidArgumentError(in.lengths ? absl::StrCat(where(), ", bag ", k, ": length ", At(splits, k), " < 0")
-                                                       : absl::StrCat(where(), ", bag ", k, ": offsets decrease (", next,
-                                                                      " after ", end, ")"));
+          return in.lengths ? negative(k)
+                            : absl::InvalidArgumentError(absl::StrCat(where(), ", bag ", k, ": offsets decrease (",
+                                                                      next, " after ", end, ")"));
         }
         if (next > values.size) {
+          // A negative length further on shortened the feature's values
+          // (cemb.torch cuts a batch's values by the sums of its lengths):
+          // that one is named. Searched on failure only.
+          for (int64_t j = k + 1; in.lengths && j < batch; ++j) {
+            if (At(splits, j) < 0) return negative(j);
+          }
           return absl::InvalidArgumentError(absl::StrCat(where(), ", bag ", k, ": ends at value ", next, ", past the ",
                                                          values.size, " values"));
         }

@@ -4,8 +4,8 @@
 // one DRAM budget split among them (tables/dram_budget.h), looked up and
 // updated a batch of jagged features at a time.
 //
-// Tables that share (embedding_dim, row type, number of features) form one
-// group, an EmbeddingLayer of their own; a table with F features is looked
+// Tables that share (embedding_dim, row type, number of features, pooling)
+// form one group, an EmbeddingLayer of their own; a table with F features is looked
 // up as a batch of F x B bags (feature f's bag b is bag f * B + b). The
 // output is [B, sum over tables of dim x features], the features in table
 // order, the layout of TorchRec's pooled KeyedTensor. A group whose columns
@@ -41,7 +41,9 @@
 // they held, and the next Forward takes the next batch.
 //
 // Errors are Status: a malformed batch names the table, its feature, the
-// bag and the position; an ssd table's I/O error names the file.
+// bag and the position (a batch is checked once, as it is converted: the
+// layers check none of its bags again); an ssd table's I/O error names the
+// file.
 // Thread safety: one caller at a time (the module holds a mutex).
 //
 //   CEMB_ASSIGN_OR_RETURN(auto c, Collection::Create({.tables = {{.name = "t0", .rows = 1000, .dim = 16,
@@ -63,6 +65,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/enum_names.h"
 #include "embedding/types.h"
 #include "ssd/block_io.h"
 #include "tables/dram_budget.h"
@@ -77,11 +80,18 @@ struct CollectionTable {
   int64_t dim = 0;
   std::vector<std::string> features;
   bool bf16 = false;
+  // A bag's rows summed, or their mean (1/|bag| of the sum, an empty bag a
+  // zero row; the update scales each value's gradient by the same 1/|bag|):
+  // TorchRec's PoolingType, nn.EmbeddingBag's mode.
+  Pooling pooling = Pooling::kSum;
   StorageKind storage = StorageKind::kDram;
   // dynamic (and simple, static): the slow tier's directory (a file made in
   // it, libpmem2); ssd: the directory of the rows file. Must exist.
   std::string directory;
 };
+
+// The names of CollectionTable::pooling (the Python module's "sum", "mean").
+inline constexpr EnumName<Pooling> kPoolingNames[] = {{Pooling::kSum, "sum"}, {Pooling::kMean, "mean"}};
 
 enum class IndexType { kInt32, kInt64 };
 
@@ -95,9 +105,11 @@ struct FeatureArrays {
   std::vector<IndexArray> values;  // one per feature, in Collection::features() order
   std::vector<IndexArray> splits;  // offsets or lengths, as `lengths` says
   // Per-value weights: empty (every weight 1), or one array per feature, a
-  // float32 per value. A bag pools sum_j w_j row(j), and the update scales
-  // value j's gradient by w_j (TorchRec's weighted EmbeddingBagCollection,
-  // nn.EmbeddingBag's per_sample_weights in mode "sum").
+  // float32 per value. A bag pools sum_j w_j row(j) (a mean table's times
+  // 1/|bag|), and the update scales value j's gradient by w_j (and 1/|bag|)
+  // (TorchRec's weighted EmbeddingBagCollection, nn.EmbeddingBag's
+  // per_sample_weights in mode "sum"; cemb.torch refuses weights with mean
+  // tables, as nn.EmbeddingBag does).
   std::vector<std::span<const float>> weights;
   bool lengths = false;
 };

@@ -118,6 +118,16 @@ StorageKind Storage(const std::string& name) {
   return *kind;
 }
 
+// A table's "pooling": "sum" or "mean"; "sum" when the spec has none.
+Pooling PoolingOf(const py::dict& table) {
+  if (!table.contains("pooling")) return Pooling::kSum;
+  absl::StatusOr<Pooling> pooling = ParseName(
+      kPoolingNames, table["pooling"].cast<std::string>(),
+      absl::StrCat("table '", table["name"].cast<std::string>(), "' pooling"));
+  Check(pooling.status());
+  return *pooling;
+}
+
 std::unique_ptr<PyCollection> Make(const py::list& tables, int64_t dram_budget, int64_t batch_size, int64_t bag_size,
                                    int prefetch_batches, int max_open_steps, const std::string& optimizer,
                                    float adagrad_eps, int threads, uint64_t seed, const py::list& traffic_sample) {
@@ -134,6 +144,7 @@ std::unique_ptr<PyCollection> Make(const py::list& tables, int64_t dram_budget, 
                         .dim = d["embedding_dim"].cast<int64_t>(),
                         .features = d["feature_names"].cast<std::vector<std::string>>(),
                         .bf16 = d["bf16"].cast<bool>(),
+                        .pooling = PoolingOf(d),
                         .storage = Storage(d["storage"].cast<std::string>()),
                         .directory = d["directory"].cast<std::string>()});
   }

@@ -71,7 +71,7 @@ class SsdSequentialView {
     end_ = std::min(table_->nvectors(), row + chunk);
     rows_.resize(static_cast<size_t>(end_ - begin_));
     for (int64_t r = begin_; r < end_; ++r) rows_[static_cast<size_t>(r - begin_)] = r;
-    absl::Status s = table_->Prefetch(id_, rows_);
+    absl::Status s = table_->PrefetchDistinct(id_, rows_);  // a range of the table's rows
     if (s.ok()) {
       pinned_ = true;
       s = table_->WaitResident(id_).status();
@@ -104,16 +104,18 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     return std::visit([](const auto& table) { return table.nvectors(); }, *tables_[t]);
   }
 
-  // Each batch's bags are checked once: an ssd table's by its Prefetch, the
-  // others' by Lookup; Update checks only bags other than the ones checked
-  // (the same spans are taken as checked: REQUIRES, unchanged in between).
+  // Each batch's bags are checked once: by the caller (bags_checked), else
+  // an ssd table's by its Prefetch, the others' by Lookup; Update checks
+  // only bags other than the ones checked (the same spans are taken as
+  // checked: REQUIRES, unchanged in between).
   absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) override {
     const bool sized = bags.size() == static_cast<size_t>(num_tables());  // else the ensemble refuses the count
     for (int t = 0; t < num_tables(); ++t) {
       outs_[t] = out.slice(t * options_.dim, options_.dim);
-      checked_[t] = sized && PlanMadeAhead(t, bags[t]) != nullptr;
+      checked_[t] = sized && (options_.bags_checked || PlanMadeAhead(t, bags[t]) != nullptr);
     }
-    CEMB_RETURN_IF_ERROR(ensemble_.pooled_lookup<int32_t>(bags, outs_, {}, {.checked = checked_}));
+    CEMB_RETURN_IF_ERROR(
+        ensemble_.pooled_lookup<int32_t>(bags, outs_, {.pooling = options_.pooling}, {.checked = checked_}));
     looked_up_.assign(bags.begin(), bags.end());
     return absl::OkStatus();
   }
@@ -132,7 +134,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     for (int t = 0; t < num_tables(); ++t) CEMB_RETURN_IF_ERROR(ensemble_.table(t).validate(bags[t], outs[t]));
     parallel_for(num_tables(), threads, [&](int64_t t) {
       const int i = static_cast<int>(t);
-      ensemble_.table(i).pooled(bags[i], outs[i], {}, 0, bags[i].nbags());
+      ensemble_.table(i).pooled(bags[i], outs[i], {.pooling = options_.pooling}, 0, bags[i].nbags());
     });
     return absl::OkStatus();
   }
@@ -142,12 +144,13 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     const bool sized = bags.size() == static_cast<size_t>(num_tables());  // else the ensemble refuses the count
     for (int t = 0; t < num_tables(); ++t) {
       ready_[t] = sized ? PlanMadeAhead(t, bags[t]) : nullptr;
-      checked_[t] = ready_[t] != nullptr ||
+      checked_[t] = options_.bags_checked || ready_[t] != nullptr ||
                     (sized && t < static_cast<int>(looked_up_.size()) && SameBags(looked_up_[t], bags[t]));
     }
     if (current_plans_ != nullptr) std::fill(current_plans_->built.begin(), current_plans_->built.end(), 0);
     looked_up_.clear();
-    CEMB_RETURN_IF_ERROR(ensemble_.reindex<int32_t>(bags, Pooling::kSum, {.checked = checked_, .plans = ready_}));
+    CEMB_RETURN_IF_ERROR(
+        ensemble_.reindex<int32_t>(bags, options_.pooling, {.checked = checked_, .plans = ready_}));
     for (int t = 0; t < num_tables(); ++t) grads_[t] = grad.slice(t * options_.dim, options_.dim);
     const UpdateOptions update{.learning_rate = lr, .store = options_.update_store, .eps = options_.adagrad_eps};
     switch (options_.optimizer) {
@@ -164,15 +167,16 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get());
     if (s == nullptr) return absl::OkStatus();
     // The lookup's own check and message (table, bag, index), before any
-    // row is pinned; then the batch's update plan, whose distinct rows are
-    // the ones to pin (Update uses the plan, neither checked nor made again).
-    CEMB_RETURN_IF_ERROR(validate_bags(s->name(), s->nvectors(), bags));
+    // row is pinned, unless the caller checked the bags; then the batch's
+    // update plan, whose distinct rows are the ones to pin (Update uses the
+    // plan, neither checked nor made again).
+    if (!options_.bags_checked) CEMB_RETURN_IF_ERROR(validate_bags(s->name(), s->nvectors(), bags));
     Planned& planned = PlannedFor(batch_id);
     UpdatePlan& plan = planned.plans[t];
-    plan.BuildUnchecked<int32_t>(s->nvectors(), bags.offsets, bags.indices, bags.weights, Pooling::kSum);
+    plan.BuildUnchecked<int32_t>(s->nvectors(), bags.offsets, bags.indices, bags.weights, options_.pooling);
     planned.bags[t] = bags;
     planned.built[t] = 1;
-    return s->Prefetch(batch_id, plan.rows());
+    return s->PrefetchDistinct(batch_id, plan.rows());
   }
 
   absl::StatusOr<double> BeginStep(int64_t batch_id) override {

@@ -8,11 +8,14 @@
 // Lookup writes table t's pooled rows into columns [t*dim, (t+1)*dim) of one
 // [batch x T*dim] matrix, which is the interaction's input as is; Update
 // takes the gradient in the same layout, builds each table's update plan
-// from the same bags, and applies fused SGD or row-wise AdaGrad. A batch's
-// bags are checked once: an ssd table's by Prefetch, which also makes its
-// update plan (the plan's distinct rows are the rows to pin), the others'
-// by Lookup; Update checks and plans only what was not (bags are matched
-// by their spans: the same spans must hold the same values throughout).
+// from the same bags, and applies fused SGD or row-wise AdaGrad. A bag is
+// pooled by its sum or its mean (options.pooling, every table alike). A
+// batch's bags are checked once: an ssd table's by Prefetch, which also
+// makes its update plan (the plan's distinct rows are the rows to pin), the
+// others' by Lookup; Update checks and plans only what was not (bags are
+// matched by their spans: the same spans must hold the same values
+// throughout). A caller that checks its bags itself (bags_checked) has the
+// layer check none of them.
 //
 // The step (tables/step_cycle.h drives it; one owner):
 //   Prefetch(id, t, bags)   ssd tables: pin batch id's rows, start their reads
@@ -113,12 +116,25 @@ struct EmbeddingLayerOptions {
   int64_t dim = 16;
   std::vector<EmbeddingTableSpec> tables;
   bool bf16_rows = false;  // bfloat16 storage (fp32 arithmetic)
+  // Every table's bags pool their rows' sum, or their mean (kMean: the sum
+  // times 1/|bag|, an empty bag a zero row); Update then scales each value's
+  // gradient by the same 1/|bag| (nn.EmbeddingBag's mode "mean").
+  Pooling pooling = Pooling::kSum;
   EmbeddingOptimizer optimizer = EmbeddingOptimizer::kSgd;
   float adagrad_eps = 1e-8f;
   Store update_store = Store::kStandard;
   int threads = 0;  // 0: all
   uint64_t seed = 1;  // InitUniform seed of table t: seed + its id
   KernelOptions kernels;
+  // The caller checks every batch's bags as validate_bags does (offsets from
+  // 0, non-decreasing, ending at the indices' count; every index below its
+  // table's rows; weights none or one per index) before it hands them to
+  // Prefetch, Lookup or Update, with messages in its own terms: the layer
+  // then checks only the output's and the gradient's shapes. The Python
+  // collection does (python/collection.cc converts and checks each batch).
+  // REQUIRES: no bags reach the layer unchecked (an index out of range would
+  // be read and written out of bounds).
+  bool bags_checked = false;
   // Lines about long copies (an ssd table's snapshot in Save and Load,
   // "emb0: snapshot 12.3 of 40.0 GiB", every few seconds); none when empty.
   std::function<void(std::string_view line)> progress;
@@ -157,8 +173,9 @@ class EmbeddingLayer {
   virtual int64_t dim() const = 0;
   virtual int64_t rows(int table) const = 0;
 
-  // out.row(b) columns [t*dim, (t+1)*dim) = pooled sum of bag b of table t.
-  // Validates every table's bags first; on an error nothing is written.
+  // out.row(b) columns [t*dim, (t+1)*dim) = bag b of table t pooled (its
+  // rows' sum or mean, options.pooling). Validates every table's bags first
+  // (unless bags_checked); on an error nothing is written.
   [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) = 0;
   // Lookup for serving: any number of callers at once, while nothing
   // changes the layer (no Update, step, Load or Sync meanwhile). Writes what

@@ -62,6 +62,9 @@ class EmbeddingBagConfig:
     system), "ssd" (rows in a file in `directory`, read and written with
     io_uring; DRAM holds the hot rows within the collection's dram_budget).
     The rows start uniform in +-sqrt(1/num_embeddings), as TorchRec's do.
+    pooling: SUM, or MEAN (a bag's sum times 1/|bag|, an empty bag zeros; its
+    rows' gradients scaled by the same), nn.EmbeddingBag's modes, both pooled
+    and updated by the engine's kernels.
     """
 
     num_embeddings: int
@@ -310,12 +313,17 @@ def _feature_arrays(features, order, weighted=False):
     if len(keys) == 0 or lengths.shape[0] % len(keys) != 0:
         raise ValueError(f"features: {lengths.shape[0]} lengths for {len(keys)} keys (needs keys x batch)")
     batch = lengths.shape[0] // len(keys)
-    negative = (lengths < 0).nonzero()[0]
-    if len(negative) > 0:  # before the per-key sums that slice the values
-        k = int(negative[0])
-        raise ValueError(f"feature '{keys[k // batch]}', bag {k % batch}: length {int(lengths[k])} < 0")
+    # The per-key sums of the lengths cut the values into the keys' slices.
+    # The engine checks every bag's length and every value as it converts
+    # the batch, naming table, feature and bag; checked here is only what it
+    # cannot see, that the slices are the values (when they are not, a
+    # negative length, the likelier culprit, is searched for).
     counts = lengths.reshape(len(keys), batch).sum(axis=1)
-    if int(counts.sum()) != values.shape[0]:
+    if int(counts.sum()) != values.shape[0] or (counts < 0).any():
+        negative = (lengths < 0).nonzero()[0]
+        if len(negative) > 0:
+            k = int(negative[0])
+            raise ValueError(f"feature '{keys[k // batch]}', bag {k % batch}: length {int(lengths[k])} < 0")
         raise ValueError(f"features: the lengths sum to {int(counts.sum())} where there are "
                          f"{values.shape[0]} values")
     starts = [0]
@@ -462,7 +470,8 @@ class EmbeddingBagCollection(torch.nn.Module):
                                  "takes per_sample_weights in mode 'sum' only)")
             specs.append(dict(name=t.name, num_embeddings=t.num_embeddings, embedding_dim=t.embedding_dim,
                               feature_names=list(t.feature_names), bf16=t.data_type == DataType.BF16,
-                              storage=t.storage, directory=t.directory or directory or ""))
+                              pooling=t.pooling.value.lower(), storage=t.storage,
+                              directory=t.directory or directory or ""))
         order = [f for t in self.tables for f in t.feature_names]
         sample = [tuple(_feature_arrays(kjt, order)[:2]) for kjt in traffic_sample]  # rows only: no weights
         # What makes the engine again (pickling, copy.deepcopy).
@@ -474,14 +483,13 @@ class EmbeddingBagCollection(torch.nn.Module):
         self._core = Collection(specs, **self._options)
         self.learning_rate = learning_rate
         self._features = list(self._core.features)
-        self._slices = collections.OrderedDict()  # feature -> (first column, dim, mean)
+        self._slices = collections.OrderedDict()  # feature -> (first column, dim)
         col = 0
         for t in self.tables:
             for f in t.feature_names:
-                self._slices[f] = (col, t.embedding_dim, t.pooling == PoolingType.MEAN)
+                self._slices[f] = (col, t.embedding_dim)
                 col += t.embedding_dim
-        self._any_mean = any(mean for _, _, mean in self._slices.values())
-        self._widths = [dim for _, dim, _ in self._slices.values()]
+        self._widths = [dim for _, dim in self._slices.values()]
         # Autograd calls a Function's backward only when an input needs a
         # gradient: this empty tensor is that input (not a parameter).
         self._anchor = torch.zeros(0, requires_grad=True)
@@ -508,16 +516,7 @@ class EmbeddingBagCollection(torch.nn.Module):
         else:
             out = torch.empty(batch, self._core.output_width, dtype=torch.float32)
             self._core.forward(values, lengths, True, out.numpy(), False, weights)
-        if self._any_mean:  # never weighted: a weighted collection's tables are sum-pooled
-            out = out / self._mean_divisor(lengths, batch)
         return KeyedTensor(self._features, self._widths, out)
-
-    def _mean_divisor(self, lengths, batch) -> torch.Tensor:
-        divisor = torch.ones(batch, self._core.output_width)
-        for i, (col, dim, mean) in enumerate(self._slices.values()):
-            if mean:
-                divisor[:, col:col + dim] = torch.from_numpy(lengths[i]).clamp(min=1).to(torch.float32)[:, None]
-        return divisor
 
     def prefetch(self, features) -> None:
         """Starts reading the rows of the batch after the current one (ssd tables)."""
@@ -532,7 +531,7 @@ class EmbeddingBagCollection(torch.nn.Module):
                       "call pooled.to_dict()", DeprecationWarning, stacklevel=2)
         if isinstance(pooled, KeyedTensor):
             pooled = pooled.values()
-        return {f: pooled[:, col:col + dim] for f, (col, dim, _) in self._slices.items()}
+        return {f: pooled[:, col:col + dim] for f, (col, dim) in self._slices.items()}
 
     def report(self) -> List[dict]:
         """Per table: its storage, kernel, DRAM and, for ssd tables, the tier's counters."""
@@ -555,9 +554,14 @@ class EmbeddingBagCollection(torch.nn.Module):
     def __setstate__(self, state):
         state = dict(state)
         checkpoint = state.pop("_checkpoint")
-        # A pickle of an earlier version: unweighted, and its output's widths.
+        # A pickle of an earlier version: unweighted, its output's widths, its
+        # tables' pooling (which it applied itself, after the engine's sums).
         state.setdefault("_is_weighted", False)
-        state.setdefault("_widths", [dim for _, dim, _ in state["_slices"].values()])
+        state["_slices"] = collections.OrderedDict((f, tuple(s[:2])) for f, s in state["_slices"].items())
+        state.setdefault("_widths", [dim for _, dim in state["_slices"].values()])
+        state.pop("_any_mean", None)
+        for spec, t in zip(state["_specs"], state["tables"]):
+            spec.setdefault("pooling", _enum(PoolingType, t.pooling, "pooling").value.lower())
         super().__setstate__(state)
         self._core = Collection(self._specs, **self._options)
         with tempfile.TemporaryDirectory(prefix="cemb-pickle-", dir=self._scratch_directory()) as d:

@@ -1,6 +1,7 @@
 """cemb.torch.EmbeddingBagCollection (python/cemb/torch.py) trained from a
 PyTorch loop: against nn.EmbeddingBag with sparse SGD, across storage kinds
 and prefetch, its checkpoints and weights, bad inputs, memory and threads."""
+import collections
 import copy
 import io
 import os
@@ -9,6 +10,7 @@ import threading
 import pytest
 import torch
 
+from cemb._cemb import Collection
 from cemb.torch import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor, KeyedTensor
 
 BATCH = 64
@@ -725,3 +727,143 @@ def test_an_ssd_checkpoint_loads_into_a_collection_made_with_another_seed(tmp_pa
     for k, v in saved.state_dict().items():
         assert torch.equal(loaded.state_dict()[k], v), k
     assert train(loaded, data[4:]) == train(saved, data[4:])
+
+
+# --- mean pooling in the engine's kernels; a batch checked once --------------
+
+# A mean table of a compile-time dim (16), a sum table, and a mean table of a
+# run-time dim (5) serving two features (written through the scratch matrix).
+MEAN_TABLES = [
+    dict(name="m16", num_embeddings=300, embedding_dim=16, feature_names=["a"], pooling="mean"),
+    dict(name="s8", num_embeddings=200, embedding_dim=8, feature_names=["b"], pooling="sum"),
+    dict(name="m5", num_embeddings=100, embedding_dim=5, feature_names=["c", "d"], pooling="mean"),
+]
+MEAN_FEATURES = [("a", 300), ("b", 200), ("c", 100), ("d", 100)]
+
+
+def mean_batches(steps, batch=24, seed=11):
+    """0 to 5 values per bag (empty bags in every feature), rows repeated within and across bags."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(steps):
+        values, lengths = [], []
+        for _, rows in MEAN_FEATURES:
+            n = torch.randint(0, 6, (batch,), generator=g)
+            n[0] = 0
+            values.append(torch.randint(0, rows // 4, (int(n.sum()),), generator=g))
+            lengths.append(n)
+        out.append(KeyedJaggedTensor([f for f, _ in MEAN_FEATURES], torch.cat(values), lengths=torch.cat(lengths)))
+    return out
+
+
+@pytest.mark.parametrize("storage", ["dram", "ssd"])
+def test_mean_tables_pool_and_update_as_nn_embedding_bag_mean(tmp_path, storage):
+    """Forward within 1e-6 (absolute) of nn.EmbeddingBag(mode="mean") (and "sum" for the sum table), empty bags
+    zeros; after each SGD step every row within 1e-6 of the reference's (its dense gradient, 1/|bag| per row).
+    ssd: the update plans are made by the prefetch."""
+    kw = dict(dram_budget=256 << 10, batch_size=24, bag_size=5) if storage == "ssd" else {}
+    ebc = EmbeddingBagCollection(configs(storage, str(tmp_path) if storage == "ssd" else None, tables=MEAN_TABLES),
+                                 learning_rate=LR, prefetch_batches=1, **kw)
+    state = ebc.state_dict()
+    bags = {t["name"]: torch.nn.EmbeddingBag(t["num_embeddings"], t["embedding_dim"], mode=t["pooling"])
+            for t in MEAN_TABLES}
+    for name, bag in bags.items():
+        bag.weight.data.copy_(state["embedding_bags." + name + ".weight"])
+    data = mean_batches(3)
+    ebc.prefetch(data[0])
+    for step, kjt in enumerate(data):
+        pooled = ebc(kjt).values()
+        if step + 1 < len(data):
+            ebc.prefetch(data[step + 1])
+        per_key = kjt.to_dict()
+        expected = torch.cat([bags[t["name"]](per_key[f].values(), per_key[f].offsets()[:-1])
+                              for t in MEAN_TABLES for f in t["feature_names"]], dim=1)
+        torch.testing.assert_close(pooled, expected, rtol=0, atol=1e-6)
+        assert torch.equal(pooled[0], torch.zeros(pooled.shape[1]))  # every feature's bag 0 is empty
+        linear_loss(pooled, step).backward()
+        linear_loss(expected, step).backward()
+        with torch.no_grad():
+            for bag in bags.values():
+                bag.weight -= LR * bag.weight.grad
+                bag.weight.grad = None
+        after = ebc.state_dict()
+        for name, bag in bags.items():
+            torch.testing.assert_close(after["embedding_bags." + name + ".weight"], bag.weight.data, rtol=0,
+                                       atol=1e-6, msg=f"step {step}, table {name}")
+    assert not torch.equal(after["embedding_bags.m5.weight"], state["embedding_bags.m5.weight"])
+
+
+def test_the_engine_pools_a_mean_table_and_scales_its_update_by_hand():
+    """The module under cemb.torch (no PyTorch arithmetic): bag [1, 2, 1] pools (2 w1 + w2) / 3, an empty bag
+    zeros; with gradient rows g0, g1, g2, row 1 moves by lr (2 g0 / 3 + g2), row 2 by lr g0 / 3."""
+    core = Collection([dict(name="t", num_embeddings=4, embedding_dim=3, feature_names=["f"], bf16=False,
+                            pooling="mean", storage="dram", directory="")])
+    w = torch.empty(4, 3)
+    core.read_table(0, w.numpy())
+    values, lengths = torch.tensor([1, 2, 1, 1]), torch.tensor([3, 0, 1])
+    out = torch.full((3, 3), float("nan"))
+    step = core.forward([values.numpy()], [lengths.numpy()], True, out.numpy(), True)
+    torch.testing.assert_close(out, torch.stack([(2 * w[1] + w[2]) / 3, torch.zeros(3), w[1]]), rtol=0, atol=1e-7)
+    grad = torch.tensor([[3.0, -6.0, 1.5], [100.0, 100.0, 100.0], [1.0, 2.0, 4.0]])
+    core.backward(step, grad.numpy(), 0.5)
+    after = torch.empty(4, 3)
+    core.read_table(0, after.numpy())
+    torch.testing.assert_close(after[1], w[1] - 0.5 * (2 * grad[0] / 3 + grad[2]), rtol=0, atol=1e-6)
+    torch.testing.assert_close(after[2], w[2] - 0.5 * grad[0] / 3, rtol=0, atol=1e-6)
+    assert torch.equal(after[0], w[0]) and torch.equal(after[3], w[3])  # the empty bag's gradient reaches no row
+    with pytest.raises(ValueError, match=r"unknown table 't' pooling 'max' \(expected one of sum, mean\)"):
+        Collection([dict(name="t", num_embeddings=4, embedding_dim=3, feature_names=["f"], bf16=False,
+                         pooling="max", storage="dram", directory="")])
+
+
+def test_a_pickle_of_an_earlier_version_keeps_its_mean_tables():
+    """Earlier versions divided by the bag lengths in PyTorch: their specs had no pooling, their slices a flag."""
+    ebc = make()
+    kjt = batches(1)[0][0]
+    state = ebc.__getstate__()
+    for spec in state["_specs"]:
+        del spec["pooling"]
+    state["_slices"] = collections.OrderedDict((f, (col, dim, f == "f1")) for f, (col, dim) in state["_slices"].items())
+    state["_any_mean"] = True
+    del state["_widths"]
+    old = EmbeddingBagCollection.__new__(EmbeddingBagCollection)
+    old.__setstate__(state)
+    with torch.no_grad():
+        assert torch.equal(old(kjt).values(), ebc(kjt).values())
+
+
+def test_a_bad_batch_is_named_by_the_engine_once_it_is_past_torch(tmp_path):
+    """What PyTorch's side no longer checks (each bag's length, offsets) the engine names, table and feature
+    included; an ssd table's bags, no longer checked again by its layer, are refused as the others are."""
+    ebc = make()
+    # A negative length that leaves the keys' counts right: the engine finds it.
+    with pytest.raises(ValueError, match=r"^table 't0', feature 'f0', bag 1: length -1 < 0$"):
+        ebc(kjt_of([1, 2, 3, 4], [2, -1, 1, 0, 1, 1, 0, 0]))
+    with pytest.raises(ValueError, match=r"^table 't1', feature 'f1', bag 1: length -2 < 0$"):
+        ebc(kjt_of([1, 2, 3, 4, 5, 6], [1, 0, 2, -2, 2, 1, 1, 1]))
+    # One that makes a key's count negative: PyTorch's side cannot cut the values, and names it.
+    with pytest.raises(ValueError, match=r"^feature 'f1', bag 0: length -3 < 0$"):
+        ebc(kjt_of([1, 2, 3, 4], [3, 1, -3, 0, 1, 1, 0, 1]))
+    # Offsets, given to the engine directly.
+    def offsets(first, rest=()):
+        v = [torch.tensor([1, 2, 3]).numpy()] + [torch.zeros(0, dtype=torch.int64).numpy()] * 3
+        o = [torch.tensor(first).numpy()] + [torch.tensor(r).numpy() for r in rest or [[0, 0, 0]] * 3]
+        ebc._core.forward(v, o, False, torch.empty(2, WIDTH).numpy(), False)
+    with pytest.raises(ValueError, match=r"table 't0', feature 'f0': offsets\[0\] is 1, not 0"):
+        offsets([1, 2, 3])
+    with pytest.raises(ValueError, match=r"table 't0', feature 'f0', bag 1: offsets decrease \(1 after 2\)"):
+        offsets([0, 2, 1])
+    with pytest.raises(ValueError, match=r"table 't0', feature 'f0', bag 1: ends at value 4, past the 3 values"):
+        offsets([0, 2, 4])
+    with pytest.raises(ValueError, match=r"table 't0', feature 'f0': the bags hold 2 values where there are 3"):
+        offsets([0, 1, 2])
+    with pytest.raises(ValueError, match=r"table 't1', feature 'f1': 1 bags where feature 'f0' has 2"):
+        offsets([0, 2, 3], [[0, 0], [0, 0, 0], [0, 0, 0]])
+    assert len(train(ebc, batches(2))) == 2
+    ssd = make(tmp_path, "ssd", prefetch_batches=1)
+    bad = kjt_of([1, 2, 3, 4, 8000], [1, 0, 1, 0, 1, 1, 0, 1])
+    for call in (ssd.prefetch, ssd):
+        with pytest.raises(IndexError, match=r"^table 't2', feature 'f2b', bag 1, index 0: row 8000 >= 8000 "
+                                             r"\(num_embeddings\)$"):
+            call(bad)
+    assert len(train(ssd, batches(2))) == 2

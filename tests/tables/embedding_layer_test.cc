@@ -1,6 +1,7 @@
 // EmbeddingLayer (tables/embedding_layer.h): a set of tables of every
 // storage kind trained through the step protocol equals the same set in
-// DRAM bit for bit; a bad index is refused before anything is written;
+// DRAM bit for bit; mean pooling scales the lookup and the update by
+// 1/|bag|; a bad index is refused before anything is written;
 // Save and Load move a table between kinds; the statistics describe
 // training only.
 #include "tables/embedding_layer.h"
@@ -158,6 +159,53 @@ TEST(EmbeddingLayer, AnIndexOutOfRangeIsRefusedBeforeAnyRowIsWritten) {
   EXPECT_EQ(update.code(), absl::StatusCode::kOutOfRange) << update;
   for (float v : out) ASSERT_EQ(v, 0.0f);
   ExpectSameRows(*untouched, *layer);
+}
+
+// Mean pooling: a bag's lookup is its rows' sum times 1/|bag| (an empty bag
+// zeros) and the update scales each of its rows' gradient by the same, in
+// every storage kind (an ssd table's update plan is made by its prefetch).
+TEST(EmbeddingLayer, MeanPoolingScalesTheLookupAndTheUpdateByOneOverTheBagLength) {
+  data::testing::TempDir dir;
+  EmbeddingLayerOptions o{.dim = kDim, .pooling = Pooling::kMean, .threads = 1, .seed = 5};
+  for (StorageKind kind : kKinds) o.tables.push_back({.rows = kRows, .storage = Storage(kind, dir.path(), {})});
+  absl::StatusOr<std::unique_ptr<EmbeddingLayer>> made = EmbeddingLayer::Create(o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EmbeddingLayer& layer = **made;
+  // Bag 0: rows 1, 2, 1; bag 1: empty; bag 2: row 3.
+  const std::vector<int32_t> offsets = {0, 3, 3, 4}, indices = {1, 2, 1, 3};
+  const std::vector<Bags<int32_t>> bags(kTables, Bags<int32_t>{offsets, indices});
+  std::vector<std::vector<float>> w(kTables * 4, std::vector<float>(kDim));
+  for (int t = 0; t < kTables; ++t) {
+    for (int r = 0; r < 4; ++r) ASSERT_TRUE(layer.ReadRow(t, r, w[t * 4 + r]).ok());
+  }
+  const int64_t width = kTables * kDim;
+  std::vector<float> out(3 * width, -1.0f), grad(3 * width);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+  StepCycle cycle(&layer, /*prefetch_batches=*/1);
+  ASSERT_TRUE(cycle.Begin(0, bags, {}).ok());
+  ASSERT_TRUE(layer.Lookup(bags, MatrixView{out.data(), 3, width, width}).ok());
+  ASSERT_TRUE(layer.Update(bags, ConstMatrixView{grad.data(), 3, width, width}, 0.5f).ok());
+  ASSERT_TRUE(cycle.End(0).ok());
+  ASSERT_TRUE(cycle.Drain().ok());
+  std::vector<float> row(kDim);
+  for (int t = 0; t < kTables; ++t) {
+    const std::string kind = StorageKindName(kKinds[t]);
+    auto at = [&](const std::vector<float>& m, int64_t b, int64_t c) { return m[b * width + t * kDim + c]; };
+    for (int64_t c = 0; c < kDim; ++c) {
+      const float* w1 = w[t * 4 + 1].data();
+      EXPECT_NEAR(at(out, 0, c), (2 * w1[c] + w[t * 4 + 2][c]) / 3, 1e-6) << kind << " column " << c;
+      EXPECT_EQ(at(out, 1, c), 0.0f) << kind;
+      EXPECT_NEAR(at(out, 2, c), w[t * 4 + 3][c], 1e-6) << kind;
+    }
+    // Row 1 twice in bag 0 (2/3 of its gradient), row 2 once (1/3), row 3 alone in bag 2.
+    for (int r = 0; r < 4; ++r) {
+      ASSERT_TRUE(layer.ReadRow(t, r, row).ok());
+      for (int64_t c = 0; c < kDim; ++c) {
+        const float g = r == 1 ? 2 * at(grad, 0, c) / 3 : r == 2 ? at(grad, 0, c) / 3 : r == 3 ? at(grad, 2, c) : 0;
+        EXPECT_NEAR(row[c], w[t * 4 + r][c] - 0.5f * g, 1e-6) << kind << " row " << r << " column " << c;
+      }
+    }
+  }
 }
 
 // LookupShared: what Lookup writes, from several threads at once, each
