@@ -195,6 +195,31 @@ class PredictorTest : public ::testing::TestWithParam<std::string> {
     return out;
   }
 
+  // Six threads score 20 requests of 5 samples each at once; every score
+  // equals its request's scored alone, one request at a time.
+  void ExpectManyThreadsScoreAsOneAtATime(const Predictor& p, uint64_t seed) {
+    constexpr int kThreads = 6, kRequests = 20;
+    const Samples samples(kThreads * kRequests * 5, seed);
+    std::vector<float> expected;
+    for (int64_t s = 0; s < samples.n; s += 5) {
+      const std::vector<float> one = Predict(p, samples.Slice(s, 5));
+      expected.insert(expected.end(), one.begin(), one.end());
+    }
+    std::vector<float> got(samples.n, -1.f);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < kThreads; ++w) {
+      threads.emplace_back([&, w] {
+        for (int r = 0; r < kRequests; ++r) {
+          const int64_t s = (w * kRequests + r) * 5;
+          std::vector<float> out(5);
+          if (p.Predict(samples.Slice(s, 5).view(), out).ok()) std::copy(out.begin(), out.end(), got.begin() + s);
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(Bits(got), Bits(expected));
+  }
+
   static std::string* dir_;
 };
 std::string* PredictorTest::dir_ = nullptr;
@@ -276,27 +301,7 @@ TEST_P(PredictorTest, ManyThreadsScoreAtOnce) {
   std::unique_ptr<Predictor> p =
       Open({.ssd_cache_bytes = 16 << 10, .max_batch = 32, .contexts = 3, .threads_per_context = 1});
   ASSERT_NE(p, nullptr);
-  constexpr int kThreads = 6, kRequests = 20;
-  const Samples samples(kThreads * kRequests * 5, 14);
-  std::vector<float> expected;  // the same requests, one at a time
-  for (int64_t s = 0; s < samples.n; s += 5) {
-    const std::vector<float> one = Predict(*p, samples.Slice(s, 5));
-    expected.insert(expected.end(), one.begin(), one.end());
-  }
-  std::vector<float> got(samples.n, -1.f);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < kThreads; ++w) {
-    threads.emplace_back([&, w] {
-      for (int r = 0; r < kRequests; ++r) {
-        const int64_t s = (w * kRequests + r) * 5;
-        const Samples request = samples.Slice(s, 5);
-        std::vector<float> out(5);
-        if (p->Predict(request.view(), out).ok()) std::copy(out.begin(), out.end(), got.begin() + s);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  EXPECT_EQ(Bits(got), Bits(expected));
+  ExpectManyThreadsScoreAsOneAtATime(*p, 14);
   EXPECT_GT(p->snapshot_tables().at(0).stats.evictions, 0);
 }
 
@@ -679,26 +684,7 @@ TEST_P(ConvertedTest, ManyThreadsScoreThroughADynamicCacheOfConvertedRows) {
   absl::StatusOr<std::unique_ptr<Predictor>> p = Predictor::Open(
       out, {.storage = dynamic, .max_batch = 32, .contexts = 3, .threads_per_context = 1, .serve_in_place = false});
   ASSERT_TRUE(p.ok()) << p.status();
-  constexpr int kThreads = 6, kRequests = 20;
-  const Samples samples(kThreads * kRequests * 5, 23);
-  std::vector<float> expected;
-  for (int64_t s = 0; s < samples.n; s += 5) {
-    const std::vector<float> one = Predict(**p, samples.Slice(s, 5));
-    expected.insert(expected.end(), one.begin(), one.end());
-  }
-  std::vector<float> got(samples.n, -1.f);
-  std::vector<std::thread> threads;
-  for (int w = 0; w < kThreads; ++w) {
-    threads.emplace_back([&, w] {
-      for (int r = 0; r < kRequests; ++r) {
-        const int64_t s = (w * kRequests + r) * 5;
-        std::vector<float> one(5);
-        if ((*p)->Predict(samples.Slice(s, 5).view(), one).ok()) std::copy(one.begin(), one.end(), got.begin() + s);
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  EXPECT_EQ(Bits(got), Bits(expected));
+  ExpectManyThreadsScoreAsOneAtATime(**p, 23);
   for (const CachedTableInfo& c : (*p)->cached_tables()) EXPECT_GT(c.stats.cold.rows_evicted, 0u) << c.table;
 }
 
