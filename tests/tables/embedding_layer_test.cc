@@ -161,6 +161,48 @@ TEST(EmbeddingLayer, AnIndexOutOfRangeIsRefusedBeforeAnyRowIsWritten) {
   ExpectSameRows(*untouched, *layer);
 }
 
+// A step's Lookup and Update with bags other than the ones prefetched (other
+// spans, other rows): they are checked and planned anew, not taken for the
+// prefetched batch's. An index out of range in them is refused; in range,
+// every kind ends with DRAM's rows (the ssd table reads the rows it was not
+// given ahead when they are looked up).
+TEST(EmbeddingLayer, BagsOtherThanThePrefetchedOnesAreCheckedAndPlannedAnew) {
+  data::testing::TempDir dir;
+  std::unique_ptr<EmbeddingLayer> dram = MakeLayer(dir.path(), /*all_dram=*/true);
+  std::unique_ptr<EmbeddingLayer> mixed = MakeLayer(dir.path(), /*all_dram=*/false);
+  ASSERT_NE(dram, nullptr);
+  ASSERT_NE(mixed, nullptr);
+  const Batches prefetched(3), used(6);  // used: steps 3..5 are other rows
+  std::vector<float> want(kBatch * kTables * kDim), got(want.size()), grad(want.size());
+  const MatrixView want_view{want.data(), kBatch, kTables * kDim, kTables * kDim};
+  const MatrixView got_view{got.data(), kBatch, kTables * kDim, kTables * kDim};
+  for (int k = 0; k < 3; ++k) {
+    for (int t = 0; t < kTables; ++t) ASSERT_TRUE(mixed->Prefetch(k, t, prefetched.Of(k)[t]).ok());
+    ASSERT_TRUE(mixed->BeginStep(k).ok());
+    // Other spans and other rows than the prefetched batch's.
+    std::vector<int32_t> indices = used.indices[3 + k];
+    std::vector<Bags<int32_t>> bags(kTables, Bags<int32_t>{used.offsets, indices});
+    if (k == 0) {  // out of range: refused by the lookup, though batch 0's plan is in range
+      indices[5] = static_cast<int32_t>(kRows);
+      EXPECT_EQ(mixed->Lookup(bags, got_view).code(), absl::StatusCode::kOutOfRange);
+      indices[5] = used.indices[3][5];
+    }
+    ASSERT_TRUE(dram->Lookup(bags, want_view).ok());
+    ASSERT_TRUE(mixed->Lookup(bags, got_view).ok());
+    ASSERT_EQ(got, want) << "step " << k;
+    for (size_t i = 0; i < want.size(); ++i) grad[i] = 0.5f * want[i] - 0.01f * static_cast<float>(i % 7);
+    const ConstMatrixView g{grad.data(), kBatch, kTables * kDim, kTables * kDim};
+    // The update's bags: the lookup's rows again, in new spans.
+    const std::vector<int32_t> again = indices;
+    const std::vector<Bags<int32_t>> update_bags(kTables, Bags<int32_t>{used.offsets, again});
+    ASSERT_TRUE(dram->Update(update_bags, g, 0.3f).ok());
+    ASSERT_TRUE(mixed->Update(update_bags, g, 0.3f).ok());
+    ASSERT_TRUE(mixed->EndStep(k).ok());
+  }
+  ExpectSameRows(*dram, *mixed);
+  EXPECT_GT(mixed->Report()[4].ssd_stats.sync_fetches, 0);  // rows not prefetched were read when looked up
+}
+
 // Mean pooling: a bag's lookup is its rows' sum times 1/|bag| (an empty bag
 // zeros) and the update scales each of its rows' gradient by the same, in
 // every storage kind (an ssd table's update plan is made by its prefetch).
