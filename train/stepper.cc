@@ -8,14 +8,13 @@
 
 namespace cemb::train {
 
-Stepper::Stepper(dlrm::Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
+Stepper::Stepper(EmbeddingLayer* tables, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
                  int prefetch_batches)
-    : model_(model),
-      sharded_(std::move(sharded)),
+    : sharded_(std::move(sharded)),
       comm_(comm),
       prefetch_batches_(prefetch_batches),
-      train_cycle_(&model->embeddings(), prefetch_batches),
-      eval_cycle_(&model->embeddings(), 0),
+      train_cycle_(tables, prefetch_batches),
+      eval_cycle_(tables, 0),
       peeked_(static_cast<size_t>(PeekFor(prefetch_batches, comm != nullptr ? comm->size() : 1))),
       ahead_(static_cast<size_t>(prefetch_batches)) {}
 

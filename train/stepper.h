@@ -36,7 +36,7 @@
 //
 //   CEMB_ASSIGN_OR_RETURN(auto sharded, ShardedStep::Create(comm, plan, dim, batch, Stepper::SlotsFor(P)));
 //   ... Dlrm::Create with .peers = sharded.get() ...
-//   Stepper steps(model.get(), std::move(sharded), &comm, P);
+//   Stepper steps(&model->embeddings(), std::move(sharded), &comm, P);
 //   CEMB_ASSIGN_OR_RETURN(const StepBatch* b, steps.BeginTrain(*loader, k, total_steps, &times));
 //   CEMB_ASSIGN_OR_RETURN(double loss, model->TrainStep(b->view, lr, &times));
 //   CEMB_RETURN_IF_ERROR(steps.EndTrain(k, &times));
@@ -73,10 +73,12 @@ class Stepper {
   // ranks (its indices travel during the step). The loader's reach.
   static int PeekFor(int prefetch_batches, int ranks) { return prefetch_batches + (ranks > 1 ? 1 : 0); }
 
-  // `sharded` (with SlotsFor(prefetch_batches) slots) and `comm`: several
-  // ranks; nullptr and nullptr (or a comm of one rank): one process.
-  // REQUIRES: model outlives the Stepper; prefetch_batches >= 0.
-  Stepper(dlrm::Dlrm* model, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm, int prefetch_batches);
+  // `tables`: the model's (Dlrm::embeddings()), whose steps the Stepper
+  // begins and ends. `sharded` (with SlotsFor(prefetch_batches) slots) and
+  // `comm`: several ranks; nullptr and nullptr (or a comm of one rank): one
+  // process. REQUIRES: tables outlive the Stepper; prefetch_batches >= 0.
+  Stepper(EmbeddingLayer* tables, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
+          int prefetch_batches);
   Stepper(const Stepper&) = delete;
   Stepper& operator=(const Stepper&) = delete;
   // Several ranks: waits for indices still travelling (a step that failed
@@ -116,7 +118,6 @@ class Stepper {
   absl::StatusOr<std::span<const Bags<int32_t>>> TrainBags(int64_t step, std::span<const data::Batch* const> peeked,
                                                            dlrm::PhaseTimes* times);
 
-  dlrm::Dlrm* model_;
   std::unique_ptr<ShardedStep> sharded_;
   const distributed::Comm* comm_;
   int prefetch_batches_;

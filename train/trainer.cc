@@ -247,7 +247,7 @@ absl::Status Trainer::Impl::BuildModel() {
     }
     report.Print("model: every parameter from %s\n", config.model.init_from);
   }
-  steps = std::make_unique<Stepper>(model.get(), std::move(sharded), distributed() ? options.comm : nullptr,
+  steps = std::make_unique<Stepper>(&model->embeddings(), std::move(sharded), distributed() ? options.comm : nullptr,
                                     t.prefetch_batches);
   probabilities.resize(static_cast<size_t>(t.batch_size));
   return absl::OkStatus();
