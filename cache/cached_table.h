@@ -174,9 +174,13 @@ struct CacheOptions {
   bool check_lifetime = kCacheDebugChecks;
 };
 
-// The DRAM a cached row costs beyond its slot (SlotBytes of its row): the
-// slot's backedge. For model.dram_budget (tables/dram_budget.cc).
+// The DRAM a cached table costs, for model.dram_budget (tables/dram_budget.cc):
+// per cached row, its slot (SlotBytes of its row) and the slot's backedge;
+// whatever it caches, one pointer word per row of the table.
 inline constexpr int64_t kCacheSlotMetadataBytes = sizeof(std::atomic<int64_t>);
+constexpr int64_t CacheFixedDramBytes(int64_t nvectors) {
+  return nvectors * static_cast<int64_t>(sizeof(std::atomic<uint64_t>));
+}
 
 
 template <RowElement T, int64_t D = kDynamic>
@@ -451,7 +455,7 @@ class CachedTable<T, kDynamic> {
     }
     // The pointer words in DRAM, on huge pages when they fill one (as DRAM
     // tables are): on 4 KiB pages every lookup of a large table missed the TLB.
-    const size_t words_bytes = static_cast<size_t>(base->nvectors()) * sizeof(std::atomic<uint64_t>);
+    const auto words_bytes = static_cast<size_t>(CacheFixedDramBytes(base->nvectors()));
     absl::StatusOr<Region> words = Region::Allocate(TierOptions::DramFor(words_bytes), words_bytes);
     if (!words.ok()) {
       return absl::ResourceExhaustedError(

@@ -45,7 +45,8 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
     const bool given = t < request.cache_size_given.size() && request.cache_size_given[t];
     if (cached && given) {
       const int64_t bytes = spec.rows * row_bytes;
-      given_caches += spec.storage.cache.lower.Resolve(bytes) + spec.storage.cache.slack.Resolve(bytes) + 8 * spec.rows;
+      given_caches += spec.storage.cache.lower.Resolve(bytes) + spec.storage.cache.slack.Resolve(bytes) +
+                      CacheFixedDramBytes(spec.rows);
       continue;
     }
     if (kind != StorageKind::kSsd && !cached) continue;
@@ -59,7 +60,7 @@ absl::StatusOr<DramSplit> SplitDramBudget(const DramBudgetRequest& request, cons
       p.fixed = SsdFixedDramBytes(spec.rows, row_bytes, spec.storage.ssd, /*evicts=*/p.held < spec.rows);
     } else {
       p.cost = p.unit + kCacheSlotMetadataBytes;
-      p.fixed = 8 * spec.rows;
+      p.fixed = CacheFixedDramBytes(spec.rows);
       p.held = std::min(spec.rows, p.per_batch + 1);
     }
     if (traffic != nullptr && t < traffic->counts.size()) p.counts = &traffic->counts[t];
