@@ -854,7 +854,3 @@ int64_t SsdCore::pinned_rows() const {
 
 }  // namespace ssd_internal
 }  // namespace cemb
-
-#define CEMB_SSD_INSTANTIATE(...) template class __VA_ARGS__;
-CEMB_FOR_EACH_TABLE_TYPE(CEMB_SSD_INSTANTIATE, ::cemb::SsdTable)
-#undef CEMB_SSD_INSTANTIATE

@@ -38,3 +38,7 @@ int64_t SsdFixedDramBytes(int64_t nvectors, int64_t row_bytes, const SsdOptions&
 }
 
 }  // namespace cemb
+
+#define CEMB_SSD_INSTANTIATE(...) template class __VA_ARGS__;
+CEMB_FOR_EACH_TABLE_TYPE(CEMB_SSD_INSTANTIATE, ::cemb::SsdTable)
+#undef CEMB_SSD_INSTANTIATE
