@@ -58,6 +58,14 @@ class LayerPart {
   }
 
   bool serialised() const { return layer_.has_ssd_tables(); }
+  std::vector<CachedTableInfo> cached_info() const {
+    std::vector<CachedTableInfo> out;
+    for (const TableReport& r : layer_.Report()) {
+      if (r.cached) out.push_back({.table = r.id, .stats = r.stats});
+    }
+    return out;
+  }
+  int64_t EvictCached() { return layer_.EvictCaches(); }
 
  private:
   EmbeddingLayer& layer_;
@@ -78,6 +86,7 @@ class SnapshotPart {
   virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, MatrixView out, Scratch& scratch) = 0;
   virtual std::vector<SnapshotTableInfo> info() const = 0;
   virtual std::vector<CachedTableInfo> cached_info() const = 0;
+  virtual int64_t EvictCached() = 0;
 };
 
 template <RowElement T, int64_t D>
@@ -187,6 +196,12 @@ class TypedSnapshotPart final : public SnapshotPart {
     return out;
   }
 
+  int64_t EvictCached() override {
+    int64_t freed = 0;
+    for (CachedTable<T>& table : cached_) freed += table.evict();
+    return freed;
+  }
+
  private:
   void Pool(TypedScratch& s, std::span<const T* const> rows, const Bags<int32_t>& b, int id, MatrixView out) const {
     s.offsets.assign(b.offsets.begin(), b.offsets.end());
@@ -261,7 +276,15 @@ class Source final : public EmbeddingSource {
     return snapshots_ ? snapshots_->info() : std::vector<SnapshotTableInfo>{};
   }
   std::vector<CachedTableInfo> cached() const override {
-    return snapshots_ ? snapshots_->cached_info() : std::vector<CachedTableInfo>{};
+    std::vector<CachedTableInfo> out = layer_ ? layer_->cached_info() : std::vector<CachedTableInfo>{};
+    if (snapshots_) {
+      const std::vector<CachedTableInfo> converted = snapshots_->cached_info();
+      out.insert(out.end(), converted.begin(), converted.end());
+    }
+    return out;
+  }
+  int64_t EvictCached() override {
+    return (layer_ ? layer_->EvictCached() : 0) + (snapshots_ ? snapshots_->EvictCached() : 0);
   }
 
  private:

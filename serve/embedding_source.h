@@ -121,8 +121,12 @@ class EmbeddingSource {
   virtual bool serialised() const = 0;
   // The snapshot tables served in place (none when there are none).
   virtual std::vector<SnapshotTableInfo> snapshots() const = 0;
-  // The converted tables behind a DRAM cache (none when there are none).
+  // The tables behind a DRAM cache, the layer's and the converted ones
+  // (none when there are none).
   virtual std::vector<CachedTableInfo> cached() const = 0;
+  // One eviction round of each dynamic cache that needs one (as its
+  // evictor thread runs, and beside it); the rows freed.
+  virtual int64_t EvictCached() = 0;
 };
 
 // Every table of the model is either in options.layer or in

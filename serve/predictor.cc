@@ -57,10 +57,14 @@ enum class Held { kLayer, kInPlace, kResident };
 
 bool Converted(const ServingManifest& m) { return m.table_rows_format == "converted"; }
 
-// The storage the options give table t: its own, else the default.
-const StorageConfig& StorageOf(const PredictorOptions& options, int t) {
+// The storage the options give table t: its own, else the default. A
+// dynamic cache evicts by CLOCK beside the readers: nobody flushes between
+// requests, and a cache that only flushes would stop admitting once full.
+StorageConfig StorageOf(const PredictorOptions& options, int t) {
   auto it = options.table_storage.find(t);
-  return it != options.table_storage.end() ? it->second : options.storage;
+  StorageConfig storage = it != options.table_storage.end() ? it->second : options.storage;
+  if (storage.kind == StorageKind::kDynamic) storage.cache.eviction = CacheEviction::kClock;
+  return storage;
 }
 
 // The format of the rows the source reads: a converted checkpoint's
@@ -144,20 +148,8 @@ int64_t Hotness(const ServingManifest& m, int t) {
 // Where a converted table read whole is held: the slow tier of a `simple`,
 // `static` or `dynamic` storage for it, else DRAM.
 TierOptions SlowTierOf(const PredictorOptions& options, int t) {
-  const StorageConfig& storage = StorageOf(options, t);
+  const StorageConfig storage = StorageOf(options, t);
   return storage.kind == StorageKind::kDram ? TierOptions{} : storage.slow_tier;
-}
-
-// The DRAM cache over a converted table on a slow tier: the storage's, its
-// policy from the kind; a dynamic one evicts by CLOCK beside the readers
-// (nobody flushes while serving). None for the other kinds.
-std::optional<CacheOptions> CacheOf(const PredictorOptions& options, int t) {
-  const StorageConfig& storage = StorageOf(options, t);
-  if (storage.kind != StorageKind::kStatic && storage.kind != StorageKind::kDynamic) return std::nullopt;
-  CacheOptions cache = storage.cache;
-  cache.policy = storage.kind == StorageKind::kStatic ? CachePolicy::kStatic : CachePolicy::kDynamic;
-  if (cache.policy == CachePolicy::kDynamic) cache.eviction = CacheEviction::kClock;
-  return cache;
 }
 
 // Where the pooled rows come from: the model's layer (the tables loaded)
@@ -187,7 +179,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingSource>> MakeSource(const std::string& c
                            .capacity_bytes = static_cast<int64_t>(static_cast<double>(options.ssd_cache_bytes) * share),
                            .resident = held[t] == Held::kResident,
                            .resident_tier = SlowTierOf(options, static_cast<int>(t)),
-                           .cache = held[t] == Held::kResident ? CacheOf(options, static_cast<int>(t)) : std::nullopt});
+                           .cache = held[t] == Held::kResident ? CacheOptionsOf(StorageOf(options, static_cast<int>(t)))
+                                                              : std::nullopt});
   }
   return MakeEmbeddingSource(s);
 }
@@ -477,6 +470,7 @@ int64_t Predictor::num_dense() const { return impl_->manifest.num_dense; }
 dlrm::Dlrm& Predictor::model() const { return *impl_->model; }
 std::vector<SnapshotTableInfo> Predictor::snapshot_tables() const { return impl_->source->snapshots(); }
 std::vector<CachedTableInfo> Predictor::cached_tables() const { return impl_->source->cached(); }
+int64_t Predictor::EvictCachedRows() { return impl_->source->EvictCached(); }
 absl::Status Predictor::verification() const { return impl_->Verified(); }
 
 absl::Status Predictor::WaitVerified() const {

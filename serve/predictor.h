@@ -132,8 +132,13 @@ class Predictor {
   int64_t num_dense() const;
   // The tables served in place from their snapshots, with their counters.
   std::vector<SnapshotTableInfo> snapshot_tables() const;
-  // A converted checkpoint's tables behind a DRAM cache, with its counters.
+  // The tables behind a DRAM cache (static or dynamic storage), with their
+  // counters, in the order of the layer's and then the converted ones.
   std::vector<CachedTableInfo> cached_tables() const;
+  // Runs one eviction round on each dynamic cache whose free slots ran low,
+  // as its evictor thread would, and returns the rows freed: room made
+  // ahead of a burst, and counts a test can rely on. Safe beside requests.
+  int64_t EvictCachedRows();
   // OK once every file was verified (or verify_checksums is off);
   // Unavailable while the background pass runs; the DataLoss it found.
   absl::Status verification() const;

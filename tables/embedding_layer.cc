@@ -395,6 +395,12 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     for (CachedTable<T, D>* c : cached_) c->reset_stats();
   }
 
+  int64_t EvictCaches() override {
+    int64_t freed = 0;
+    for (CachedTable<T, D>* c : cached_) freed += c->evict();
+    return freed;
+  }
+
  private:
   // A batch's update plans made ahead (members below).
   struct Planned {

@@ -245,6 +245,10 @@ class EmbeddingLayer {
 
   virtual std::vector<TableReport> Report() const = 0;
   virtual void ResetStats() = 0;
+  // Caches that evict by CLOCK (serving): one eviction round of each whose
+  // free slots ran low, beside the readers, as its evictor thread would.
+  // The rows freed; 0 for every other table.
+  virtual int64_t EvictCaches() = 0;
 };
 
 }  // namespace cemb

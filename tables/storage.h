@@ -26,6 +26,7 @@
 #ifndef CEMB_TABLES_STORAGE_H_
 #define CEMB_TABLES_STORAGE_H_
 
+#include <optional>
 #include <string_view>
 #include <variant>
 
@@ -56,6 +57,15 @@ struct StorageConfig {
   SsdOptions ssd;         // ssd: capacity_bytes (the DRAM slots), file.directory, init_seed
 };
 
+// The DRAM cache of a static or dynamic storage: config.cache with its
+// policy from the kind. None for the other kinds.
+inline std::optional<CacheOptions> CacheOptionsOf(const StorageConfig& config) {
+  if (config.kind != StorageKind::kStatic && config.kind != StorageKind::kDynamic) return std::nullopt;
+  CacheOptions cache = config.cache;
+  cache.policy = config.kind == StorageKind::kStatic ? CachePolicy::kStatic : CachePolicy::kDynamic;
+  return cache;
+}
+
 template <StorageType T, int64_t D = kDynamic>
 using StoredTable = std::variant<SimpleTable<T, D>, CachedTable<T, D>, SsdTable<T, D>>;
 
@@ -73,9 +83,7 @@ template <StorageType T, int64_t D = kDynamic>
     if (!t.ok()) return t.status();
     return StoredTable<T, D>(std::in_place_index<0>, *std::move(t));
   }
-  CacheOptions cache = config.cache;
-  cache.policy = config.kind == StorageKind::kStatic ? CachePolicy::kStatic : CachePolicy::kDynamic;
-  absl::StatusOr<CachedTable<T, D>> t = CachedTable<T, D>::Create(table, cache);
+  absl::StatusOr<CachedTable<T, D>> t = CachedTable<T, D>::Create(table, *CacheOptionsOf(config));
   if (!t.ok()) return t.status();
   return StoredTable<T, D>(std::in_place_index<1>, *std::move(t));
 }

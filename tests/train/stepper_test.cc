@@ -75,6 +75,7 @@ class RecordingLayer final : public EmbeddingLayer {
   absl::Status WriteRow(int, int64_t, std::span<const float>) override { return absl::OkStatus(); }
   std::vector<TableReport> Report() const override { return {}; }
   void ResetStats() override {}
+  int64_t EvictCaches() override { return 0; }
 
   std::vector<Prefetched> prefetched() const {
     std::lock_guard<std::mutex> lock(mu_);
