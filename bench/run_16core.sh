@@ -19,7 +19,9 @@
 # built with (DIR/lib/ld-linux-x86-64.so.2 --library-path DIR/lib), so the
 # other machine's own C library does not matter; Open MPI's runtime (mpirun,
 # its components and help files, relocated with OPAL_PREFIX); the Python
-# module (for Python 3.11) and the PyTorch peers' scripts; the configs.
+# module, for Debian's Python 3.11 and, where a Python 3.12 is here (PY312:
+# its prefix, ~/.pyenv/versions/3.12.1 by default), for 3.12 as well (the
+# other machine's), and the PyTorch peers' scripts; the configs.
 #
 # The comparisons, each skipped with its reason in the results when what it
 # needs is missing (PyTorch is the other machine's own python3's, put at its
@@ -43,16 +45,36 @@ set -euo pipefail
 shopt -s extglob
 
 pack() {
-  local dir root progs lib p
+  local dir root progs lib p py312=${PY312:-$HOME/.pyenv/versions/3.12.1}
   dir=$(realpath -m "$1")
   root=$(cd "$(dirname "$0")/.." && pwd)
   cd "$root"
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build --target dlrm-train serve_bench ssd_bench predictor_bench cemb_python >/dev/null
+  cmake --build build --target dlrm-train serve_bench ssd_bench predictor_bench cemb_python cemb_serve_python >/dev/null
+  # The modules again for Python 3.12, the other machine's (Python loads only
+  # the .cpython-3XX-... build of its own version), in a build of their own.
+  # A module cannot go through the carried loader, so it finds DIR/lib
+  # through its RPATH, $ORIGIN/../../lib from DIR/python/cemb, set when it is
+  # linked (no patchelf here); --disable-new-dtags makes it a DT_RPATH, which
+  # unlike a RUNPATH also serves its libraries' own look-ups (libdnnl's
+  # libOpenCL, libpmem2's libndctl, ...). Only the modules: no tests, apps or bench.
+  local py312_built=0
+  if [[ -x $py312/bin/python3.12 ]]; then
+    cmake -S . -B build-py312 -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCEMB_BUILD_TESTS=OFF -DCEMB_BUILD_BENCH=OFF -DCEMB_BUILD_APPS=OFF \
+      -DPython3_EXECUTABLE="$py312/bin/python3.12" -DPython3_ROOT_DIR="$py312" -DPython3_FIND_STRATEGY=LOCATION \
+      -DCMAKE_MODULE_LINKER_FLAGS=-Wl,--disable-new-dtags \
+      -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON '-DCMAKE_INSTALL_RPATH=$ORIGIN/../../lib' >/dev/null
+    cmake --build build-py312 --target cemb_python cemb_serve_python >/dev/null
+    py312_built=1
+  else
+    echo "run_16core.sh: no $py312/bin/python3.12 (PY312): the module is packed for Python 3.11 only" >&2
+  fi
   rm -rf "$dir" && mkdir -p "$dir"/{bin,real,lib,configs,bench/reference,examples/python,python}
   progs=(build/apps/dlrm-train build/bench/serve_bench build/bench/ssd_bench build/bench/predictor_bench /usr/bin/orterun)
   cp -L "${progs[@]}" "$dir/real/"
   cp -r build/python/cemb "$dir/python/"
+  ((py312_built)) && cp build-py312/python/cemb/*.cpython-312-*.so "$dir/python/cemb/"
   cp configs/*.yaml "$dir/configs/"
   cp bench/reference/dlrm_reference.py bench/reference/torch_mmap_dlrm.py "$dir/bench/reference/"
   cp bench/python_tables_bench.py bench/torch_serve_bench.py bench/torch_blas.sh "$dir/bench/"
@@ -64,7 +86,7 @@ pack() {
   [[ -d /usr/lib/x86_64-linux-gnu/pmix2 ]] && cp -rL /usr/lib/x86_64-linux-gnu/pmix2 "$dir/usr/lib/x86_64-linux-gnu/"
   cp -rL /usr/share/openmpi "$dir/usr/share/"
   [[ -d /usr/share/pmix ]] && cp -rL /usr/share/pmix "$dir/usr/share/"
-  # Every library the programs, the module and Open MPI's components load.
+  # Every library the programs, the modules (3.11's and 3.12's) and Open MPI's components load.
   {
     for p in "$dir"/real/* "$dir"/python/cemb/*.so $(find "$dir/usr" -name '*.so*' -type f); do
       ldd "$p" 2>/dev/null | awk '/=> \// { print $3 } /^\s*\/lib.*ld-linux/ { print $1 }'
@@ -167,7 +189,9 @@ run() {
 
   if has tables; then
     echo "== tables: the tables' step from PyTorch, cemb against nn.EmbeddingBag"
-    if ((torch_ok)) && "$python" -c 'import cemb.torch' 2>"$out/tables-import.txt"; then
+    # What the bench imports, in its order: numpy and torch before cemb, so a
+    # library both load (libstdc++) is the one torch brought, as it will be there.
+    if ((torch_ok)) && "$python" -c 'import numpy, torch, cemb.dataset, cemb.torch' 2>"$out/tables-import.txt"; then
       local data
       limit 120 dlrm-train --config "$here/configs/bench-ssd.yaml" "${common[@]}" --set "model.tables.rows=$rows" \
         --set train.steps=1 >"$out/tables-prepare.txt" 2>&1 || true
@@ -183,7 +207,7 @@ run() {
         fi
       done
     else
-      skip tables "the Python module or torch does not import in $python: $(tail -n 1 "$out/tables-import.txt" 2>/dev/null)"
+      skip tables "numpy, torch or the Python module does not import in $python: $(tail -n 1 "$out/tables-import.txt" 2>/dev/null)"
     fi
   fi
 
