@@ -165,7 +165,7 @@ struct Dlrm::Impl {
   // The forward pass up to the logits (top MLP output).
   absl::StatusOr<std::span<const float>> Forward(const BatchView& b, PhaseTimes* times, LapSeconds& watch) {
     const int64_t n = b.size;
-    StepPeers* peers = options.peers;
+    StepPeers* peers = b.peers;
     if (peers == nullptr && embeddings->num_tables() != num_tables) {
       return absl::FailedPreconditionError(absl::StrCat("model: the layer holds ", embeddings->num_tables(), " of its ",
                                                         num_tables, " tables and no peers hold the others: score "
@@ -369,7 +369,7 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
   absl::Status local = static_cast<int64_t>(batch.labels.size()) == n
                            ? absl::OkStatus()
                            : absl::InvalidArgumentError(absl::StrCat(batch.labels.size(), " labels for ", n, " samples"));
-  StepPeers* peers = m.options.peers;
+  StepPeers* peers = batch.peers;
   double loss = 0;
   if (local.ok()) {
     // With peers the mean is over the global batch: the processes' losses
@@ -505,7 +505,6 @@ struct DlrmForward::Impl {
 
 absl::StatusOr<std::unique_ptr<DlrmForward>> Dlrm::MakeForward(const DlrmForwardOptions& options) const {
   const Impl& m = *impl_;
-  if (m.options.peers != nullptr) return absl::FailedPreconditionError("MakeForward: a model of several processes");
   if (options.max_batch <= 0) return absl::InvalidArgumentError("MakeForward: max_batch must be > 0");
   auto f = std::make_unique<DlrmForward::Impl>();
   f->options = options;

@@ -117,15 +117,14 @@ struct DlrmOptions {
   AutoPrecisionInputs mlp_auto;
   // The tables; embeddings.dim is the feature size of every table.
   EmbeddingLayerOptions embeddings;
-  // Training on several processes: the model's tables, of which
-  // `embeddings` holds this process's (each with its model-wide id), and the
-  // step's work shared with the others (not owned; it outlives the model).
-  // One process: 0 (= embeddings.tables.size()) and nullptr. A model that
-  // holds some of its tables and no peers (a predictor that serves the
-  // others itself, serve/) scores only through MakeForward: TrainStep and
-  // Predict are FailedPrecondition.
+  // The model's tables, of which `embeddings` holds this process's (each
+  // with its model-wide id); 0: embeddings.tables.size(). A model that holds
+  // some of its tables scores through batches with peers (BatchView::peers:
+  // several processes, the others' tables pooled by their owners) or
+  // through MakeForward (a predictor that serves the others itself,
+  // serve/); TrainStep and Predict of a batch without peers are
+  // FailedPrecondition.
   int64_t num_tables = 0;
-  StepPeers* peers = nullptr;
   int64_t batch_size = 2048;
   std::vector<int64_t> extra_batch_sizes;
   int threads = 0;  // 0: all
@@ -138,6 +137,11 @@ struct BatchView {
   std::span<const float> dense;   // [size x num_dense]
   std::span<const float> labels;  // [size], 0 or 1
   std::span<const Bags<int32_t>> bags;  // one per table, `size` bags each
+  // Several processes: the step's work shared with the others for this
+  // batch (train/sharded_step.h gives each batch its slot's); the tables'
+  // owners pool and update the rows of `bags` (this process's slice, after
+  // their exchange). nullptr: one process, this model's tables.
+  StepPeers* peers = nullptr;
 };
 
 // The parts of a step that cross processes when a DLRM trains on several
@@ -253,8 +257,7 @@ class Dlrm {
   [[nodiscard]] absl::Status ImportNpy(const std::string& dir);
 
   // A forward-only copy of the model's dense part (below), planned for
-  // `options`, with the weights as they are now. REQUIRES: one process
-  // (no peers).
+  // `options`, with the weights as they are now.
   [[nodiscard]] absl::StatusOr<std::unique_ptr<DlrmForward>> MakeForward(const DlrmForwardOptions& options) const;
 
  private:

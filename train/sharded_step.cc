@@ -10,6 +10,74 @@
 
 namespace cemb::train {
 
+// One slot's batch in a Dlrm step: the StepPeers calls on its exchange.
+class ShardedStep::SlotPeers final : public dlrm::StepPeers {
+ public:
+  SlotPeers(ShardedStep& step, distributed::EmbeddingExchange& exchange) : step_(step), exchange_(exchange) {}
+
+  int64_t global_batch() const override { return exchange_.global_batch(); }
+
+  absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
+                               dlrm::PhaseTimes* times) override {
+    absl::Status mine = local;
+    if (mine.ok() && layer.num_tables() > 0) {
+      ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingLookup));
+      mine = layer.Lookup(exchange_.owned_bags(), exchange_.owned_output());
+    }
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
+    CEMB_RETURN_IF_ERROR(step_.comm_.AgreeOnStatus(mine));
+    return step_.OrAbort(exchange_.StartPooled(emb));
+  }
+
+  absl::Status FinishPooledRows(const absl::Status& local, dlrm::PhaseTimes* times) override {
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
+    CEMB_RETURN_IF_ERROR(step_.OrAbort(exchange_.WaitPooled()));
+    return step_.comm_.AgreeOnStatus(local);
+  }
+
+  absl::Status Progress() override {
+    CEMB_RETURN_IF_ERROR(step_.OrAbort(exchange_.Progress()));
+    return step_.ProgressIndices();
+  }
+
+  absl::Status StartGradients(ConstMatrixView d_emb, dlrm::PhaseTimes* times) override {
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
+    return step_.OrAbort(exchange_.StartGradients(d_emb));
+  }
+
+  absl::Status SumGradients(std::span<float> data, dlrm::PhaseTimes* times) override {
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllreduce));
+    // Let the gradients' exchange move while this rank waits in the allreduce
+    // (Open MPI has no progress thread).
+    CEMB_RETURN_IF_ERROR(Progress());
+    return step_.OrAbort(step_.comm_.AllreduceSum(data));
+  }
+
+  absl::Status SumLoss(double* loss, dlrm::PhaseTimes* times) override {
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllreduce));
+    return step_.OrAbort(step_.comm_.AllreduceSum(std::span<double>(loss, 1)));
+  }
+
+  absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
+                               dlrm::PhaseTimes* times) override {
+    {
+      ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
+      CEMB_RETURN_IF_ERROR(step_.OrAbort(exchange_.WaitGradients()));
+    }
+    absl::Status mine = local;
+    if (mine.ok() && layer.num_tables() > 0) {
+      ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingUpdate));
+      mine = layer.Update(exchange_.owned_bags(), exchange_.owned_grad(), lr);
+    }
+    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
+    return step_.comm_.AgreeOnStatus(mine);
+  }
+
+ private:
+  ShardedStep& step_;
+  distributed::EmbeddingExchange& exchange_;
+};
+
 absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const distributed::Comm& comm, const distributed::ShardPlan& plan,
                                                                   int64_t dim, int64_t max_local_batch, int slots) {
   if (slots < 1) return absl::InvalidArgumentError(absl::StrCat("ShardedStep: ", slots, " slots"));
@@ -17,9 +85,9 @@ absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const distribut
   for (int i = 0; i < slots; ++i) {
     CEMB_ASSIGN_OR_RETURN(std::unique_ptr<distributed::EmbeddingExchange> exchange,
                           distributed::EmbeddingExchange::Create(comm, plan, {.dim = dim, .max_local_batch = max_local_batch}));
+    step->peers_.push_back(std::make_unique<SlotPeers>(*step, *exchange));
     step->slots_.push_back(std::move(exchange));
   }
-  step->current_ = step->slots_[0].get();
   return step;
 }
 
@@ -55,60 +123,14 @@ absl::Status ShardedStep::FinishIndices(dlrm::PhaseTimes* times) {
   return OrAbort(slots_[slot]->WaitIndices());
 }
 
-absl::Status ShardedStep::StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                                          dlrm::PhaseTimes* times) {
-  absl::Status mine = local;
-  if (mine.ok() && layer.num_tables() > 0) {
-    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingLookup));
-    mine = layer.Lookup(current_->owned_bags(), current_->owned_output());
-  }
-  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
-  CEMB_RETURN_IF_ERROR(comm_.AgreeOnStatus(mine));
-  return OrAbort(current_->StartPooled(emb));
-}
+ShardedStep::ShardedStep(const distributed::Comm& comm, const distributed::ShardPlan& plan)
+    : comm_(comm), plan_(plan) {}
+ShardedStep::~ShardedStep() = default;
 
-absl::Status ShardedStep::FinishPooledRows(const absl::Status& local, dlrm::PhaseTimes* times) {
-  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
-  CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitPooled()));
-  return comm_.AgreeOnStatus(local);
-}
+dlrm::StepPeers* ShardedStep::peers(int slot) const { return peers_[slot].get(); }
 
-absl::Status ShardedStep::Progress() {
-  CEMB_RETURN_IF_ERROR(OrAbort(current_->Progress()));
+absl::Status ShardedStep::ProgressIndices() {
   return pending_ >= 0 ? OrAbort(slots_[pending_]->Progress()) : absl::OkStatus();
-}
-
-absl::Status ShardedStep::StartGradients(ConstMatrixView d_emb, dlrm::PhaseTimes* times) {
-  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
-  return OrAbort(current_->StartGradients(d_emb));
-}
-
-absl::Status ShardedStep::SumGradients(std::span<float> data, dlrm::PhaseTimes* times) {
-  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllreduce));
-  // Let the gradients' exchange move while this rank waits in the allreduce
-  // (Open MPI has no progress thread).
-  CEMB_RETURN_IF_ERROR(Progress());
-  return OrAbort(comm_.AllreduceSum(data));
-}
-
-absl::Status ShardedStep::SumLoss(double* loss, dlrm::PhaseTimes* times) {
-  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllreduce));
-  return OrAbort(comm_.AllreduceSum(std::span<double>(loss, 1)));
-}
-
-absl::Status ShardedStep::FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
-                                          dlrm::PhaseTimes* times) {
-  {
-    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
-    CEMB_RETURN_IF_ERROR(OrAbort(current_->WaitGradients()));
-  }
-  absl::Status mine = local;
-  if (mine.ok() && layer.num_tables() > 0) {
-    ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingUpdate));
-    mine = layer.Update(current_->owned_bags(), current_->owned_grad(), lr);
-  }
-  ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
-  return comm_.AgreeOnStatus(mine);
 }
 
 }  // namespace cemb::train

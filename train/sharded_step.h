@@ -1,8 +1,9 @@
 // ShardedStep: a DLRM's training and evaluation steps on several processes
 // (docs/distributed.md), over MPI: each table lives on one rank
 // (distributed::ShardPlan), every rank holds the MLPs and its slice of every global
-// batch. It is the StepPeers of that rank's Dlrm, and the trainer's Stepper
-// (train/stepper.h) begins each step with it:
+// batch. Each of its slots is the StepPeers of the batch exchanged into it
+// (peers(slot), which the batch's BatchView carries into Dlrm's step). The
+// trainer's Stepper (train/stepper.h) makes it and begins each step with it:
 //
 //   ExchangeIndices(slot, bags)  this rank's bags of every table go to the
 //                            tables' owners (distributed::EmbeddingExchange);
@@ -11,7 +12,7 @@
 //                            two halves, StartIndices ... FinishIndices, the
 //                            indices travelling while a step runs (Progress
 //                            moves them along)
-//   Use(slot)                the batch the next Dlrm step runs on
+//   peers(slot)              the slot's batch's StepPeers, in its BatchView
 //   Dlrm::TrainStep          StartPooledRows: the owner pools, the rows travel
 //                            during the bottom MLP ... FinishPooledRows;
 //                            StartGradients ... SumGradients (MLPs, allreduce)
@@ -58,13 +59,14 @@
 
 namespace cemb::train {
 
-class ShardedStep final : public dlrm::StepPeers {
+class ShardedStep {
  public:
   // Not collective. `max_local_batch`: the largest slice any rank holds;
   // `slots` >= 1.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardedStep>> Create(const distributed::Comm& comm,
                                                                            const distributed::ShardPlan& plan, int64_t dim,
                                                                            int64_t max_local_batch, int slots = 1);
+  ~ShardedStep();
 
   // Collective: every rank exchanges the same batches into the same slots
   // in the same order. `bags`: this rank's slice of a batch, one Bags per
@@ -82,34 +84,28 @@ class ShardedStep final : public dlrm::StepPeers {
   // After ExchangeIndices(slot): this rank's tables (plan().tables_of(rank),
   // in that order) over the global batch.
   std::span<const Bags<int32_t>> owned_bags(int slot) const { return slots_[slot]->owned_bags(); }
-  // The next Dlrm step (TrainStep or Predict) runs on slot's batch.
-  void Use(int slot) { current_ = slots_[slot].get(); }
+  // The StepPeers of slot's batch: a Dlrm step (TrainStep or Predict) on
+  // the BatchView that carries it runs on that batch. Valid as long as the
+  // ShardedStep.
+  dlrm::StepPeers* peers(int slot) const;
   int slots() const { return static_cast<int>(slots_.size()); }
 
   const distributed::Comm& comm() const { return comm_; }
   const distributed::ShardPlan& plan() const { return plan_; }
 
-  // StepPeers.
-  int64_t global_batch() const override { return current_->global_batch(); }
-  [[nodiscard]] absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                                             dlrm::PhaseTimes* times) override;
-  [[nodiscard]] absl::Status FinishPooledRows(const absl::Status& local, dlrm::PhaseTimes* times) override;
-  [[nodiscard]] absl::Status Progress() override;
-  [[nodiscard]] absl::Status StartGradients(ConstMatrixView d_emb, dlrm::PhaseTimes* times) override;
-  [[nodiscard]] absl::Status SumGradients(std::span<float> data, dlrm::PhaseTimes* times) override;
-  [[nodiscard]] absl::Status SumLoss(double* loss, dlrm::PhaseTimes* times) override;
-  [[nodiscard]] absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
-                                             dlrm::PhaseTimes* times) override;
-
  private:
-  ShardedStep(const distributed::Comm& comm, const distributed::ShardPlan& plan) : comm_(comm), plan_(plan) {}
+  class SlotPeers;  // one slot's StepPeers (sharded_step.cc)
+
+  ShardedStep(const distributed::Comm& comm, const distributed::ShardPlan& plan);
   // `s` when OK; otherwise the ranks are out of step: prints it, MPI_Abort.
   absl::Status OrAbort(const absl::Status& s) const;
+  // Moves the indices in flight (StartIndices), if any.
+  absl::Status ProgressIndices();
 
   distributed::Comm comm_;
   distributed::ShardPlan plan_;
   std::vector<std::unique_ptr<distributed::EmbeddingExchange>> slots_;
-  distributed::EmbeddingExchange* current_ = nullptr;  // Use()'s
+  std::vector<std::unique_ptr<SlotPeers>> peers_;  // one per slot
   int pending_ = -1;  // the slot whose indices are in flight (StartIndices), or -1
 };
 

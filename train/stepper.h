@@ -8,8 +8,8 @@
 //                   owners (each batch once, into its slot of the ring,
 //                   ShardedStep::ExchangeIndices; batch k + P + 1's only
 //                   starts, ShardedStep::StartIndices, and travels during
-//                   the step) and the model is pointed at step k's slot;
-//                   then the tables' step begins (StepCycle::Begin: batch
+//                   the step) and the batch's view carries its slot's
+//                   StepPeers; then the tables' step begins (StepCycle::Begin: batch
 //                   k's rows resident, k + 1 .. k + P handed to the
 //                   prefetchers). Returns the batch as the model sees it.
 //   ... Dlrm::TrainStep(batch->view, lr, times) ...
@@ -26,7 +26,8 @@
 // cycle's prefetch and wait -> the model's lookup and update. Slots, on
 // several ranks: P + 2 for training in a ring (batch k in slot k mod
 // (P + 2): a batch's indices travel during the step P + 1 before its own
-// and stay valid until then) and one for evaluation: SlotsFor(P) in all.
+// and stay valid until then) and one for evaluation, P + 3 in all, in the
+// Stepper's own ShardedStep.
 //
 // Every status is agreed among the ranks (distributed::Comm::AgreeOnStatus),
 // so that all return the same error at the same call.
@@ -34,12 +35,11 @@
 // Thread safety: the trainer's thread only; the cycle's prefetcher threads
 // read the peeked batches, so the loader must outlive the Stepper.
 //
-//   CEMB_ASSIGN_OR_RETURN(auto sharded, ShardedStep::Create(comm, plan, dim, batch, Stepper::SlotsFor(P)));
-//   ... Dlrm::Create with .peers = sharded.get() ...
-//   Stepper steps(&model->embeddings(), std::move(sharded), &comm, P);
-//   CEMB_ASSIGN_OR_RETURN(const StepBatch* b, steps.BeginTrain(*loader, k, total_steps, &times));
+//   CEMB_ASSIGN_OR_RETURN(auto steps, Stepper::Create(&model->embeddings(), P,
+//                                                     {.comm = &comm, .plan = &plan, .dim = 16, .max_local_batch = n}));
+//   CEMB_ASSIGN_OR_RETURN(const StepBatch* b, steps->BeginTrain(*loader, k, total_steps, &times));
 //   CEMB_ASSIGN_OR_RETURN(double loss, model->TrainStep(b->view, lr, &times));
-//   CEMB_RETURN_IF_ERROR(steps.EndTrain(k, &times));
+//   CEMB_RETURN_IF_ERROR(steps->EndTrain(k, &times));
 #ifndef CEMB_TRAIN_STEPPER_H_
 #define CEMB_TRAIN_STEPPER_H_
 
@@ -59,26 +59,35 @@
 namespace cemb::train {
 
 // A batch as a step runs it: the loader's batch and the model's view of it
-// (its bags: the batch's own, one per table of the model).
+// (its bags: the batch's own, one per table of the model; on several ranks
+// its peers: its slot's).
 struct StepBatch {
   const data::Batch* batch = nullptr;
   dlrm::BatchView view;
 };
 
+// Several ranks: what the Stepper's ShardedStep is made of. The comm must
+// outlive the Stepper (it agrees on every status); the plan is copied.
+struct StepperSharding {
+  const distributed::Comm* comm = nullptr;  // nullptr or one rank: one process (the rest is not read)
+  const distributed::ShardPlan* plan = nullptr;
+  int64_t dim = 0;              // the tables' feature size
+  int64_t max_local_batch = 0;  // the largest slice of a batch any rank holds
+};
+
 class Stepper {
  public:
-  // The ShardedStep slots a run with prefetch_batches = P needs.
-  static int SlotsFor(int prefetch_batches) { return prefetch_batches + 3; }
   // The batches BeginTrain peeks at, at most: P, and one more on several
   // ranks (its indices travel during the step). The loader's reach.
   static int PeekFor(int prefetch_batches, int ranks) { return prefetch_batches + (ranks > 1 ? 1 : 0); }
 
   // `tables`: the model's (Dlrm::embeddings()), whose steps the Stepper
-  // begins and ends. `sharded` (with SlotsFor(prefetch_batches) slots) and
-  // `comm`: several ranks; nullptr and nullptr (or a comm of one rank): one
-  // process. REQUIRES: tables outlive the Stepper; prefetch_batches >= 0.
-  Stepper(EmbeddingLayer* tables, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
-          int prefetch_batches);
+  // begins and ends; on several ranks (sharding.comm) the Stepper makes
+  // and owns the ShardedStep that exchanges each batch. Errors: those of
+  // ShardedStep::Create. REQUIRES: tables outlive the Stepper;
+  // prefetch_batches >= 0.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Stepper>> Create(EmbeddingLayer* tables, int prefetch_batches,
+                                                                       const StepperSharding& sharding = {});
   Stepper(const Stepper&) = delete;
   Stepper& operator=(const Stepper&) = delete;
   // Several ranks: waits for indices still travelling (a step that failed
@@ -103,9 +112,13 @@ class Stepper {
   [[nodiscard]] absl::Status Drain();
 
   // Several ranks: the tables' owners; nullptr on one process.
-  const ShardedStep* sharded() const { return sharded_.get(); }
+  const distributed::ShardPlan* plan() const { return sharded_ != nullptr ? &sharded_->plan() : nullptr; }
 
  private:
+  Stepper(EmbeddingLayer* tables, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
+          int prefetch_batches);
+  // The ShardedStep slots a run with prefetch_batches = P needs.
+  static int SlotsFor(int prefetch_batches) { return prefetch_batches + 3; }
   bool distributed() const { return comm_ != nullptr && comm_->size() > 1; }
   absl::Status Agree(const absl::Status& s) const { return distributed() ? comm_->AgreeOnStatus(s) : s; }
   int TrainSlot(int64_t step) const { return static_cast<int>(step % (prefetch_batches_ + 2)); }

@@ -30,10 +30,10 @@
 #include "data/preprocess.h"
 #include "distributed/comm.h"
 #include "distributed/shard_plan.h"
-#include "train/sharded_step.h"
 #include "train/checkpoint.h"
 #include "train/report.h"
 #include "train/stepper.h"
+#include "train/trainer_testing.h"
 
 namespace cemb::train {
 namespace {
@@ -88,6 +88,7 @@ struct Trainer::Impl {
 
   TrainConfig config;
   TrainerOptions options;
+  TrainerTesting::WrapSsdIo wrap_ssd_io;  // tests only (TrainerTesting::Create)
   Report report;  // the text, the progress bar, the JSON lines
   data::PreparedData datasets;  // the datasets (and a temporary work directory, removed last)
   std::vector<uint64_t> table_sizes;
@@ -198,9 +199,9 @@ absl::Status Trainer::Impl::BuildModel() {
                                                              &dram_split, distributed() ? &held : nullptr));
   mo.num_dense = datasets.train->num_dense();
   mo.embeddings.progress = [this](std::string_view line) { report.Print("%s\n", line); };  // ssd snapshots
-  if (options.wrap_ssd_io) {
+  if (wrap_ssd_io) {
     for (size_t i = 0; i < mo.embeddings.tables.size(); ++i) {
-      mo.embeddings.tables[i].storage.ssd.file.wrap_io = [wrap = options.wrap_ssd_io, t = held[i]](
+      mo.embeddings.tables[i].storage.ssd.file.wrap_io = [wrap = wrap_ssd_io, t = held[i]](
                                                              std::unique_ptr<BlockIo> io) { return wrap(t, std::move(io)); };
     }
   }
@@ -222,12 +223,6 @@ absl::Status Trainer::Impl::BuildModel() {
   mo.batch_size = sizes.back();
   sizes.pop_back();
   mo.extra_batch_sizes = sizes;
-  std::unique_ptr<ShardedStep> sharded;
-  if (distributed()) {
-    CEMB_ASSIGN_OR_RETURN(sharded, ShardedStep::Create(*options.comm, *plan, mo.embeddings.dim, mo.batch_size,
-                                                       Stepper::SlotsFor(t.prefetch_batches)));
-    mo.peers = sharded.get();
-  }
   if (mo.mlp_precision == dlrm::Precision::kAuto) {
     // A resumed run keeps the precision its checkpoint ran in; a fresh one
     // measures (where oneDNN has a bf16 matmul).
@@ -247,8 +242,11 @@ absl::Status Trainer::Impl::BuildModel() {
     }
     report.Print("model: every parameter from %s\n", config.model.init_from);
   }
-  steps = std::make_unique<Stepper>(&model->embeddings(), std::move(sharded), distributed() ? options.comm : nullptr,
-                                    t.prefetch_batches);
+  CEMB_ASSIGN_OR_RETURN(steps, Stepper::Create(&model->embeddings(), t.prefetch_batches,
+                                               {.comm = distributed() ? options.comm : nullptr,
+                                                .plan = plan ? &*plan : nullptr,
+                                                .dim = mo.embeddings.dim,
+                                                .max_local_batch = mo.batch_size}));
   probabilities.resize(static_cast<size_t>(t.batch_size));
   return absl::OkStatus();
 }
@@ -442,7 +440,7 @@ absl::Status Trainer::Impl::WriteCheckpointNow(double* seconds, std::string* pat
   s.state["interval_loss_sum"] = ExactDouble(interval_loss_sum);
   s.state["interval_steps"] = absl::StrCat(interval_steps);
   s.state["ranks"] = absl::StrCat(ranks());
-  if (distributed()) s.state["table_owners"] = absl::StrJoin(steps->sharded()->plan().owners(), ",");
+  if (distributed()) s.state["table_owners"] = absl::StrJoin(steps->plan()->owners(), ",");
   CEMB_ASSIGN_OR_RETURN(
       *path, WriteCheckpointOnRanks(
                  config.train.checkpoint_dir, s, options.comm,
@@ -477,9 +475,22 @@ int64_t Trainer::total_steps() const { return impl_->total_steps; }
 int64_t Trainer::step() const { return impl_->step; }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainConfig& config, const TrainerOptions& options) {
-  auto impl = std::make_unique<Impl>(config, options);
-  const TrainSettings& t = config.train;
+  return Create(std::make_unique<Impl>(config, options));
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> TrainerTesting::Create(const TrainConfig& config,
+                                                                const TrainerOptions& options,
+                                                                WrapSsdIo wrap_ssd_io) {
+  auto impl = std::make_unique<Trainer::Impl>(config, options);
+  impl->wrap_ssd_io = std::move(wrap_ssd_io);
+  return Trainer::Create(std::move(impl));
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(std::unique_ptr<Impl> impl) {
   Impl& m = *impl;
+  const TrainConfig& config = m.config;
+  const TrainerOptions& options = m.options;
+  const TrainSettings& t = config.train;
 
   absl::Status fresh;
   if (!options.resume && !t.checkpoint_dir.empty()) {

@@ -57,7 +57,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,7 +64,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "dlrm/model.h"
-#include "ssd/block_io.h"
 #include "tables/embedding_layer.h"
 #include "train/config.h"
 #include "train/metrics.h"
@@ -81,10 +79,6 @@ struct TrainerOptions {
   bool resume = false;
   FILE* out = stdout;  // the report; nullptr: quiet
   FILE* progress_stream = stderr;  // the progress bar (drawn only when a terminal)
-  // Tests (not a config key): wraps the I/O backend of ssd table `table`
-  // (emb<table>), e.g. in a FaultInjectingBlockIo (ssd/block_io.h), so that
-  // an I/O error during training is tested without breaking a disk.
-  std::function<std::unique_ptr<BlockIo>(int table, std::unique_ptr<BlockIo>)> wrap_ssd_io;
   // Training on several processes (docs/distributed.md): every
   // rank of `comm` makes a Trainer with the same config and calls the same
   // methods. nullptr, or a communicator of one rank: one process, no MPI.
@@ -98,6 +92,7 @@ class Trainer {
   // Prepares the data (may take a while: generation, preprocessing), builds
   // the model and the loaders, and with options.resume loads the checkpoint.
   // Errors name the config key, file or checkpoint file at fault.
+  // (Tests plant I/O faults through train/trainer_testing.h.)
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainConfig& config,
                                                                       const TrainerOptions& options);
   ~Trainer();
@@ -117,8 +112,10 @@ class Trainer {
   int64_t step() const;  // steps done
 
  private:
+  friend class TrainerTesting;
   struct Impl;
   explicit Trainer(std::unique_ptr<Impl> impl);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Trainer>> Create(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -27,6 +27,7 @@
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/trainer.h"
+#include "train/trainer_testing.h"
 
 namespace cemb::train {
 namespace {
@@ -66,10 +67,11 @@ class DistributedTrainingTest : public ::testing::Test {
   // Trains on every rank (comm) or on this process alone (nullptr).
   // `options.out`: the report (rank 0 prints it); nullptr by default.
   static absl::StatusOr<TrainSummary> Train(const TrainConfig& config, const distributed::Comm* comm, bool resume = false,
-                                            TrainerOptions options = {.out = nullptr}) {
+                                            TrainerOptions options = {.out = nullptr},
+                                            TrainerTesting::WrapSsdIo wrap_ssd_io = nullptr) {
     options.resume = resume;
     options.comm = comm;
-    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(config, options);
+    absl::StatusOr<std::unique_ptr<Trainer>> t = TrainerTesting::Create(config, options, std::move(wrap_ssd_io));
     if (!t.ok()) return t.status();
     return (*t)->Run();
   }
@@ -268,12 +270,11 @@ TEST_F(DistributedTrainingTest, AFailingRankStopsEveryRankWithItsMessageAndLeave
                                            "model.table_storage.3.kind=ssd", "model.dram_budget=64MiB",
                                            absl::StrCat("train.checkpoint_dir=", ck)});
   ASSERT_TRUE(c.ok()) << c.status();
-  TrainerOptions o{.out = nullptr};
-  o.wrap_ssd_io = [](int table, std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
+  auto fail_emb3 = [](int table, std::unique_ptr<BlockIo> io) -> std::unique_ptr<BlockIo> {
     if (table != 3) return io;
     return std::make_unique<FaultInjectingBlockIo>(std::move(io), std::vector<IoFault>{{.op = IoOp::kWrite, .nth = 1}});
   };
-  absl::StatusOr<TrainSummary> s = Train(*c, &comm_, /*resume=*/false, o);
+  absl::StatusOr<TrainSummary> s = Train(*c, &comm_, /*resume=*/false, {.out = nullptr}, fail_emb3);
   ASSERT_FALSE(s.ok());
   // The plan (bytes, then lookups) puts table 3 on rank 1.
   EXPECT_THAT(std::string(s.status().message()), StartsWith("rank 1: "));

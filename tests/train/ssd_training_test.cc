@@ -27,6 +27,7 @@
 #include "tests/ssd/test_util.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "train/trainer_testing.h"
 
 namespace cemb::train {
 namespace {
@@ -83,14 +84,14 @@ train:
            (SsdFixedDramBytes(kRows, 64, SsdOptions{}, /*evicts=*/true) + pinned * (64 + kSsdSlotMetadataBytes));
   }
 
-  using WrapIo = std::function<std::unique_ptr<BlockIo>(int, std::unique_ptr<BlockIo>)>;
+  using WrapIo = TrainerTesting::WrapSsdIo;
 
   absl::StatusOr<TrainSummary> Train(std::vector<std::string> overrides, bool resume = false, FILE* out = nullptr,
                                      WrapIo wrap_ssd_io = nullptr) {
     absl::StatusOr<TrainConfig> c = TrainConfig::Parse(Yaml(), "ssd.yaml", overrides);
     if (!c.ok()) return c.status();
     absl::StatusOr<std::unique_ptr<Trainer>> t =
-        Trainer::Create(*c, {.resume = resume, .out = out, .wrap_ssd_io = std::move(wrap_ssd_io)});
+        TrainerTesting::Create(*c, {.resume = resume, .out = out}, std::move(wrap_ssd_io));
     if (!t.ok()) return t.status();
     return (*t)->Run();
   }

@@ -134,7 +134,9 @@ TEST_P(StepperTest, EveryBatchIsPrefetchedOnceWithItsOwnRowsBeforeItsStep) {
   RecordingLayer tables;
   constexpr int64_t kSteps = 7;
   {
-    Stepper steps(&tables, nullptr, nullptr, p);
+    absl::StatusOr<std::unique_ptr<Stepper>> made = Stepper::Create(&tables, p);
+    ASSERT_TRUE(made.ok()) << made.status();
+    Stepper& steps = **made;
     for (int64_t k = 0; k < kSteps; ++k) {
       absl::StatusOr<const StepBatch*> b = steps.BeginTrain(**loader, k, kSteps, nullptr);
       ASSERT_TRUE(b.ok()) << b.status();
