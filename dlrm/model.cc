@@ -176,7 +176,7 @@ struct Dlrm::Impl {
       // Every process takes part, whatever its local status: the tables'
       // owners pool for all of them, and the rows travel while the bottom
       // MLP runs.
-      CEMB_RETURN_IF_ERROR(peers->StartPooledRows(local, *embeddings, EmbOut(n), times));
+      CEMB_RETURN_IF_ERROR(peers->StartPooledRows(local, *embeddings, b.checked, EmbOut(n), times));
       watch.Skip();
     }
     if (local.ok()) {
@@ -192,7 +192,8 @@ struct Dlrm::Impl {
       watch.Skip();
     } else {
       CEMB_RETURN_IF_ERROR(local);
-      CEMB_RETURN_IF_ERROR(embeddings->Lookup(b.bags, EmbOut(n)));
+      CEMB_RETURN_IF_ERROR(b.checked != nullptr ? embeddings->Lookup(*b.checked, EmbOut(n))
+                                                : embeddings->Lookup(b.bags, EmbOut(n)));
       watch.Lap(PhaseSeconds(times, Phase::kEmbeddingLookup));
     }
     CEMB_RETURN_IF_ERROR(interaction->Forward({bottom_out.data(), n, dim, dim}, EmbOut(n),
@@ -387,7 +388,8 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
     watch.Lap(PhaseSeconds(times, Phase::kBottomBackward));
     m.DenseStep(lr);
     watch.Lap(PhaseSeconds(times, Phase::kMlpUpdate));
-    CEMB_RETURN_IF_ERROR(m.embeddings->Update(batch.bags, m.EmbGrad(n), lr));
+    CEMB_RETURN_IF_ERROR(batch.checked != nullptr ? m.embeddings->Update(*batch.checked, m.EmbGrad(n), lr)
+                                                  : m.embeddings->Update(batch.bags, m.EmbGrad(n), lr));
     watch.Lap(PhaseSeconds(times, Phase::kEmbeddingUpdate));
     return loss;
   }
@@ -410,7 +412,7 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
     m.DenseStep(lr);
     watch.Lap(PhaseSeconds(times, Phase::kMlpUpdate));
   }
-  CEMB_RETURN_IF_ERROR(peers->FinishGradients(local, *m.embeddings, lr, times));
+  CEMB_RETURN_IF_ERROR(peers->FinishGradients(local, *m.embeddings, batch.checked, lr, times));
   watch.Skip();
   return loss;
 }

@@ -142,6 +142,11 @@ struct BatchView {
   // owners pool and update the rows of `bags` (this process's slice, after
   // their exchange). nullptr: one process, this model's tables.
   StepPeers* peers = nullptr;
+  // The bags this process's layer looks up and updates, as it checked them
+  // for the step (StepCycle::Begin: one process, `bags`; several, the owned
+  // bags of the batch's slot). nullptr: the step checks `bags` itself (one
+  // process; every plan made anew).
+  const CheckedBatch* checked = nullptr;
 };
 
 // The parts of a step that cross processes when a DLRM trains on several
@@ -161,10 +166,12 @@ class StepPeers {
   // The samples of the global batch this process's batch is a slice of.
   virtual int64_t global_batch() const = 0;
   // Sends the pooled rows of every process's bags of `layer`'s tables (it
-  // pools them for all processes) to the processes; they land in emb
-  // [n x T*dim], this process's bags of every table, by FinishPooledRows.
+  // pools them for all processes: `owned`, as the layer checked them for
+  // the step, or when null the owned bags checked now) to the processes;
+  // they land in emb [n x T*dim], this process's bags of every table, by
+  // FinishPooledRows.
   [[nodiscard]] virtual absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer,
-                                                     MatrixView emb, PhaseTimes* times) = 0;
+                                                     const CheckedBatch* owned, MatrixView emb, PhaseTimes* times) = 0;
   // `local`: this process's work since StartPooledRows (the bottom MLP).
   [[nodiscard]] virtual absl::Status FinishPooledRows(const absl::Status& local, PhaseTimes* times) = 0;
   // Between a Start and its Finish: lets the exchange in flight move (MPI
@@ -175,9 +182,10 @@ class StepPeers {
   // data = its sum over every process, in place.
   [[nodiscard]] virtual absl::Status SumGradients(std::span<float> data, PhaseTimes* times) = 0;
   [[nodiscard]] virtual absl::Status SumLoss(double* loss, PhaseTimes* times) = 0;
-  // `layer` applies the gradients of its tables (unless some `local` failed).
-  [[nodiscard]] virtual absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
-                                                     PhaseTimes* times) = 0;
+  // `layer` applies the gradients of its tables to `owned`'s rows (as in
+  // StartPooledRows), unless some `local` failed.
+  [[nodiscard]] virtual absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer,
+                                                     const CheckedBatch* owned, float lr, PhaseTimes* times) = 0;
 };
 
 class DlrmForward;

@@ -1,6 +1,8 @@
 #include "embedding/ensemble.h"
 
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/parallel.h"
@@ -21,12 +23,6 @@ absl::Status Ensemble::CheckCount(size_t n, const char* what) const {
   return absl::OkStatus();
 }
 
-absl::Status Ensemble::CheckPrepared(const Prepared& prepared) const {
-  if (!prepared.checked.empty()) CEMB_RETURN_IF_ERROR(CheckCount(prepared.checked.size(), "checked flags"));
-  if (!prepared.plans.empty()) CEMB_RETURN_IF_ERROR(CheckCount(prepared.plans.size(), "plans made ahead"));
-  return absl::OkStatus();
-}
-
 void Ensemble::MakeItems(std::span<const int64_t> sizes) {
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
@@ -38,60 +34,104 @@ void Ensemble::MakeItems(std::span<const int64_t> sizes) {
   }
 }
 
+namespace {
+
 template <typename Index>
-absl::Status Ensemble::pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
-                                     const LookupOptions& options, const Prepared& prepared) {
+const Bags<Index>& BagsOf(const Bags<Index>& b) {
+  return b;
+}
+template <typename Index>
+const Bags<Index>& BagsOf(const CheckedBags<Index>& b) {
+  return b.bags();
+}
+template <typename B>
+using IndexOf = std::remove_cvref_t<decltype(BagsOf(std::declval<const B&>()).indices[0])>;
+
+}  // namespace
+
+template <typename Index>
+absl::Status Ensemble::CheckBagsOf(size_t t, const Bags<Index>& bags) const {
+  return validate_bags(tables_[t]->name(), tables_[t]->nvectors(), bags);
+}
+
+template <typename Index>
+absl::Status Ensemble::CheckBagsOf(size_t t, const CheckedBags<Index>& bags) const {
+  if (bags.nvectors() == tables_[t]->nvectors()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("table ", tables_[t]->name(), ": bags checked against ",
+                                                 bags.nvectors(), " rows, where the table has ",
+                                                 tables_[t]->nvectors()));
+}
+
+template <typename B>
+absl::Status Ensemble::PooledLookup(std::span<const B> bags, std::span<const MatrixView> out,
+                                    const LookupOptions& options) {
   if (absl::Status s = CheckCount(bags.size(), "bag sets"); !s.ok()) return s;
   if (absl::Status s = CheckCount(out.size(), "outputs"); !s.ok()) return s;
-  if (absl::Status s = CheckPrepared(prepared); !s.ok()) return s;
   sizes_.resize(tables_.size());
   for (size_t t = 0; t < tables_.size(); ++t) {
-    const bool checked = !prepared.checked.empty() && prepared.checked[t] != 0;
-    if (absl::Status s = checked ? tables_[t]->validate_output(bags[t].nbags(), out[t])
-                                 : tables_[t]->validate(bags[t], out[t]);
-        !s.ok()) {
-      return s;
-    }
-    sizes_[t] = bags[t].nbags();
+    if (absl::Status s = CheckBagsOf(t, bags[t]); !s.ok()) return s;
+    sizes_[t] = BagsOf(bags[t]).nbags();
+    if (absl::Status s = tables_[t]->validate_output(sizes_[t], out[t]); !s.ok()) return s;
   }
   MakeItems(sizes_);
   parallel_for(static_cast<int64_t>(items_.size()), options_.threads, [&](int64_t i) {
     const Item& item = items_[i];
-    tables_[item.table]->pooled(bags[item.table], out[item.table], options, item.begin, item.end);
+    tables_[item.table]->pooled(BagsOf(bags[item.table]), out[item.table], options, item.begin, item.end);
   });
   return absl::OkStatus();
 }
 
-template <typename Index>
-absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling pooling, const Prepared& prepared) {
+template <typename B>
+absl::Status Ensemble::Reindex(std::span<const B> bags, Pooling pooling, std::span<UpdatePlan* const> ready) {
+  using Index = IndexOf<B>;
   if (absl::Status s = CheckCount(bags.size(), "bag sets"); !s.ok()) return s;
-  if (absl::Status s = CheckPrepared(prepared); !s.ok()) return s;
-  const std::span<UpdatePlan* const> ready = prepared.plans;
+  if (!ready.empty()) CEMB_RETURN_IF_ERROR(CheckCount(ready.size(), "plans made ahead"));
   auto made_ahead = [&](size_t t) { return !ready.empty() && ready[t] != nullptr; };
-  auto checked = [&](size_t t) { return !prepared.checked.empty() && prepared.checked[t] != 0; };
   for (size_t t = 0; t < tables_.size(); ++t) {
+    if (absl::Status s = CheckBagsOf(t, bags[t]); !s.ok()) return s;
     if (made_ahead(t)) {
+      const Bags<Index>& b = BagsOf(bags[t]);
       const UpdatePlan& p = *ready[t];
-      const int64_t outputs = bags[t].offsets.empty() ? static_cast<int64_t>(bags[t].indices.size()) : bags[t].nbags();
+      const int64_t outputs = b.offsets.empty() ? static_cast<int64_t>(b.indices.size()) : b.nbags();
       if (p.nvectors() != tables_[t]->nvectors() || p.noutputs() != outputs ||
-          p.noccurrences() != static_cast<int64_t>(bags[t].indices.size())) {
+          p.noccurrences() != static_cast<int64_t>(b.indices.size())) {
         return absl::InvalidArgumentError(absl::StrCat("table ", tables_[t]->name(), ": a plan made ahead for ",
                                                        p.noutputs(), " bags of ", p.noccurrences(),
                                                        " indices, not this batch's"));
       }
-    } else if (!checked(t)) {
-      if (absl::Status s = validate_bags(tables_[t]->name(), tables_[t]->nvectors(), bags[t]); !s.ok()) return s;
     }
   }
   parallel_for(ntables(), options_.threads, [&](int64_t t) {
     if (made_ahead(static_cast<size_t>(t))) {
       std::swap(plans_[t], *ready[t]);
     } else {
-      plans_[t].BuildUnchecked<Index>(tables_[t]->nvectors(), bags[t].offsets, bags[t].indices, bags[t].weights,
-                                      pooling);
+      const Bags<Index>& b = BagsOf(bags[t]);
+      plans_[t].BuildUnchecked<Index>(tables_[t]->nvectors(), b.offsets, b.indices, b.weights, pooling);
     }
   });
   return absl::OkStatus();
+}
+
+template <typename Index>
+absl::Status Ensemble::pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
+                                     const LookupOptions& options) {
+  return PooledLookup(bags, out, options);
+}
+
+template <typename Index>
+absl::Status Ensemble::pooled_lookup(std::span<const CheckedBags<Index>> bags, std::span<const MatrixView> out,
+                                     const LookupOptions& options) {
+  return PooledLookup(bags, out, options);
+}
+
+template <typename Index>
+absl::Status Ensemble::reindex(std::span<const Bags<Index>> bags, Pooling pooling) {
+  return Reindex(bags, pooling, {});
+}
+
+template <typename Index>
+absl::Status Ensemble::reindex(std::span<const CheckedBags<Index>> bags, Pooling pooling, const Prepared& prepared) {
+  return Reindex(bags, pooling, prepared.plans);
 }
 
 absl::Status Ensemble::Update(std::span<const ConstMatrixView> grads, UpdateRule rule,
@@ -131,10 +171,16 @@ absl::Status Ensemble::rowwise_adagrad_update(std::span<const ConstMatrixView> g
 }
 
 template absl::Status Ensemble::pooled_lookup(std::span<const Bags<int32_t>>, std::span<const MatrixView>,
-                                              const LookupOptions&, const Prepared&);
+                                              const LookupOptions&);
 template absl::Status Ensemble::pooled_lookup(std::span<const Bags<int64_t>>, std::span<const MatrixView>,
-                                              const LookupOptions&, const Prepared&);
-template absl::Status Ensemble::reindex(std::span<const Bags<int32_t>>, Pooling, const Prepared&);
-template absl::Status Ensemble::reindex(std::span<const Bags<int64_t>>, Pooling, const Prepared&);
+                                              const LookupOptions&);
+template absl::Status Ensemble::pooled_lookup(std::span<const CheckedBags<int32_t>>, std::span<const MatrixView>,
+                                              const LookupOptions&);
+template absl::Status Ensemble::pooled_lookup(std::span<const CheckedBags<int64_t>>, std::span<const MatrixView>,
+                                              const LookupOptions&);
+template absl::Status Ensemble::reindex(std::span<const Bags<int32_t>>, Pooling);
+template absl::Status Ensemble::reindex(std::span<const Bags<int64_t>>, Pooling);
+template absl::Status Ensemble::reindex(std::span<const CheckedBags<int32_t>>, Pooling, const Prepared&);
+template absl::Status Ensemble::reindex(std::span<const CheckedBags<int64_t>>, Pooling, const Prepared&);
 
 }  // namespace cemb

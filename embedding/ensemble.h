@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "embedding/kernels.h"
+#include "embedding/validate.h"
 #include "base/parallel.h"
 
 namespace cemb {
@@ -39,7 +40,7 @@ namespace cemb {
 class TableOps {
  public:
   virtual ~TableOps() = default;
-  virtual std::string name() const = 0;
+  virtual const std::string& name() const = 0;
   virtual int64_t nvectors() const = 0;
   virtual int64_t featuresize() const = 0;
   virtual std::string description() const = 0;
@@ -65,7 +66,7 @@ class BoundTableOps final : public TableOps {
   explicit BoundTableOps(TableKernels<Table> kernels) : k_(std::move(kernels)) {}
   const TableKernels<Table>& kernels() const { return k_; }
 
-  std::string name() const override { return k_.table().name(); }
+  const std::string& name() const override { return k_.table().name(); }
   int64_t nvectors() const override { return k_.table().nvectors(); }
   int64_t featuresize() const override { return k_.table().featuresize(); }
   std::string description() const override { return k_.description(); }
@@ -110,13 +111,10 @@ struct EnsembleOptions {
   KernelOptions kernels;
 };
 
-// What a caller did already for some tables of a batch (a table set whose
-// prefetch, ahead of the step, checked the bags and made the plans), so that
-// the ensemble does not do it again. Spans of one entry per table, or empty.
+// Update plans a caller made ahead for some tables of a batch (a table set
+// whose prefetch made them, ahead of the step), so that the ensemble does
+// not make them again. One entry per table, or empty.
 struct Prepared {
-  // checked[t] != 0: validate_bags passed on these very bags[t] (only the
-  // output or gradient's shape is checked then).
-  std::span<const char> checked;
   // plans[t] != nullptr: table t's update plan, made from these bags[t].
   std::span<UpdatePlan* const> plans;
 };
@@ -141,7 +139,8 @@ class Ensemble {
   int threads() const { return options_.threads > 0 ? options_.threads : DefaultThreads(); }
 
   // out[t] = pooled_lookup of table t over bags[t]. Validates every table
-  // first; on an error nothing is written.
+  // first (CheckedBags: only that they were checked against this table's
+  // rows, and the outputs' shapes); on an error nothing is written.
   // Performance: threads work on different tables at once, so when the
   // out[t] are column slices of one row-major matrix, give that matrix
   // 64-byte aligned rows (and slices of whole cache lines, e.g. D = 16 fp32):
@@ -150,17 +149,21 @@ class Ensemble {
   // 4x as long: bench/history/training-step.md, "false sharing").
   template <typename Index>
   [[nodiscard]] absl::Status pooled_lookup(std::span<const Bags<Index>> bags, std::span<const MatrixView> out,
-                                           const LookupOptions& options = {}, const Prepared& prepared = {});
+                                           const LookupOptions& options = {});
+  template <typename Index>
+  [[nodiscard]] absl::Status pooled_lookup(std::span<const CheckedBags<Index>> bags, std::span<const MatrixView> out,
+                                           const LookupOptions& options = {});
 
   // Builds each table's update plan from the bags of its last lookup
-  // (tables in parallel). Validates first.
+  // (tables in parallel). Validates first (CheckedBags: as pooled_lookup).
   // With `prepared`, the tables whose plan was made ahead (prepared.plans[t]
   // non-null, built from these very bags[t] and pooling) take it by a swap
-  // (it gets the old plan's buffers back, to build the next one in): neither
-  // checked nor built again; InvalidArgument when its shape is not that of
-  // bags[t].
+  // (it gets the old plan's buffers back, to build the next one in): not
+  // built again; InvalidArgument when its shape is not that of bags[t].
   template <typename Index>
-  [[nodiscard]] absl::Status reindex(std::span<const Bags<Index>> bags, Pooling pooling,
+  [[nodiscard]] absl::Status reindex(std::span<const Bags<Index>> bags, Pooling pooling);
+  template <typename Index>
+  [[nodiscard]] absl::Status reindex(std::span<const CheckedBags<Index>> bags, Pooling pooling,
                                      const Prepared& prepared = {});
 
   // Applies grads[t] (one row per bag of table t) through the plans of the
@@ -178,7 +181,17 @@ class Ensemble {
     int64_t begin, end;
   };
   absl::Status CheckCount(size_t n, const char* what) const;
-  absl::Status CheckPrepared(const Prepared& prepared) const;
+  // Table t's bags: validate_bags (Bags), or that they were checked against
+  // its rows (CheckedBags).
+  template <typename Index>
+  absl::Status CheckBagsOf(size_t t, const Bags<Index>& bags) const;
+  template <typename Index>
+  absl::Status CheckBagsOf(size_t t, const CheckedBags<Index>& bags) const;
+  // pooled_lookup and reindex over either kind, once checked.
+  template <typename B>
+  absl::Status PooledLookup(std::span<const B> bags, std::span<const MatrixView> out, const LookupOptions& options);
+  template <typename B>
+  absl::Status Reindex(std::span<const B> bags, Pooling pooling, std::span<UpdatePlan* const> ready);
   // Cuts each table's [0, sizes[t]) into chunks, into items_.
   void MakeItems(std::span<const int64_t> sizes);
   absl::Status Update(std::span<const ConstMatrixView> grads, UpdateRule rule,

@@ -39,6 +39,7 @@ struct Collection::Batch {
   std::vector<std::vector<std::vector<int32_t>>> offsets, indices;  // [group][table]
   std::vector<std::vector<std::vector<float>>> weights;             // [group][table]; empty: unweighted
   std::vector<std::vector<Bags<int32_t>>> bags;                     // [group][table]
+  std::vector<CheckedBatch> checked;                                // [group]: bags as its layer checked them (Begin)
 
   bool SameAs(const Batch& o) const {
     return size == o.size && offsets == o.offsets && indices == o.indices && weights == o.weights;
@@ -127,11 +128,9 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(const CollectionO
       g->dim = t.dim;
       g->features = static_cast<int>(t.features.size());
       c->groups_.push_back(std::move(g));
-      // Convert checks every batch's bags, naming the user's table and
-      // feature: the layer checks none again.
       layer_options.push_back({.dim = t.dim, .bf16_rows = t.bf16, .pooling = t.pooling,
                                .optimizer = options.optimizer, .adagrad_eps = options.adagrad_eps,
-                               .threads = options.threads, .seed = options.seed, .bags_checked = true});
+                               .threads = options.threads, .seed = options.seed});
     }
     Group& g = *c->groups_[it->second];
     c->where_[i] = {it->second, static_cast<int>(g.tables.size())};
@@ -214,6 +213,7 @@ absl::StatusOr<std::unique_ptr<Collection::Batch>> Collection::Convert(const Fea
     b->indices.resize(groups_.size());
     b->weights.resize(groups_.size());
     b->bags.resize(groups_.size());
+    b->checked.resize(groups_.size());
     for (size_t g = 0; g < groups_.size(); ++g) {
       b->offsets[g].resize(groups_[g]->tables.size());
       b->indices[g].resize(groups_[g]->tables.size());
@@ -346,7 +346,7 @@ absl::Status Collection::Begin(Batch& batch) {
     for (size_t i = 0; i < ahead_.size() && i < static_cast<size_t>(options_.prefetch_batches); ++i) {
       group.ahead.push_back(ahead_[i]->bags[g]);
     }
-    CEMB_RETURN_IF_ERROR(group.cycle->Begin(batch.id, batch.bags[g], group.ahead));
+    CEMB_ASSIGN_OR_RETURN(batch.checked[g], group.cycle->Begin(batch.id, batch.bags[g], group.ahead));
   }
   return absl::OkStatus();
 }
@@ -404,11 +404,11 @@ absl::StatusOr<int64_t> Collection::Forward(const FeatureArrays& features, Matri
     Group& group = *groups_[g];
     const int64_t cols = static_cast<int64_t>(group.tables.size()) * group.dim;
     if (group.in_place) {
-      status = group.layer->Lookup(b->bags[g], out.slice(table_col_[group.tables[0]], cols));
+      status = group.layer->Lookup(b->checked[g], out.slice(table_col_[group.tables[0]], cols));
       continue;
     }
     const MatrixView scratch = Scratch(group, batch);
-    status = group.layer->Lookup(b->bags[g], scratch);
+    status = group.layer->Lookup(b->checked[g], scratch);
     if (status.ok()) {
       ForEachBlock(group, batch, [&](int64_t s, int64_t col, float* block) {
         std::memcpy(out.row(s) + col, block, sizeof(float) * group.dim);
@@ -469,14 +469,14 @@ absl::Status Collection::Backward(int64_t step, ConstMatrixView grad, float lr) 
     const int64_t cols = static_cast<int64_t>(group.tables.size()) * group.dim;
     if (group.in_place) {
       const ConstMatrixView block(grad.data + table_col_[group.tables[0]], batch, cols, grad.ld);
-      status = group.layer->Update(b.bags[g], block, lr);
+      status = group.layer->Update(b.checked[g], block, lr);
       continue;
     }
     const MatrixView scratch = Scratch(group, batch);
     ForEachBlock(group, batch, [&](int64_t s, int64_t col, float* block) {
       std::memcpy(block, grad.row(s) + col, sizeof(float) * group.dim);
     });
-    status = group.layer->Update(b.bags[g], ConstMatrixView(scratch), lr);
+    status = group.layer->Update(b.checked[g], ConstMatrixView(scratch), lr);
   }
   if (!status.ok()) {
     Abandon(std::move(owned));

@@ -41,9 +41,9 @@
 // they held, and the next Forward takes the next batch.
 //
 // Errors are Status: a malformed batch names the table, its feature, the
-// bag and the position (a batch is checked once, as it is converted: the
-// layers check none of its bags again); an ssd table's I/O error names the
-// file.
+// bag and the position (as a batch is converted; its layers then check the
+// converted bags into their CheckedBatch, docs/architecture.md); an ssd
+// table's I/O error names the file.
 // Thread safety: one caller at a time (the module holds a mutex).
 //
 //   CEMB_ASSIGN_OR_RETURN(auto c, Collection::Create({.tables = {{.name = "t0", .rows = 1000, .dim = 16,

@@ -43,8 +43,10 @@ class LayerPart {
     const int64_t id = next_id_++;
     absl::Status status;
     for (int t = 0; t < static_cast<int>(ids_.size()) && status.ok(); ++t) status = layer_.Prefetch(id, t, s.bags[t]);
+    absl::StatusOr<CheckedBatch> batch = status.ok() ? layer_.CheckStep(id, s.bags) : status;
+    status = batch.status();
     if (status.ok()) status = layer_.BeginStep(id).status();
-    if (status.ok()) status = layer_.Lookup(s.bags, {s.stepped.data(), out.rows, width, width});
+    if (status.ok()) status = layer_.Lookup(*batch, {s.stepped.data(), out.rows, width, width});
     // Unpins whatever was pinned, even after a failure.
     absl::Status end = layer_.EndStep(id).status();
     CEMB_RETURN_IF_ERROR(status);

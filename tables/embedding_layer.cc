@@ -104,20 +104,18 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     return std::visit([](const auto& table) { return table.nvectors(); }, *tables_[t]);
   }
 
-  // Each batch's bags are checked once: by the caller (bags_checked), else
-  // an ssd table's by its Prefetch, the others' by Lookup; Update checks
-  // only bags other than the ones checked (the same spans are taken as
-  // checked: REQUIRES, unchanged in between).
-  absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) override {
-    const bool sized = bags.size() == static_cast<size_t>(num_tables());  // else the ensemble refuses the count
-    for (int t = 0; t < num_tables(); ++t) {
-      outs_[t] = out.slice(t * options_.dim, options_.dim);
-      checked_[t] = sized && (options_.bags_checked || PlanMadeAhead(t, bags[t]) != nullptr);
-    }
-    CEMB_RETURN_IF_ERROR(
-        ensemble_.pooled_lookup<int32_t>(bags, outs_, {.pooling = options_.pooling}, {.checked = checked_}));
-    looked_up_.assign(bags.begin(), bags.end());
-    return absl::OkStatus();
+  absl::StatusOr<CheckedBatch> Check(std::span<const Bags<int32_t>> bags) const override {
+    return CheckTables(bags, nullptr, CheckedBatch::kNoBatch);
+  }
+
+  absl::StatusOr<CheckedBatch> CheckStep(int64_t batch_id, std::span<const Bags<int32_t>> bags) override {
+    return CheckTables(bags, FindPlanned(batch_id), batch_id);
+  }
+
+  using EmbeddingLayer::Lookup;
+  absl::Status Lookup(const CheckedBatch& batch, ::cemb::MatrixView out) override {
+    for (int t = 0; t < num_tables(); ++t) outs_[t] = out.slice(t * options_.dim, options_.dim);
+    return ensemble_.pooled_lookup<int32_t>(batch.tables(), outs_, {.pooling = options_.pooling});
   }
 
   using EmbeddingLayer::LookupShared;
@@ -139,18 +137,14 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     return absl::OkStatus();
   }
 
-  absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) override {
-    // The ssd tables' plans were made by Prefetch; the others' are made here.
-    const bool sized = bags.size() == static_cast<size_t>(num_tables());  // else the ensemble refuses the count
-    for (int t = 0; t < num_tables(); ++t) {
-      ready_[t] = sized ? PlanMadeAhead(t, bags[t]) : nullptr;
-      checked_[t] = options_.bags_checked || ready_[t] != nullptr ||
-                    (sized && t < static_cast<int>(looked_up_.size()) && SameBags(looked_up_[t], bags[t]));
-    }
-    if (current_plans_ != nullptr) std::fill(current_plans_->built.begin(), current_plans_->built.end(), 0);
-    looked_up_.clear();
-    CEMB_RETURN_IF_ERROR(
-        ensemble_.reindex<int32_t>(bags, options_.pooling, {.checked = checked_, .plans = ready_}));
+  using EmbeddingLayer::Update;
+  absl::Status Update(const CheckedBatch& batch, ::cemb::ConstMatrixView grad, float lr) override {
+    // The plans the batch's prefetch made (ssd tables), found by its id;
+    // the others' are made here. The ensemble swaps them out: made once.
+    Planned* planned = batch.id() != CheckedBatch::kNoBatch ? FindPlanned(batch.id()) : nullptr;
+    for (int t = 0; t < num_tables(); ++t) ready_[t] = planned && planned->built[t] ? &planned->plans[t] : nullptr;
+    if (planned != nullptr) std::fill(planned->built.begin(), planned->built.end(), 0);
+    CEMB_RETURN_IF_ERROR(ensemble_.reindex<int32_t>(batch.tables(), options_.pooling, {.plans = ready_}));
     for (int t = 0; t < num_tables(); ++t) grads_[t] = grad.slice(t * options_.dim, options_.dim);
     const UpdateOptions update{.learning_rate = lr, .store = options_.update_store, .eps = options_.adagrad_eps};
     switch (options_.optimizer) {
@@ -166,15 +160,15 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   absl::Status Prefetch(int64_t batch_id, int t, const Bags<int32_t>& bags) override {
     auto* s = std::get_if<SsdTable<T, D>>(tables_[t].get());
     if (s == nullptr) return absl::OkStatus();
-    // The lookup's own check and message (table, bag, index), before any
-    // row is pinned, unless the caller checked the bags; then the batch's
-    // update plan, whose distinct rows are the ones to pin (Update uses the
-    // plan, neither checked nor made again).
-    if (!options_.bags_checked) CEMB_RETURN_IF_ERROR(validate_bags(s->name(), s->nvectors(), bags));
+    // The batch's check of this table (Check's message: table, bag, index),
+    // before any row is pinned; then its update plan, whose distinct rows
+    // are the ones to pin (CheckStep takes the checked bags and Update the
+    // plan by the batch's id: neither checked nor made again).
+    CEMB_ASSIGN_OR_RETURN(CheckedBags<int32_t> checked, CheckBags(s->name(), s->nvectors(), bags));
     Planned& planned = PlannedFor(batch_id);
     UpdatePlan& plan = planned.plans[t];
     plan.BuildUnchecked<int32_t>(s->nvectors(), bags.offsets, bags.indices, bags.weights, options_.pooling);
-    planned.bags[t] = bags;
+    planned.checked[t] = checked;
     planned.built[t] = 1;
     return s->PrefetchDistinct(batch_id, plan.rows());
   }
@@ -186,11 +180,6 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
       waited += absl::ToDoubleSeconds(d);
     }
     for (size_t i = 0; i < cached_.size(); ++i) scopes_[i].emplace(cached_[i]->begin_step());
-    std::lock_guard<std::mutex> lock(plans_mu_);
-    current_plans_ = nullptr;
-    for (const std::unique_ptr<Planned>& p : planned_) {
-      if (p->id == batch_id) current_plans_ = p.get();
-    }
     return waited;
   }
 
@@ -405,23 +394,30 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   // A batch's update plans made ahead (members below).
   struct Planned {
     int64_t id = 0;
-    std::vector<UpdatePlan> plans;     // one per table
-    std::vector<Bags<int32_t>> bags;   // what plans[t] was made from (checked)
-    std::vector<char> built;           // plans[t] holds this batch's plan
+    std::vector<UpdatePlan> plans;                             // one per table
+    std::vector<std::optional<CheckedBags<int32_t>>> checked;  // what plans[t] was made from
+    std::vector<char> built;                                   // plans[t] holds this batch's plan
   };
-  // Table t's plan of the current batch when Prefetch made it from `bags`
-  // (checked then), else nullptr.
-  UpdatePlan* PlanMadeAhead(int t, const Bags<int32_t>& bags) const {
-    if (current_plans_ == nullptr || !current_plans_->built[t] || !SameBags(current_plans_->bags[t], bags)) {
-      return nullptr;
+
+  // The batch's bags of every table: those `planned` holds (its prefetch
+  // checked them), the others checked now.
+  absl::StatusOr<CheckedBatch> CheckTables(std::span<const Bags<int32_t>> bags, const Planned* planned,
+                                           int64_t id) const {
+    if (bags.size() != static_cast<size_t>(num_tables())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("embeddings: bags of ", bags.size(), " tables for a layer of ", num_tables()));
     }
-    return &current_plans_->plans[t];
-  }
-  // The same spans (a batch's bags are not copied between its prefetch,
-  // lookup and update).
-  static bool SameBags(const Bags<int32_t>& a, const Bags<int32_t>& b) {
-    auto same = [](auto x, auto y) { return x.data() == y.data() && x.size() == y.size(); };
-    return same(a.offsets, b.offsets) && same(a.indices, b.indices) && same(a.weights, b.weights);
+    std::vector<CheckedBags<int32_t>> tables;
+    tables.reserve(bags.size());
+    for (int t = 0; t < num_tables(); ++t) {
+      if (planned != nullptr && planned->checked[t].has_value()) {
+        tables.push_back(*planned->checked[t]);
+        continue;
+      }
+      CEMB_ASSIGN_OR_RETURN(CheckedBags<int32_t> checked, CheckBags(ensemble_.table(t).name(), rows(t), bags[t]));
+      tables.push_back(checked);
+    }
+    return MakeBatch(std::move(tables), id);
   }
 
   explicit TypedEmbeddingLayer(const EmbeddingLayerOptions& options)
@@ -492,7 +488,7 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     if (spare_plans_.empty()) {
       p = std::make_unique<Planned>();
       p->plans.resize(static_cast<size_t>(num_tables()));
-      p->bags.resize(static_cast<size_t>(num_tables()));
+      p->checked.resize(static_cast<size_t>(num_tables()));
       p->built.assign(static_cast<size_t>(num_tables()), 0);
     } else {
       p = std::move(spare_plans_.back());
@@ -502,12 +498,20 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     planned_.push_back(std::move(p));
     return *planned_.back();
   }
+  // The plans of batch `id` if its prefetch made any, else nullptr.
+  Planned* FindPlanned(int64_t id) const {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    for (const std::unique_ptr<Planned>& p : planned_) {
+      if (p->id == id) return p.get();
+    }
+    return nullptr;
+  }
   void RecyclePlans(int64_t id) {
     std::lock_guard<std::mutex> lock(plans_mu_);
-    if (current_plans_ != nullptr && current_plans_->id == id) current_plans_ = nullptr;
     for (size_t i = 0; i < planned_.size(); ++i) {
       if (planned_[i]->id != id) continue;
       std::fill(planned_[i]->built.begin(), planned_[i]->built.end(), 0);
+      std::fill(planned_[i]->checked.begin(), planned_[i]->checked.end(), std::nullopt);
       spare_plans_.push_back(std::move(planned_[i]));
       planned_.erase(planned_.begin() + static_cast<std::ptrdiff_t>(i));
       return;
@@ -556,7 +560,6 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
     for (auto& s : states_) state_ptrs_.push_back(&s);
     scopes_.resize(cached_.size());
     ready_.resize(n);
-    checked_.resize(n);
     outs_.resize(n);
     grads_.resize(n);
     return absl::OkStatus();
@@ -578,16 +581,12 @@ class TypedEmbeddingLayer final : public EmbeddingLayer {
   // batch from its first Prefetch to its EndStep, then recycled. Prefetch
   // of later batches may run on other threads during a step: the lists are
   // guarded by plans_mu_; plan t of a batch is written by that batch's
-  // Prefetch of table t only, and read by Update after BeginStep of the
-  // batch (the caller orders the two: StepCycle waits for its prefetchers
-  // before BeginStep).
-  std::mutex plans_mu_;
+  // Prefetch of table t only, and read by CheckStep and Update of the batch
+  // (the caller orders them: StepCycle waits for its prefetchers first).
+  mutable std::mutex plans_mu_;
   std::vector<std::unique_ptr<Planned>> planned_;      // in flight
   std::vector<std::unique_ptr<Planned>> spare_plans_;  // recycled
-  Planned* current_plans_ = nullptr;                   // BeginStep's batch, if planned
   std::vector<UpdatePlan*> ready_;                     // Update's plans made ahead, per table (or null)
-  std::vector<char> checked_;                          // per table: these bags were checked already
-  std::vector<Bags<int32_t>> looked_up_;               // the last Lookup's bags (checked), until Update
 };
 
 template <StorageType T>
@@ -654,6 +653,16 @@ absl::StatusOr<std::vector<TableReport>> DecodeTableReports(std::string_view byt
                                                    reports.size(), " of ", count, " tables"));
   }
   return reports;
+}
+
+absl::Status EmbeddingLayer::Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) {
+  CEMB_ASSIGN_OR_RETURN(const CheckedBatch batch, Check(bags));
+  return Lookup(batch, out);
+}
+
+absl::Status EmbeddingLayer::Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) {
+  CEMB_ASSIGN_OR_RETURN(const CheckedBatch batch, Check(bags));
+  return Update(batch, grad, lr);
 }
 
 absl::Status EmbeddingLayer::LookupShared(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out,

@@ -9,20 +9,24 @@
 // [batch x T*dim] matrix, which is the interaction's input as is; Update
 // takes the gradient in the same layout, builds each table's update plan
 // from the same bags, and applies fused SGD or row-wise AdaGrad. A bag is
-// pooled by its sum or its mean (options.pooling, every table alike). A
-// batch's bags are checked once: an ssd table's by Prefetch, which also
-// makes its update plan (the plan's distinct rows are the rows to pin), the
-// others' by Lookup; Update checks and plans only what was not (bags are
-// matched by their spans: the same spans must hold the same values
-// throughout). A caller that checks its bags itself (bags_checked) has the
-// layer check none of them.
+// pooled by its sum or its mean (options.pooling, every table alike).
+//
+// A batch's bags are checked once, into a CheckedBatch (a CheckedBags per
+// table, embedding/validate.h), which only the layer makes: Check(bags), or
+// for a step CheckStep(id, bags), where the ssd tables' bags were checked
+// by Prefetch(id, ...), which also made their update plans (the plans'
+// distinct rows are the rows to pin). Lookup and Update take the batch and
+// check nothing again; Update takes the plans made ahead for the batch's id
+// (by id: nothing compares the bags). Lookup and Update of plain bags check
+// them first and plan everything anew.
 //
 // The step (tables/step_cycle.h drives it; one owner):
-//   Prefetch(id, t, bags)   ssd tables: pin batch id's rows, start their reads
+//   Prefetch(id, t, bags)   ssd tables: check, plan, pin batch id's rows, start their reads
+//   CheckStep(id, bags)     the batch: the ssd tables' bags as Prefetch had them, the others' checked now
 //   BeginStep(id)           ssd tables: wait for batch id's reads; open the
 //                           cached tables' step scopes (a flush inside aborts
 //                           when check_lifetime is on)
-//   Lookup ... Update       REQUIRES: the bags Prefetch(id, ...) had
+//   Lookup ... Update       of CheckStep's batch
 //   EndStep(id)             close the scopes, unpin batch id, flush full caches
 // A step that skips Prefetch reaches an ssd row through its synchronous miss
 // path: correct single-threaded, but a concurrent miss may evict an unpinned
@@ -39,10 +43,11 @@
 //
 //   CEMB_ASSIGN_OR_RETURN(auto layer, EmbeddingLayer::Create({.dim = 16, .tables = specs}));
 //   CEMB_RETURN_IF_ERROR(layer->Prefetch(k, t, bags[t]));          // each table t
+//   CEMB_ASSIGN_OR_RETURN(CheckedBatch batch, layer->CheckStep(k, bags));
 //   CEMB_RETURN_IF_ERROR(layer->BeginStep(k).status());
-//   CEMB_RETURN_IF_ERROR(layer->Lookup(bags, emb));                 // emb: [batch x T*16]
+//   CEMB_RETURN_IF_ERROR(layer->Lookup(batch, emb));                // emb: [batch x T*16]
 //   ... backward ...
-//   CEMB_RETURN_IF_ERROR(layer->Update(bags, d_emb, lr));
+//   CEMB_RETURN_IF_ERROR(layer->Update(batch, d_emb, lr));
 //   CEMB_RETURN_IF_ERROR(layer->EndStep(k).status());
 #ifndef CEMB_TABLES_EMBEDDING_LAYER_H_
 #define CEMB_TABLES_EMBEDDING_LAYER_H_
@@ -53,6 +58,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -60,6 +66,7 @@
 #include "base/enum_names.h"
 #include "embedding/kernels.h"
 #include "embedding/types.h"
+#include "embedding/validate.h"
 #include "tables/storage.h"
 
 namespace cemb {
@@ -126,15 +133,6 @@ struct EmbeddingLayerOptions {
   int threads = 0;  // 0: all
   uint64_t seed = 1;  // InitUniform seed of table t: seed + its id
   KernelOptions kernels;
-  // The caller checks every batch's bags as validate_bags does (offsets from
-  // 0, non-decreasing, ending at the indices' count; every index below its
-  // table's rows; weights none or one per index) before it hands them to
-  // Prefetch, Lookup or Update, with messages in its own terms: the layer
-  // then checks only the output's and the gradient's shapes. The Python
-  // collection does (python/collection.cc converts and checks each batch).
-  // REQUIRES: no bags reach the layer unchecked (an index out of range would
-  // be read and written out of bounds).
-  bool bags_checked = false;
   // Lines about long copies (an ssd table's snapshot in Save and Load,
   // "emb0: snapshot 12.3 of 40.0 GiB", every few seconds); none when empty.
   std::function<void(std::string_view line)> progress;
@@ -162,6 +160,31 @@ struct TableReport {
 std::string EncodeTableReports(std::span<const TableReport> reports);
 [[nodiscard]] absl::StatusOr<std::vector<TableReport>> DecodeTableReports(std::string_view bytes);
 
+class EmbeddingLayer;
+
+// One batch's bags, a CheckedBags per table of a layer, checked against
+// its tables. Only the layer makes one (EmbeddingLayer::Check, CheckStep).
+// It views the caller's arrays: REQUIRES they stay valid and unchanged while
+// it is used.
+class CheckedBatch {
+ public:
+  // No batch: what Check and CheckStep return when they are given none.
+  static constexpr int64_t kNoBatch = -1;
+
+  CheckedBatch() = default;
+  std::span<const CheckedBags<int32_t>> tables() const { return tables_; }
+  // The batch id whose prefetch made some of its update plans (CheckStep);
+  // kNoBatch: none (Check), Update plans every table.
+  int64_t id() const { return id_; }
+
+ private:
+  friend class EmbeddingLayer;
+  CheckedBatch(std::vector<CheckedBags<int32_t>> tables, int64_t id) : tables_(std::move(tables)), id_(id) {}
+
+  std::vector<CheckedBags<int32_t>> tables_;
+  int64_t id_ = kNoBatch;
+};
+
 class EmbeddingLayer {
  public:
   // Creates and initialises the tables (uniform ±sqrt(1/rows) with seed + t;
@@ -173,10 +196,23 @@ class EmbeddingLayer {
   virtual int64_t dim() const = 0;
   virtual int64_t rows(int table) const = 0;
 
+  // Checks every table's bags (validate_bags: InvalidArgument for a
+  // malformed bag, OutOfRange naming the table, bag and index). Allocates
+  // the batch's list of tables (the rest of a step allocates nothing).
+  [[nodiscard]] virtual absl::StatusOr<CheckedBatch> Check(std::span<const Bags<int32_t>> bags) const = 0;
+  // Batch `batch_id` of a step: the bags of the tables Prefetch(batch_id, t,
+  // ...) was given are taken as it checked them (by id: bags[t] of such a
+  // table is not read again; REQUIRES: the same bags), the others' are
+  // checked now; Update uses the plans that prefetch made.
+  [[nodiscard]] virtual absl::StatusOr<CheckedBatch> CheckStep(int64_t batch_id,
+                                                               std::span<const Bags<int32_t>> bags) = 0;
+
   // out.row(b) columns [t*dim, (t+1)*dim) = bag b of table t pooled (its
-  // rows' sum or mean, options.pooling). Validates every table's bags first
-  // (unless bags_checked); on an error nothing is written.
-  [[nodiscard]] virtual absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out) = 0;
+  // rows' sum or mean, options.pooling). Checks only the output's shape and
+  // that the batch is this layer's; on an error nothing is written.
+  [[nodiscard]] virtual absl::Status Lookup(const CheckedBatch& batch, ::cemb::MatrixView out) = 0;
+  // Check, then Lookup.
+  [[nodiscard]] absl::Status Lookup(std::span<const Bags<int32_t>> bags, ::cemb::MatrixView out);
   // Lookup for serving: any number of callers at once, while nothing
   // changes the layer (no Update, step, Load or Sync meanwhile). Writes what
   // Lookup writes, on `threads` OpenMP threads of the caller (1: on the
@@ -193,15 +229,17 @@ class EmbeddingLayer {
   [[nodiscard]] virtual absl::Status LookupShared(std::span<const Bags<int32_t>> bags,
                                                   std::span<const ::cemb::MatrixView> outs, int threads) const = 0;
   // Applies `grad` (the gradient of Lookup's output, same layout) to the rows
-  // the bags read, with learning rate `lr`.
-  [[nodiscard]] virtual absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr) = 0;
+  // the batch read, with learning rate `lr`.
+  [[nodiscard]] virtual absl::Status Update(const CheckedBatch& batch, ::cemb::ConstMatrixView grad, float lr) = 0;
+  // Check, then Update (every plan made anew).
+  [[nodiscard]] absl::Status Update(std::span<const Bags<int32_t>> bags, ::cemb::ConstMatrixView grad, float lr);
   // True when some table is "ssd" (its rows must be prefetched).
   virtual bool has_ssd_tables() const = 0;
-  // Pins the rows of `bags` (batch `batch_id`'s bags of table `t`) if
-  // table t is an ssd table and starts reading those not in DRAM; nothing
-  // for other tables. Errors: a malformed bag or an index out of range
-  // (Lookup's message: table, bag, index; nothing pinned), too few slots,
-  // I/O.
+  // Checks `bags` (batch `batch_id`'s bags of table `t`), makes their
+  // update plan and pins their rows if table t is an ssd table, and starts
+  // reading those not in DRAM; nothing for other tables. Errors: a
+  // malformed bag or an index out of range (Check's message: table, bag,
+  // index; nothing pinned), too few slots, I/O.
   [[nodiscard]] virtual absl::Status Prefetch(int64_t batch_id, int t, const Bags<int32_t>& bags) = 0;
   // Waits for batch_id's rows of every ssd table (seconds waited) and opens
   // the step scopes of the cached tables. Errors: a failed read (naming the
@@ -249,6 +287,12 @@ class EmbeddingLayer {
   // free slots ran low, beside the readers, as its evictor thread would.
   // The rows freed; 0 for every other table.
   virtual int64_t EvictCaches() = 0;
+
+ protected:
+  // For the implementations: the only way to a CheckedBatch.
+  static CheckedBatch MakeBatch(std::vector<CheckedBags<int32_t>> tables, int64_t id) {
+    return CheckedBatch(std::move(tables), id);
+  }
 };
 
 }  // namespace cemb

@@ -70,8 +70,9 @@ absl::Status StepCycle::Drain() {
   return std::exchange(job_status_, absl::OkStatus());
 }
 
-absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
-                              std::span<const std::span<const Bags<int32_t>>> ahead, double* wait_seconds) {
+absl::StatusOr<CheckedBatch> StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
+                                              std::span<const std::span<const Bags<int32_t>>> ahead,
+                                              double* wait_seconds) {
   for (std::span<const Bags<int32_t>> b : ahead) {
     if (static_cast<int>(b.size()) != layer_->num_tables()) {
       return absl::InvalidArgumentError(
@@ -85,9 +86,11 @@ absl::Status StepCycle::Begin(int64_t id, std::span<const Bags<int32_t>> bags,
     for (int t = 0; t < layer_->num_tables() && status.ok(); ++t) status = layer_->Prefetch(id, t, bags[t]);
     next_ = id + 1;
   }
-  absl::StatusOr<double> waited = status.ok() ? layer_->BeginStep(id) : absl::StatusOr<double>(status);
-  if (waited.ok()) HandOut(id + 1, ahead.first(std::min(ahead.size(), static_cast<size_t>(prefetch_batches_))));
-  return waited.status();
+  absl::StatusOr<CheckedBatch> batch = status.ok() ? layer_->CheckStep(id, bags) : absl::StatusOr<CheckedBatch>(status);
+  if (!batch.ok()) return batch;
+  CEMB_RETURN_IF_ERROR(layer_->BeginStep(id).status());
+  HandOut(id + 1, ahead.first(std::min(ahead.size(), static_cast<size_t>(prefetch_batches_))));
+  return batch;
 }
 
 absl::Status StepCycle::PrefetchNow(int64_t id, std::span<const Bags<int32_t>> bags) {

@@ -5,10 +5,12 @@
 //
 //   Begin(k, bags of batch k, bags of the batches after it)
 //     waits for the prefetchers' previous job; prefetches batch k here if
-//     nobody did (the first step, P = 0, a jump); waits for batch k's reads
-//     (BeginStep); hands the next batches not prefetched yet (one a step in
-//     steady state) to the prefetcher threads. Its seconds: the step's wait.
-//   ... Lookup, the model, Update ...
+//     nobody did (the first step, P = 0, a jump); checks batch k
+//     (CheckStep: the ssd tables' bags as their prefetch checked them);
+//     waits for batch k's reads (BeginStep); hands the next batches not
+//     prefetched yet (one a step in steady state) to the prefetcher
+//     threads. Returns batch k checked; its seconds: the step's wait.
+//   ... Lookup(batch), the model, Update(batch) ...
 //   End(k)
 //     closes the step scopes, unpins batch k, flushes the full dynamic
 //     caches (EndStep). Its seconds: the caches' flush.
@@ -17,7 +19,8 @@
 // rows of at most P + 1 batches are pinned at once (the current one and the
 // P after it): the ssd tables' DRAM must hold them. A second cycle over the
 // same layer (evaluation between training steps, P = 0) pins one more batch.
-// Without ssd tables Begin only opens the scopes and `ahead` is not read.
+// Without ssd tables Begin only checks the batch and opens the scopes;
+// `ahead` is not read.
 //
 // Thread safety: one caller. With ssd tables and P > 0 the cycle owns
 // prefetcher threads, one per table up to kMaxPrefetchThreads (table t to
@@ -31,8 +34,8 @@
 // the prefetchers' timing.
 //
 //   StepCycle cycle(layer.get(), /*prefetch_batches=*/2);
-//   CEMB_RETURN_IF_ERROR(cycle.Begin(k, bags, bags_of_the_next_two, &wait_seconds));
-//   CEMB_RETURN_IF_ERROR(layer->Lookup(bags, out)); ... CEMB_RETURN_IF_ERROR(layer->Update(bags, d_out, lr));
+//   CEMB_ASSIGN_OR_RETURN(CheckedBatch batch, cycle.Begin(k, bags, bags_of_the_next_two, &wait_seconds));
+//   CEMB_RETURN_IF_ERROR(layer->Lookup(batch, out)); ... CEMB_RETURN_IF_ERROR(layer->Update(batch, d_out, lr));
 //   CEMB_RETURN_IF_ERROR(cycle.End(k, &flush_seconds));
 #ifndef CEMB_TABLES_STEP_CYCLE_H_
 #define CEMB_TABLES_STEP_CYCLE_H_
@@ -65,12 +68,13 @@ class StepCycle {
   // bags of batches id + 1, id + 2, ... (at most prefetch_batches are used;
   // the cycle copies the Bags, whose indices must stay valid until the
   // batch's step, as a loader's peeked batches and an exchange's owned bags
-  // do). Adds the seconds it took to *wait_seconds when given. Errors: too
-  // few ssd slots for the pinned rows, an I/O error (naming the table and
-  // the file); the step must not run then.
-  [[nodiscard]] absl::Status Begin(int64_t id, std::span<const Bags<int32_t>> bags,
-                                   std::span<const std::span<const Bags<int32_t>>> ahead,
-                                   double* wait_seconds = nullptr);
+  // do). Adds the seconds it took to *wait_seconds when given. Returns the
+  // batch checked, for Lookup and Update. Errors: malformed bags or an
+  // index out of range, too few ssd slots for the pinned rows, an I/O error
+  // (naming the table and the file); the step must not run then.
+  [[nodiscard]] absl::StatusOr<CheckedBatch> Begin(int64_t id, std::span<const Bags<int32_t>> bags,
+                                                   std::span<const std::span<const Bags<int32_t>>> ahead,
+                                                   double* wait_seconds = nullptr);
   // Hands batch `id` to the prefetcher threads now, for a caller that knows
   // a batch only once the step before it is under way (a PyTorch loop's
   // prefetch(next) between forward and backward). `bags` are copied as in

@@ -17,12 +17,13 @@ class ShardedStep::SlotPeers final : public dlrm::StepPeers {
 
   int64_t global_batch() const override { return exchange_.global_batch(); }
 
-  absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, MatrixView emb,
-                               dlrm::PhaseTimes* times) override {
+  absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, const CheckedBatch* owned,
+                               MatrixView emb, dlrm::PhaseTimes* times) override {
     absl::Status mine = local;
     if (mine.ok() && layer.num_tables() > 0) {
       ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingLookup));
-      mine = layer.Lookup(exchange_.owned_bags(), exchange_.owned_output());
+      mine = owned != nullptr ? layer.Lookup(*owned, exchange_.owned_output())
+                              : layer.Lookup(exchange_.owned_bags(), exchange_.owned_output());
     }
     ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
     CEMB_RETURN_IF_ERROR(step_.comm_.AgreeOnStatus(mine));
@@ -58,7 +59,7 @@ class ShardedStep::SlotPeers final : public dlrm::StepPeers {
     return step_.OrAbort(step_.comm_.AllreduceSum(std::span<double>(loss, 1)));
   }
 
-  absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, float lr,
+  absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, const CheckedBatch* owned, float lr,
                                dlrm::PhaseTimes* times) override {
     {
       ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
@@ -67,7 +68,8 @@ class ShardedStep::SlotPeers final : public dlrm::StepPeers {
     absl::Status mine = local;
     if (mine.ok() && layer.num_tables() > 0) {
       ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingUpdate));
-      mine = layer.Update(exchange_.owned_bags(), exchange_.owned_grad(), lr);
+      mine = owned != nullptr ? layer.Update(*owned, exchange_.owned_grad(), lr)
+                              : layer.Update(exchange_.owned_bags(), exchange_.owned_grad(), lr);
     }
     ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
     return step_.comm_.AgreeOnStatus(mine);

@@ -41,6 +41,12 @@ void Stepper::View(const data::Batch& batch) {
   current_.view = dlrm::BatchView{.size = batch.size(), .dense = batch.dense(), .labels = batch.labels(), .bags = bags_};
 }
 
+const StepBatch* Stepper::Checked(CheckedBatch checked) {
+  checked_ = std::move(checked);
+  current_.view.checked = &checked_;
+  return &current_;
+}
+
 absl::StatusOr<const StepBatch*> Stepper::BeginTrain(data::Loader& loader, int64_t step, int64_t total_steps,
                                                      dlrm::PhaseTimes* times) {
   std::span<const data::Batch* const> peeked;
@@ -59,9 +65,10 @@ absl::StatusOr<const StepBatch*> Stepper::BeginTrain(data::Loader& loader, int64
   }
   CEMB_ASSIGN_OR_RETURN(std::span<const Bags<int32_t>> bags, TrainBags(step, peeked, times));
   const size_t ahead = std::min(peeked.size(), ahead_.size());
-  CEMB_RETURN_IF_ERROR(
-      Agree(train_cycle_.Begin(step, bags, std::span(ahead_.data(), ahead), dlrm::PhaseSeconds(times, dlrm::Phase::kSsdWait))));
-  return &current_;
+  absl::StatusOr<CheckedBatch> checked =
+      train_cycle_.Begin(step, bags, std::span(ahead_.data(), ahead), dlrm::PhaseSeconds(times, dlrm::Phase::kSsdWait));
+  CEMB_RETURN_IF_ERROR(Agree(checked.status()));
+  return Checked(*std::move(checked));
 }
 
 absl::Status Stepper::EndTrain(int64_t step, dlrm::PhaseTimes* times) {
@@ -116,8 +123,10 @@ absl::StatusOr<const StepBatch*> Stepper::BeginEval(const data::Batch& batch, dl
     bags = sharded_->owned_bags(EvalSlot());
   }
   eval_id_ = next_eval_id_++;
-  CEMB_RETURN_IF_ERROR(Agree(eval_cycle_.Begin(eval_id_, bags, {}, dlrm::PhaseSeconds(times, dlrm::Phase::kSsdWait))));
-  return &current_;
+  absl::StatusOr<CheckedBatch> checked =
+      eval_cycle_.Begin(eval_id_, bags, {}, dlrm::PhaseSeconds(times, dlrm::Phase::kSsdWait));
+  CEMB_RETURN_IF_ERROR(Agree(checked.status()));
+  return Checked(*std::move(checked));
 }
 
 absl::Status Stepper::EndEval(dlrm::PhaseTimes* times) {

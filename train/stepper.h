@@ -125,6 +125,8 @@ class Stepper {
   int EvalSlot() const { return SlotsFor(prefetch_batches_) - 1; }
   // current_.view from `batch`: its bags, one per table.
   void View(const data::Batch& batch);
+  // current_ with the step's bags as its cycle checked them.
+  const StepBatch* Checked(CheckedBatch checked);
   // The bags this rank's tables see for current_ and for the `peeked`
   // batches after step `step` (into ahead_): the batches' own, or on several
   // ranks the owned bags of their slots, after the exchanges not done yet.
@@ -141,6 +143,7 @@ class Stepper {
   int64_t next_exchanged_ = 0;  // several ranks: the first training batch whose indices have not travelled
 
   StepBatch current_;
+  CheckedBatch checked_;                               // current_.view.checked
   std::vector<Bags<int32_t>> bags_;                    // current_.view.bags
   std::vector<std::vector<Bags<int32_t>>> peeked_;     // PeekFor x tables: the peeked batches' own bags
   std::vector<std::span<const Bags<int32_t>>> ahead_;  // what StepCycle::Begin prefetches

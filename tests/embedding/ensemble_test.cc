@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/embedding/reference.h"
 #include "tests/embedding/test_util.h"
@@ -95,7 +96,8 @@ TEST(Ensemble, AdagradUpdatesEveryTable) {
 
 // Plans made ahead (Prepared::plans) are swapped in and give the update of
 // plans made here; a plan of another shape is refused; checked bags still
-// have their output's shape checked.
+// have their output's shape checked, and bags checked against another
+// table's rows are refused.
 TEST(Ensemble, PlansMadeAheadUpdateAsReindexDoes) {
   auto a = MakeTable<SimpleTable<float, 16>>(400, 16, 1);
   auto b = MakeTable<SimpleTable<float, 16>>(400, 16, 1);  // the same rows
@@ -114,8 +116,10 @@ TEST(Ensemble, PlansMadeAheadUpdateAsReindexDoes) {
   UpdatePlan ahead;
   ahead.BuildUnchecked<int32_t>(400, bags[0].offsets, bags[0].indices, {}, Pooling::kSum);
   UpdatePlan* plans[] = {&ahead};
-  const char checked[] = {1};
-  ASSERT_TRUE(eb.reindex<int32_t>(bags, Pooling::kSum, {.checked = checked, .plans = plans}).ok());
+  absl::StatusOr<CheckedBags<int32_t>> one = CheckBags<int32_t>("t", 400, bags[0]);
+  ASSERT_TRUE(one.ok()) << one.status();
+  const std::vector<CheckedBags<int32_t>> checked = {*one};
+  ASSERT_TRUE(eb.reindex<int32_t>(checked, Pooling::kSum, {.plans = plans}).ok());
   EXPECT_EQ(eb.plan(0).nunique(), ea.plan(0).nunique());
   ASSERT_TRUE(eb.sgd_update(grads, {.learning_rate = 0.5f}).ok());
   const reference::Rows ra = reference::Snapshot(a), rb = reference::Snapshot(b);
@@ -125,13 +129,24 @@ TEST(Ensemble, PlansMadeAheadUpdateAsReindexDoes) {
   UpdatePlan other;
   other.BuildUnchecked<int32_t>(400, other_of.offsets, other_of.indices, {}, Pooling::kSum);
   UpdatePlan* wrong[] = {&other};
-  const absl::Status refused = eb.reindex<int32_t>(bags, Pooling::kSum, {.plans = wrong});
+  const absl::Status refused = eb.reindex<int32_t>(checked, Pooling::kSum, {.plans = wrong});
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
 
   std::vector<float> out(kBatch * 8);
   const std::vector<MatrixView> narrow = {MatrixView{out.data(), kBatch, 8, 8}};  // D = 16 needed
-  EXPECT_EQ(eb.pooled_lookup<int32_t>(bags, narrow, {}, {.checked = checked}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(eb.pooled_lookup<int32_t>(checked, narrow).code(), absl::StatusCode::kInvalidArgument);
+
+  // Checked against 500 rows: not this table's 400 (an index of 450 would
+  // have passed), refused before anything is read.
+  absl::StatusOr<CheckedBags<int32_t>> elsewhere = CheckBags<int32_t>("t", 500, bags[0]);
+  ASSERT_TRUE(elsewhere.ok());
+  const std::vector<CheckedBags<int32_t>> foreign = {*elsewhere};
+  std::vector<float> wide(kBatch * 16);
+  const std::vector<MatrixView> outs = {MatrixView{wide.data(), kBatch, 16, 16}};
+  const absl::Status not_ours = eb.pooled_lookup<int32_t>(foreign, outs);
+  EXPECT_EQ(not_ours.code(), absl::StatusCode::kInvalidArgument) << not_ours;
+  EXPECT_THAT(std::string(not_ours.message()), ::testing::HasSubstr("checked against 500 rows"));
+  EXPECT_EQ(eb.reindex<int32_t>(foreign, Pooling::kSum).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

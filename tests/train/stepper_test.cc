@@ -38,12 +38,20 @@ class RecordingLayer final : public EmbeddingLayer {
   int num_tables() const override { return 2; }
   int64_t dim() const override { return 4; }
   int64_t rows(int table) const override { return table == 0 ? kRows : 3; }
-  absl::Status Lookup(std::span<const Bags<int32_t>>, MatrixView) override { return absl::OkStatus(); }
+  absl::StatusOr<CheckedBatch> Check(std::span<const Bags<int32_t>> bags) const override {
+    return Checked(bags, CheckedBatch::kNoBatch);
+  }
+  absl::StatusOr<CheckedBatch> CheckStep(int64_t batch_id, std::span<const Bags<int32_t>> bags) override {
+    return Checked(bags, batch_id);
+  }
+  using EmbeddingLayer::Lookup;
+  absl::Status Lookup(const CheckedBatch&, MatrixView) override { return absl::OkStatus(); }
   using EmbeddingLayer::LookupShared;
   absl::Status LookupShared(std::span<const Bags<int32_t>>, std::span<const MatrixView>, int) const override {
     return absl::OkStatus();
   }
-  absl::Status Update(std::span<const Bags<int32_t>>, ConstMatrixView, float) override { return absl::OkStatus(); }
+  using EmbeddingLayer::Update;
+  absl::Status Update(const CheckedBatch&, ConstMatrixView, float) override { return absl::OkStatus(); }
   bool has_ssd_tables() const override { return true; }  // so that the cycles prefetch
   absl::Status Prefetch(int64_t batch_id, int t, const Bags<int32_t>& bags) override {
     std::lock_guard<std::mutex> lock(mu_);  // the cycle's prefetcher threads call it
@@ -87,6 +95,16 @@ class RecordingLayer final : public EmbeddingLayer {
   }
 
  private:
+  absl::StatusOr<CheckedBatch> Checked(std::span<const Bags<int32_t>> bags, int64_t id) const {
+    std::vector<CheckedBags<int32_t>> tables;
+    for (int t = 0; t < num_tables(); ++t) {
+      absl::StatusOr<CheckedBags<int32_t>> c = CheckBags(absl::StrCat("t", t), rows(t), bags[t]);
+      if (!c.ok()) return c.status();
+      tables.push_back(*c);
+    }
+    return MakeBatch(std::move(tables), id);
+  }
+
   mutable std::mutex mu_;
   std::vector<Prefetched> prefetched_;
   std::vector<std::string> events_;
@@ -145,6 +163,10 @@ TEST_P(StepperTest, EveryBatchIsPrefetchedOnceWithItsOwnRowsBeforeItsStep) {
       ASSERT_EQ((*b)->view.bags.size(), 2u);
       const std::vector<int32_t> rows((*b)->view.bags[0].indices.begin(), (*b)->view.bags[0].indices.end());
       EXPECT_EQ(rows, RowsOfBatch(k));
+      // The model gets the step's bags as the cycle checked them, as batch k.
+      ASSERT_NE((*b)->view.checked, nullptr);
+      EXPECT_EQ((*b)->view.checked->id(), k);
+      EXPECT_EQ((*b)->view.checked->tables()[0].bags().indices.data(), (*b)->view.bags[0].indices.data());
       ASSERT_TRUE(steps.EndTrain(k, nullptr).ok());
     }
     ASSERT_TRUE(steps.Drain().ok());

@@ -56,9 +56,10 @@ std::vector<float> TrainSet(const std::string& dir, bool all_dram) {
   for (int step = 0; step < 3; ++step) {
     const std::vector<int32_t> indices = {9, static_cast<int32_t>(100 + step), 9};
     const std::vector<cemb::Bags<int32_t>> bags(3, cemb::Bags<int32_t>{offsets, indices});
-    absl::Status s = cycle.Begin(step, bags, {});
-    if (s.ok()) s = (*layer)->Lookup(bags, cemb::MatrixView{out.data(), 2, 48, 48});
-    if (s.ok()) s = (*layer)->Update(bags, cemb::ConstMatrixView{out.data(), 2, 48, 48}, 0.5f);
+    absl::StatusOr<cemb::CheckedBatch> batch = cycle.Begin(step, bags, {});
+    absl::Status s = batch.status();
+    if (s.ok()) s = (*layer)->Lookup(*batch, cemb::MatrixView{out.data(), 2, 48, 48});
+    if (s.ok()) s = (*layer)->Update(*batch, cemb::ConstMatrixView{out.data(), 2, 48, 48}, 0.5f);
     if (s.ok()) s = cycle.End(step);
     if (!s.ok()) return std::fprintf(stderr, "%s\n", s.ToString().c_str()), std::vector<float>{};
   }
