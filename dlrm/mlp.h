@@ -118,7 +118,7 @@ class Mlp {
   [[nodiscard]] absl::StatusOr<std::span<const float>> Forward(int64_t batch,
                                                                const float* input);
   // As Forward, and calls between_layers() after each layer but the last
-  // (e.g. to let an exchange posted before move on: StepPeers::Progress);
+  // (e.g. to let an exchange posted before move on: EmbeddingStep::Progress);
   // its error ends the pass and is returned.
   [[nodiscard]] absl::StatusOr<std::span<const float>> Forward(int64_t batch, const float* input,
                                                                absl::FunctionRef<absl::Status()> between_layers);

@@ -29,7 +29,7 @@ std::vector<int64_t> Concat(int64_t first, const std::vector<int64_t>& rest) {
   return sizes;
 }
 
-// The model's tables: all of them, held here or by peers.
+// The model's tables: all of them, held here or by other processes.
 int64_t NumTables(const DlrmOptions& o) {
   return o.num_tables > 0 ? o.num_tables : static_cast<int64_t>(o.embeddings.tables.size());
 }
@@ -109,11 +109,54 @@ PhaseTimes& PhaseTimes::operator+=(const PhaseTimes& o) {
   return *this;
 }
 
+namespace {
+
+// One process's EmbeddingStep: the model's own tables, which hold every
+// table. Pools the rows once the bottom MLP has run (FinishPooledRows) and
+// updates them after the dense step (FinishGradients); nothing to sum.
+class LocalEmbeddingStep final : public EmbeddingStep {
+ public:
+  int64_t global_batch() const override { return 0; }  // the batch itself
+  absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, const BatchView& batch,
+                               MatrixView emb, PhaseTimes*) override {
+    layer_ = &layer, batch_ = &batch, emb_ = emb;
+    return local;
+  }
+  absl::Status FinishPooledRows(const absl::Status& local, PhaseTimes* times) override {
+    CEMB_RETURN_IF_ERROR(local);
+    ScopedSeconds timer(PhaseSeconds(times, Phase::kEmbeddingLookup));
+    return batch_->checked != nullptr ? layer_->Lookup(*batch_->checked, emb_) : layer_->Lookup(batch_->bags, emb_);
+  }
+  absl::Status Progress() override { return absl::OkStatus(); }
+  absl::Status StartGradients(ConstMatrixView d_emb, PhaseTimes*) override {
+    d_emb_ = d_emb;
+    return absl::OkStatus();
+  }
+  absl::Status SumGradients(std::span<float>, PhaseTimes*) override { return absl::OkStatus(); }
+  absl::Status SumLoss(double*, PhaseTimes*) override { return absl::OkStatus(); }
+  absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, const BatchView& batch, float lr,
+                               PhaseTimes* times) override {
+    CEMB_RETURN_IF_ERROR(local);
+    ScopedSeconds timer(PhaseSeconds(times, Phase::kEmbeddingUpdate));
+    return batch.checked != nullptr ? layer.Update(*batch.checked, d_emb_, lr) : layer.Update(batch.bags, d_emb_, lr);
+  }
+
+ private:
+  // The step's, from StartPooledRows and StartGradients to their Finish.
+  EmbeddingLayer* layer_ = nullptr;
+  const BatchView* batch_ = nullptr;
+  MatrixView emb_;
+  ConstMatrixView d_emb_;
+};
+
+}  // namespace
+
 struct Dlrm::Impl {
   DlrmOptions options;  // mlp_precision resolved
   MlpPrecisionChoice precision;
   int64_t dim = 0, num_tables = 0, max_batch = 0;
   std::unique_ptr<EmbeddingLayer> embeddings;
+  LocalEmbeddingStep local_step;  // the step of a batch without its own (one process)
   std::optional<Mlp> bottom, top;
   std::optional<Interaction> interaction;
   std::optional<CrossNetwork> cross;  // dcn only
@@ -162,40 +205,33 @@ struct Dlrm::Impl {
     return absl::OkStatus();
   }
 
-  // The forward pass up to the logits (top MLP output).
+  // The batch's EmbeddingStep: its own (several processes), else this
+  // model's tables alone.
+  EmbeddingStep* StepOf(const BatchView& b) { return b.embedding_step != nullptr ? b.embedding_step : &local_step; }
+
+  // The forward pass up to the logits (top MLP output). One path for one
+  // process and for several: the step pools the rows (a process that failed
+  // still takes part: the others wait for it), while the bottom MLP runs.
   absl::StatusOr<std::span<const float>> Forward(const BatchView& b, PhaseTimes* times, LapSeconds& watch) {
     const int64_t n = b.size;
-    StepPeers* peers = b.peers;
-    if (peers == nullptr && embeddings->num_tables() != num_tables) {
+    if (b.embedding_step == nullptr && embeddings->num_tables() != num_tables) {
       return absl::FailedPreconditionError(absl::StrCat("model: the layer holds ", embeddings->num_tables(), " of its ",
-                                                        num_tables, " tables and no peers hold the others: score "
-                                                        "through MakeForward"));
+                                                        num_tables, " tables and no other process holds the rest: "
+                                                        "score through MakeForward"));
     }
+    EmbeddingStep* step = StepOf(b);
     absl::Status local = CheckBatch(b);
-    if (peers != nullptr) {
-      // Every process takes part, whatever its local status: the tables'
-      // owners pool for all of them, and the rows travel while the bottom
-      // MLP runs.
-      CEMB_RETURN_IF_ERROR(peers->StartPooledRows(local, *embeddings, b.checked, EmbOut(n), times));
-      watch.Skip();
-    }
+    CEMB_RETURN_IF_ERROR(step->StartPooledRows(local, *embeddings, b, EmbOut(n), times));
+    watch.Skip();
     if (local.ok()) {
       absl::StatusOr<std::span<const float>> out =
-          peers != nullptr ? bottom->Forward(n, b.dense.data(), [peers] { return peers->Progress(); })
-                           : bottom->Forward(n, b.dense.data());
+          bottom->Forward(n, b.dense.data(), [step] { return step->Progress(); });
       if (out.ok()) bottom_out = *out;
       local = out.status();
       watch.Lap(PhaseSeconds(times, Phase::kBottomForward));
     }
-    if (peers != nullptr) {
-      CEMB_RETURN_IF_ERROR(peers->FinishPooledRows(local, times));
-      watch.Skip();
-    } else {
-      CEMB_RETURN_IF_ERROR(local);
-      CEMB_RETURN_IF_ERROR(b.checked != nullptr ? embeddings->Lookup(*b.checked, EmbOut(n))
-                                                : embeddings->Lookup(b.bags, EmbOut(n)));
-      watch.Lap(PhaseSeconds(times, Phase::kEmbeddingLookup));
-    }
+    CEMB_RETURN_IF_ERROR(step->FinishPooledRows(local, times));
+    watch.Skip();
     CEMB_RETURN_IF_ERROR(interaction->Forward({bottom_out.data(), n, dim, dim}, EmbOut(n),
                                               Rows(top_in, n, interaction->output_width())));
     watch.Lap(PhaseSeconds(times, Phase::kInteraction));
@@ -370,49 +406,39 @@ absl::StatusOr<double> Dlrm::TrainStep(const BatchView& batch, float lr, PhaseTi
   absl::Status local = static_cast<int64_t>(batch.labels.size()) == n
                            ? absl::OkStatus()
                            : absl::InvalidArgumentError(absl::StrCat(batch.labels.size(), " labels for ", n, " samples"));
-  StepPeers* peers = batch.peers;
+  EmbeddingStep* step = m.StepOf(batch);
   double loss = 0;
   if (local.ok()) {
-    // With peers the mean is over the global batch: the processes' losses
-    // and gradients add up to the single process's.
-    absl::StatusOr<double> l = BceWithLogits(logits, batch.labels, std::span<float>(m.d_logits.as<float>(), n),
-                                             peers != nullptr ? peers->global_batch() : 0);
+    // The mean over the global batch (several processes): the processes'
+    // losses and gradients add up to the single process's.
+    absl::StatusOr<double> l =
+        BceWithLogits(logits, batch.labels, std::span<float>(m.d_logits.as<float>(), n), step->global_batch());
     loss = l.value_or(0);
     local = l.status();
     watch.Lap(PhaseSeconds(times, Phase::kTopForward));
   }
   if (local.ok()) local = m.Backward(n, times, watch);
-  if (peers == nullptr) {
-    CEMB_RETURN_IF_ERROR(local);
-    CEMB_RETURN_IF_ERROR(m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr));
-    watch.Lap(PhaseSeconds(times, Phase::kBottomBackward));
-    m.DenseStep(lr);
-    watch.Lap(PhaseSeconds(times, Phase::kMlpUpdate));
-    CEMB_RETURN_IF_ERROR(batch.checked != nullptr ? m.embeddings->Update(*batch.checked, m.EmbGrad(n), lr)
-                                                  : m.embeddings->Update(batch.bags, m.EmbGrad(n), lr));
-    watch.Lap(PhaseSeconds(times, Phase::kEmbeddingUpdate));
-    return loss;
-  }
-  // Several processes: the gradients travel to the tables' owners while the
-  // bottom MLP runs backward and the MLPs' gradients are summed. A process
-  // whose step failed still makes every call (FinishGradients returns the
-  // failure everywhere and no table is updated).
-  CEMB_RETURN_IF_ERROR(peers->StartGradients(m.EmbGrad(n), times));
+  // The tables' gradients go to the step (to their owners, on several
+  // processes, while the bottom MLP runs backward and the MLPs' gradients
+  // are summed). A process whose step failed still makes every call
+  // (FinishGradients returns the failure everywhere and no table is
+  // updated).
+  CEMB_RETURN_IF_ERROR(step->StartGradients(m.EmbGrad(n), times));
   watch.Skip();
   if (local.ok()) {
-    local = m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr, [peers] { return peers->Progress(); });
+    local = m.bottom->Backward(n, m.d_bottom.as<float>(), nullptr, [step] { return step->Progress(); });
     watch.Lap(PhaseSeconds(times, Phase::kBottomBackward));
   }
-  CEMB_RETURN_IF_ERROR(peers->SumGradients(m.top->gradients(), times));
-  CEMB_RETURN_IF_ERROR(peers->SumGradients(m.bottom->gradients(), times));
-  if (m.cross) CEMB_RETURN_IF_ERROR(peers->SumGradients(m.cross->gradients(), times));
-  CEMB_RETURN_IF_ERROR(peers->SumLoss(&loss, times));
+  CEMB_RETURN_IF_ERROR(step->SumGradients(m.top->gradients(), times));
+  CEMB_RETURN_IF_ERROR(step->SumGradients(m.bottom->gradients(), times));
+  if (m.cross) CEMB_RETURN_IF_ERROR(step->SumGradients(m.cross->gradients(), times));
+  CEMB_RETURN_IF_ERROR(step->SumLoss(&loss, times));
   watch.Skip();
   if (local.ok()) {
     m.DenseStep(lr);
     watch.Lap(PhaseSeconds(times, Phase::kMlpUpdate));
   }
-  CEMB_RETURN_IF_ERROR(peers->FinishGradients(local, *m.embeddings, batch.checked, lr, times));
+  CEMB_RETURN_IF_ERROR(step->FinishGradients(local, *m.embeddings, batch, lr, times));
   watch.Skip();
   return loss;
 }

@@ -89,7 +89,7 @@ struct PhaseTimes {
 // phase is timed.
 inline double* PhaseSeconds(PhaseTimes* times, Phase phase) { return times != nullptr ? &(*times)[phase] : nullptr; }
 
-class StepPeers;
+class EmbeddingStep;
 
 struct DlrmOptions {
   int64_t num_dense = 13;
@@ -119,11 +119,11 @@ struct DlrmOptions {
   EmbeddingLayerOptions embeddings;
   // The model's tables, of which `embeddings` holds this process's (each
   // with its model-wide id); 0: embeddings.tables.size(). A model that holds
-  // some of its tables scores through batches with peers (BatchView::peers:
-  // several processes, the others' tables pooled by their owners) or
-  // through MakeForward (a predictor that serves the others itself,
-  // serve/); TrainStep and Predict of a batch without peers are
-  // FailedPrecondition.
+  // some of its tables scores through batches with their own EmbeddingStep
+  // (BatchView::embedding_step: several processes, the others' tables
+  // pooled by their owners) or through MakeForward (a predictor that serves
+  // the others itself, serve/); TrainStep and Predict of a batch without
+  // one are FailedPrecondition.
   int64_t num_tables = 0;
   int64_t batch_size = 2048;
   std::vector<int64_t> extra_batch_sizes;
@@ -137,11 +137,12 @@ struct BatchView {
   std::span<const float> dense;   // [size x num_dense]
   std::span<const float> labels;  // [size], 0 or 1
   std::span<const Bags<int32_t>> bags;  // one per table, `size` bags each
-  // Several processes: the step's work shared with the others for this
-  // batch (train/sharded_step.h gives each batch its slot's); the tables'
-  // owners pool and update the rows of `bags` (this process's slice, after
-  // their exchange). nullptr: one process, this model's tables.
-  StepPeers* peers = nullptr;
+  // What pools this batch's rows and finishes its gradients: several
+  // processes' step (distributed/sharded_step.h gives each batch its
+  // slot's: the tables' owners pool and update the rows of `bags`, this
+  // process's slice, after their exchange). nullptr: this model's own
+  // tables (one process).
+  EmbeddingStep* embedding_step = nullptr;
   // The bags this process's layer looks up and updates, as it checked them
   // for the step (StepCycle::Begin: one process, `bags`; several, the owned
   // bags of the batch's slot). nullptr: the step checks `bags` itself (one
@@ -149,29 +150,33 @@ struct BatchView {
   const CheckedBatch* checked = nullptr;
 };
 
-// The parts of a step that cross processes when a DLRM trains on several
-// (docs/distributed.md): the tables are sharded (each pooled and updated by
-// its owner), the MLPs replicated (their gradients summed). train/sharded_step.h
-// implements it over MPI. Within a step Dlrm calls, in this order:
+// What a step does with the tables: pool the rows of a batch and finish
+// its gradients, as TorchRec's sharded modules do. The model runs one path
+// through it; one process's is the model's own (its tables hold every
+// table: the lookup and the update, nothing to sum), several processes'
+// (docs/distributed.md) is distributed/sharded_step.h over MPI: the tables
+// are sharded (each pooled and updated by its owner), the MLPs replicated
+// (their gradients summed). Within a step Dlrm calls, in this order:
 // StartPooledRows, the bottom MLP forward (Progress between its layers),
 // FinishPooledRows, then in TrainStep StartGradients, the bottom MLP
 // backward (Progress between its layers), SumGradients (any number of
-// times) and FinishGradients. Every process makes the same calls;
+// times), SumLoss and FinishGradients. Every process makes the same calls;
 // a call that gets a failed `local` status still takes part, and returns
 // that failure (the lowest failing rank's) on every process, so that no
 // process leaves the others waiting.
-class StepPeers {
+class EmbeddingStep {
  public:
-  virtual ~StepPeers() = default;
-  // The samples of the global batch this process's batch is a slice of.
+  virtual ~EmbeddingStep() = default;
+  // The samples of the global batch this process's batch is a slice of;
+  // 0: the batch itself (one process).
   virtual int64_t global_batch() const = 0;
-  // Sends the pooled rows of every process's bags of `layer`'s tables (it
-  // pools them for all processes: `owned`, as the layer checked them for
-  // the step, or when null the owned bags checked now) to the processes;
-  // they land in emb [n x T*dim], this process's bags of every table, by
-  // FinishPooledRows.
+  // Pools every process's bags of `layer`'s tables (its owned bags:
+  // batch.checked, as the layer checked them for the step, or when null
+  // checked now; one process: the batch's own) into emb [n x T*dim], this
+  // process's bags of every table, by FinishPooledRows (several processes:
+  // the rows travel meanwhile).
   [[nodiscard]] virtual absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer,
-                                                     const CheckedBatch* owned, MatrixView emb, PhaseTimes* times) = 0;
+                                                     const BatchView& batch, MatrixView emb, PhaseTimes* times) = 0;
   // `local`: this process's work since StartPooledRows (the bottom MLP).
   [[nodiscard]] virtual absl::Status FinishPooledRows(const absl::Status& local, PhaseTimes* times) = 0;
   // Between a Start and its Finish: lets the exchange in flight move (MPI
@@ -182,10 +187,10 @@ class StepPeers {
   // data = its sum over every process, in place.
   [[nodiscard]] virtual absl::Status SumGradients(std::span<float> data, PhaseTimes* times) = 0;
   [[nodiscard]] virtual absl::Status SumLoss(double* loss, PhaseTimes* times) = 0;
-  // `layer` applies the gradients of its tables to `owned`'s rows (as in
-  // StartPooledRows), unless some `local` failed.
+  // `layer` applies the gradients of its tables to the rows of the bags
+  // StartPooledRows pooled, unless some `local` failed.
   [[nodiscard]] virtual absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer,
-                                                     const CheckedBatch* owned, float lr, PhaseTimes* times) = 0;
+                                                     const BatchView& batch, float lr, PhaseTimes* times) = 0;
 };
 
 class DlrmForward;
@@ -224,7 +229,7 @@ class Dlrm {
   const CrossNetwork* cross_network() const;
 
   // Forward, backward and update on `batch`; returns the batch's mean loss
-  // (with peers: the global batch's, the same on every process).
+  // (several processes: the global batch's, the same on every process).
   [[nodiscard]] absl::StatusOr<double> TrainStep(const BatchView& batch, float lr, PhaseTimes* times);
   // Forward only: probabilities[i] = sigmoid(logit of sample i).
   [[nodiscard]] absl::Status Predict(const BatchView& batch, std::span<float> probabilities, PhaseTimes* times);

@@ -11,16 +11,16 @@ namespace cemb::train {
 absl::StatusOr<std::unique_ptr<Stepper>> Stepper::Create(EmbeddingLayer* tables, int prefetch_batches,
                                                          const StepperSharding& sharding) {
   const distributed::Comm* comm = sharding.comm != nullptr && sharding.comm->size() > 1 ? sharding.comm : nullptr;
-  std::unique_ptr<ShardedStep> sharded;
+  std::unique_ptr<distributed::ShardedStep> sharded;
   if (comm != nullptr) {
     if (sharding.plan == nullptr) return absl::InvalidArgumentError("Stepper: several ranks and no shard plan");
-    CEMB_ASSIGN_OR_RETURN(sharded, ShardedStep::Create(*comm, *sharding.plan, sharding.dim, sharding.max_local_batch,
+    CEMB_ASSIGN_OR_RETURN(sharded, distributed::ShardedStep::Create(*comm, *sharding.plan, sharding.dim, sharding.max_local_batch,
                                                        SlotsFor(prefetch_batches)));
   }
   return std::unique_ptr<Stepper>(new Stepper(tables, std::move(sharded), comm, prefetch_batches));
 }
 
-Stepper::Stepper(EmbeddingLayer* tables, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
+Stepper::Stepper(EmbeddingLayer* tables, std::unique_ptr<distributed::ShardedStep> sharded, const distributed::Comm* comm,
                  int prefetch_batches)
     : sharded_(std::move(sharded)),
       comm_(comm),
@@ -110,7 +110,7 @@ absl::StatusOr<std::span<const Bags<int32_t>>> Stepper::TrainBags(int64_t step,
     }
     if (i < ahead_.size()) ahead_[i] = sharded_->owned_bags(TrainSlot(id));
   }
-  current_.view.peers = sharded_->peers(TrainSlot(step));
+  current_.view.embedding_step = sharded_->step(TrainSlot(step));
   return sharded_->owned_bags(TrainSlot(step));
 }
 
@@ -119,7 +119,7 @@ absl::StatusOr<const StepBatch*> Stepper::BeginEval(const data::Batch& batch, dl
   std::span<const Bags<int32_t>> bags = current_.view.bags;
   if (distributed()) {
     CEMB_RETURN_IF_ERROR(sharded_->ExchangeIndices(EvalSlot(), bags, times));
-    current_.view.peers = sharded_->peers(EvalSlot());
+    current_.view.embedding_step = sharded_->step(EvalSlot());
     bags = sharded_->owned_bags(EvalSlot());
   }
   eval_id_ = next_eval_id_++;

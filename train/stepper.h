@@ -9,7 +9,7 @@
 //                   ShardedStep::ExchangeIndices; batch k + P + 1's only
 //                   starts, ShardedStep::StartIndices, and travels during
 //                   the step) and the batch's view carries its slot's
-//                   StepPeers; then the tables' step begins (StepCycle::Begin: batch
+//                   EmbeddingStep; then the tables' step begins (StepCycle::Begin: batch
 //                   k's rows resident, k + 1 .. k + P handed to the
 //                   prefetchers). Returns the batch as the model sees it.
 //   ... Dlrm::TrainStep(batch->view, lr, times) ...
@@ -52,15 +52,15 @@
 #include "absl/status/statusor.h"
 #include "data/loader.h"
 #include "distributed/comm.h"
+#include "distributed/sharded_step.h"
 #include "dlrm/model.h"
-#include "train/sharded_step.h"
 #include "tables/step_cycle.h"
 
 namespace cemb::train {
 
 // A batch as a step runs it: the loader's batch and the model's view of it
 // (its bags: the batch's own, one per table of the model; on several ranks
-// its peers: its slot's).
+// its embedding step: its slot's).
 struct StepBatch {
   const data::Batch* batch = nullptr;
   dlrm::BatchView view;
@@ -115,7 +115,7 @@ class Stepper {
   const distributed::ShardPlan* plan() const { return sharded_ != nullptr ? &sharded_->plan() : nullptr; }
 
  private:
-  Stepper(EmbeddingLayer* tables, std::unique_ptr<ShardedStep> sharded, const distributed::Comm* comm,
+  Stepper(EmbeddingLayer* tables, std::unique_ptr<distributed::ShardedStep> sharded, const distributed::Comm* comm,
           int prefetch_batches);
   // The ShardedStep slots a run with prefetch_batches = P needs.
   static int SlotsFor(int prefetch_batches) { return prefetch_batches + 3; }
@@ -133,7 +133,7 @@ class Stepper {
   absl::StatusOr<std::span<const Bags<int32_t>>> TrainBags(int64_t step, std::span<const data::Batch* const> peeked,
                                                            dlrm::PhaseTimes* times);
 
-  std::unique_ptr<ShardedStep> sharded_;
+  std::unique_ptr<distributed::ShardedStep> sharded_;
   const distributed::Comm* comm_;
   int prefetch_batches_;
   StepCycle train_cycle_;  // ids: step numbers

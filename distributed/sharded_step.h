@@ -1,18 +1,19 @@
 // ShardedStep: a DLRM's training and evaluation steps on several processes
 // (docs/distributed.md), over MPI: each table lives on one rank
-// (distributed::ShardPlan), every rank holds the MLPs and its slice of every global
-// batch. Each of its slots is the StepPeers of the batch exchanged into it
-// (peers(slot), which the batch's BatchView carries into Dlrm's step). The
-// trainer's Stepper (train/stepper.h) makes it and begins each step with it:
+// (ShardPlan), every rank holds the MLPs and its slice of every global
+// batch. Each of its slots is the EmbeddingStep of the batch exchanged into
+// it (step(slot), which the batch's BatchView carries into Dlrm's step: the
+// model runs the same path as on one process). The trainer's Stepper
+// (train/stepper.h) makes it and begins each step with it:
 //
 //   ExchangeIndices(slot, bags)  this rank's bags of every table go to the
-//                            tables' owners (distributed::EmbeddingExchange);
+//                            tables' owners (EmbeddingExchange);
 //                            owned_bags(slot) = this rank's tables over the
 //                            global batch (what its StepCycle pins); or in
 //                            two halves, StartIndices ... FinishIndices, the
 //                            indices travelling while a step runs (Progress
 //                            moves them along)
-//   peers(slot)              the slot's batch's StepPeers, in its BatchView
+//   step(slot)               the slot's batch's EmbeddingStep, in its BatchView
 //   Dlrm::TrainStep          StartPooledRows: the owner pools, the rows travel
 //                            during the bottom MLP ... FinishPooledRows;
 //                            StartGradients ... SumGradients (MLPs, allreduce)
@@ -32,7 +33,7 @@
 //
 // Errors: every failure a rank finds in its own work (bad bags, a row index
 // out of range in the owner's pooling, an ssd read in its update) reaches
-// every rank as "rank f: <message>" (distributed::Comm::AgreeOnStatus), so that
+// every rank as "rank f: <message>" (Comm::AgreeOnStatus), so that
 // each returns it and the job ends with it, never a hang. A failed MPI call,
 // or a call out of order, leaves the ranks out of step: the rank prints it
 // and calls MPI_Abort, which ends every rank (mpirun exits non-zero).
@@ -42,8 +43,8 @@
 // `embedding lookup` and `embedding update`.
 //
 // Thread safety: the trainer's thread only (MPI_THREAD_FUNNELED).
-#ifndef CEMB_TRAIN_SHARDED_STEP_H_
-#define CEMB_TRAIN_SHARDED_STEP_H_
+#ifndef CEMB_DISTRIBUTED_SHARDED_STEP_H_
+#define CEMB_DISTRIBUTED_SHARDED_STEP_H_
 
 #include <cstdint>
 #include <memory>
@@ -57,14 +58,14 @@
 #include "distributed/shard_plan.h"
 #include "dlrm/model.h"
 
-namespace cemb::train {
+namespace cemb::distributed {
 
 class ShardedStep {
  public:
   // Not collective. `max_local_batch`: the largest slice any rank holds;
   // `slots` >= 1.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardedStep>> Create(const distributed::Comm& comm,
-                                                                           const distributed::ShardPlan& plan, int64_t dim,
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShardedStep>> Create(const Comm& comm,
+                                                                           const ShardPlan& plan, int64_t dim,
                                                                            int64_t max_local_batch, int slots = 1);
   ~ShardedStep();
 
@@ -84,31 +85,31 @@ class ShardedStep {
   // After ExchangeIndices(slot): this rank's tables (plan().tables_of(rank),
   // in that order) over the global batch.
   std::span<const Bags<int32_t>> owned_bags(int slot) const { return slots_[slot]->owned_bags(); }
-  // The StepPeers of slot's batch: a Dlrm step (TrainStep or Predict) on
-  // the BatchView that carries it runs on that batch. Valid as long as the
-  // ShardedStep.
-  dlrm::StepPeers* peers(int slot) const;
+  // The EmbeddingStep of slot's batch: a Dlrm step (TrainStep or Predict)
+  // on the BatchView that carries it runs on that batch. Valid as long as
+  // the ShardedStep.
+  dlrm::EmbeddingStep* step(int slot) const;
   int slots() const { return static_cast<int>(slots_.size()); }
 
-  const distributed::Comm& comm() const { return comm_; }
-  const distributed::ShardPlan& plan() const { return plan_; }
+  const Comm& comm() const { return comm_; }
+  const ShardPlan& plan() const { return plan_; }
 
  private:
-  class SlotPeers;  // one slot's StepPeers (sharded_step.cc)
+  class SlotStep;  // one slot's EmbeddingStep (sharded_step.cc)
 
-  ShardedStep(const distributed::Comm& comm, const distributed::ShardPlan& plan);
+  ShardedStep(const Comm& comm, const ShardPlan& plan);
   // `s` when OK; otherwise the ranks are out of step: prints it, MPI_Abort.
   absl::Status OrAbort(const absl::Status& s) const;
   // Moves the indices in flight (StartIndices), if any.
   absl::Status ProgressIndices();
 
-  distributed::Comm comm_;
-  distributed::ShardPlan plan_;
-  std::vector<std::unique_ptr<distributed::EmbeddingExchange>> slots_;
-  std::vector<std::unique_ptr<SlotPeers>> peers_;  // one per slot
+  Comm comm_;
+  ShardPlan plan_;
+  std::vector<std::unique_ptr<EmbeddingExchange>> slots_;
+  std::vector<std::unique_ptr<SlotStep>> steps_;  // one per slot
   int pending_ = -1;  // the slot whose indices are in flight (StartIndices), or -1
 };
 
-}  // namespace cemb::train
+}  // namespace cemb::distributed
 
-#endif  // CEMB_TRAIN_SHARDED_STEP_H_
+#endif  // CEMB_DISTRIBUTED_SHARDED_STEP_H_

@@ -1,4 +1,4 @@
-#include "train/sharded_step.h"
+#include "distributed/sharded_step.h"
 
 #include <cstdio>
 #include <string>
@@ -8,22 +8,22 @@
 #include "base/status_macros.h"
 #include "base/timer.h"
 
-namespace cemb::train {
+namespace cemb::distributed {
 
-// One slot's batch in a Dlrm step: the StepPeers calls on its exchange.
-class ShardedStep::SlotPeers final : public dlrm::StepPeers {
+// One slot's batch in a Dlrm step: the EmbeddingStep calls on its exchange.
+class ShardedStep::SlotStep final : public dlrm::EmbeddingStep {
  public:
-  SlotPeers(ShardedStep& step, distributed::EmbeddingExchange& exchange) : step_(step), exchange_(exchange) {}
+  SlotStep(ShardedStep& step, EmbeddingExchange& exchange) : step_(step), exchange_(exchange) {}
 
   int64_t global_batch() const override { return exchange_.global_batch(); }
 
-  absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, const CheckedBatch* owned,
+  absl::Status StartPooledRows(const absl::Status& local, EmbeddingLayer& layer, const dlrm::BatchView& batch,
                                MatrixView emb, dlrm::PhaseTimes* times) override {
     absl::Status mine = local;
     if (mine.ok() && layer.num_tables() > 0) {
       ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingLookup));
-      mine = owned != nullptr ? layer.Lookup(*owned, exchange_.owned_output())
-                              : layer.Lookup(exchange_.owned_bags(), exchange_.owned_output());
+      mine = batch.checked != nullptr ? layer.Lookup(*batch.checked, exchange_.owned_output())
+                                      : layer.Lookup(exchange_.owned_bags(), exchange_.owned_output());
     }
     ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
     CEMB_RETURN_IF_ERROR(step_.comm_.AgreeOnStatus(mine));
@@ -59,8 +59,8 @@ class ShardedStep::SlotPeers final : public dlrm::StepPeers {
     return step_.OrAbort(step_.comm_.AllreduceSum(std::span<double>(loss, 1)));
   }
 
-  absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, const CheckedBatch* owned, float lr,
-                               dlrm::PhaseTimes* times) override {
+  absl::Status FinishGradients(const absl::Status& local, EmbeddingLayer& layer, const dlrm::BatchView& batch,
+                               float lr, dlrm::PhaseTimes* times) override {
     {
       ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
       CEMB_RETURN_IF_ERROR(step_.OrAbort(exchange_.WaitGradients()));
@@ -68,8 +68,8 @@ class ShardedStep::SlotPeers final : public dlrm::StepPeers {
     absl::Status mine = local;
     if (mine.ok() && layer.num_tables() > 0) {
       ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kEmbeddingUpdate));
-      mine = owned != nullptr ? layer.Update(*owned, exchange_.owned_grad(), lr)
-                              : layer.Update(exchange_.owned_bags(), exchange_.owned_grad(), lr);
+      mine = batch.checked != nullptr ? layer.Update(*batch.checked, exchange_.owned_grad(), lr)
+                                      : layer.Update(exchange_.owned_bags(), exchange_.owned_grad(), lr);
     }
     ScopedSeconds timer(dlrm::PhaseSeconds(times, dlrm::Phase::kAllToAll));
     return step_.comm_.AgreeOnStatus(mine);
@@ -77,17 +77,17 @@ class ShardedStep::SlotPeers final : public dlrm::StepPeers {
 
  private:
   ShardedStep& step_;
-  distributed::EmbeddingExchange& exchange_;
+  EmbeddingExchange& exchange_;
 };
 
-absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const distributed::Comm& comm, const distributed::ShardPlan& plan,
+absl::StatusOr<std::unique_ptr<ShardedStep>> ShardedStep::Create(const Comm& comm, const ShardPlan& plan,
                                                                   int64_t dim, int64_t max_local_batch, int slots) {
   if (slots < 1) return absl::InvalidArgumentError(absl::StrCat("ShardedStep: ", slots, " slots"));
   std::unique_ptr<ShardedStep> step(new ShardedStep(comm, plan));
   for (int i = 0; i < slots; ++i) {
-    CEMB_ASSIGN_OR_RETURN(std::unique_ptr<distributed::EmbeddingExchange> exchange,
-                          distributed::EmbeddingExchange::Create(comm, plan, {.dim = dim, .max_local_batch = max_local_batch}));
-    step->peers_.push_back(std::make_unique<SlotPeers>(*step, *exchange));
+    CEMB_ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingExchange> exchange,
+                          EmbeddingExchange::Create(comm, plan, {.dim = dim, .max_local_batch = max_local_batch}));
+    step->steps_.push_back(std::make_unique<SlotStep>(*step, *exchange));
     step->slots_.push_back(std::move(exchange));
   }
   return step;
@@ -125,14 +125,14 @@ absl::Status ShardedStep::FinishIndices(dlrm::PhaseTimes* times) {
   return OrAbort(slots_[slot]->WaitIndices());
 }
 
-ShardedStep::ShardedStep(const distributed::Comm& comm, const distributed::ShardPlan& plan)
+ShardedStep::ShardedStep(const Comm& comm, const ShardPlan& plan)
     : comm_(comm), plan_(plan) {}
 ShardedStep::~ShardedStep() = default;
 
-dlrm::StepPeers* ShardedStep::peers(int slot) const { return peers_[slot].get(); }
+dlrm::EmbeddingStep* ShardedStep::step(int slot) const { return steps_[slot].get(); }
 
 absl::Status ShardedStep::ProgressIndices() {
   return pending_ >= 0 ? OrAbort(slots_[pending_]->Progress()) : absl::OkStatus();
 }
 
-}  // namespace cemb::train
+}  // namespace cemb::distributed
