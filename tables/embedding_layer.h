@@ -160,15 +160,13 @@ struct TableReport {
 std::string EncodeTableReports(std::span<const TableReport> reports);
 [[nodiscard]] absl::StatusOr<std::vector<TableReport>> DecodeTableReports(std::string_view bytes);
 
-class EmbeddingLayer;
-
 // One batch's bags, a CheckedBags per table of a layer, checked against
 // its tables. Only the layer makes one (EmbeddingLayer::Check, CheckStep).
 // It views the caller's arrays: REQUIRES they stay valid and unchanged while
 // it is used.
 class CheckedBatch {
  public:
-  // No batch: what Check and CheckStep return when they are given none.
+  // The id of a batch Check made: no prefetch made any of its plans.
   static constexpr int64_t kNoBatch = -1;
 
   CheckedBatch() = default;
