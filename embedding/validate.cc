@@ -4,6 +4,22 @@
 
 #include "absl/strings/str_cat.h"
 
+// The ISA clones below resolve through an ifunc, which runs before a
+// sanitizer's runtime is up (ThreadSanitizer's tests crashed at start):
+// sanitized builds take the baseline alone.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define CEMB_NO_ISA_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define CEMB_NO_ISA_CLONES 1
+#endif
+#endif
+#ifdef CEMB_NO_ISA_CLONES
+#define CEMB_ISA_CLONES
+#else
+#define CEMB_ISA_CLONES [[gnu::target_clones("avx512f", "avx2", "default")]]
+#endif
+
 namespace cemb {
 namespace {
 
@@ -18,10 +34,10 @@ template <typename Index>
   for (size_t b = 1; b < offsets.size(); ++b) decreases |= offsets[b] < offsets[b - 1];
   return !decreases;
 }
-[[gnu::target_clones("avx512f", "avx2", "default")]] bool NonDecreasing(std::span<const int32_t> offsets) {
+CEMB_ISA_CLONES bool NonDecreasing(std::span<const int32_t> offsets) {
   return NonDecreasingOffsets(offsets);
 }
-[[gnu::target_clones("avx512f", "avx2", "default")]] bool NonDecreasing(std::span<const int64_t> offsets) {
+CEMB_ISA_CLONES bool NonDecreasing(std::span<const int64_t> offsets) {
   return NonDecreasingOffsets(offsets);
 }
 template <typename Index>
@@ -33,11 +49,11 @@ template <typename Index>
   }
   return lo >= 0 && static_cast<int64_t>(hi) < nvectors;
 }
-[[gnu::target_clones("avx512f", "avx2", "default")]] bool AllInRange(std::span<const int32_t> indices,
+CEMB_ISA_CLONES bool AllInRange(std::span<const int32_t> indices,
                                                                       int64_t nvectors) {
   return MinMaxInRange(indices, nvectors);
 }
-[[gnu::target_clones("avx512f", "avx2", "default")]] bool AllInRange(std::span<const int64_t> indices,
+CEMB_ISA_CLONES bool AllInRange(std::span<const int64_t> indices,
                                                                       int64_t nvectors) {
   return MinMaxInRange(indices, nvectors);
 }
