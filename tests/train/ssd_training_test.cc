@@ -406,8 +406,7 @@ SsdTrainingTest::WrapIo SsdTrainingTest::Emb3AfterStep5Checkpoint(std::string ch
 }
 
 // A run of kSteps under the tight budget, checkpointing every 5 steps, whose
-// emb3 fails a request of kind `op` between the checkpoints of steps 5 and
-// 10 (a quarter of the way, by the requests of the uninterrupted run between them),
+// emb3 fails its first request of kind `op` after the checkpoint of step 5,
 // stops with a Status of `code` naming the table, the file and the
 // operation; the newest checkpoint still verifies, and a resumed run without
 // faults gives the uninterrupted run's losses bit for bit.
@@ -422,16 +421,22 @@ void SsdTrainingTest::ExpectFailsNamingTheTableAndResumes(IoOp op, int error, ab
   absl::StatusOr<TrainSummary> whole =
       Train(counted, /*resume=*/false, nullptr, Emb3AfterStep5Checkpoint(dir + "/count", op, 0, 0, &between));
   ASSERT_TRUE(whole.ok()) << whole.status();
-  // A quarter of the way: a failed read of a prefetch comes out at its
-  // batch's WaitResident, prefetch_batches steps after it was submitted, so
-  // a failed read of batch 10 or 11 (submitted in steps 8 and 9) stops
-  // training only after the checkpoint of step 10. Over 82 runs emb3 did 2519
-  // to 2723 reads in this stretch, about 430 reads a step; its dirty rows go
-  // out in a few segment writes (5 in the log's first runs), each failure
-  // reported by emb3's next Prefetch.
-  ASSERT_GT(between, op == IoOp::kRead ? 8 : 0) << "emb3 does too little " << IoOpName(op) << " I/O between steps 5 and 10";
-  const int64_t nth = std::max<int64_t>(1, between / 4);
-  SCOPED_TRACE(absl::StrCat(IoOpName(op), " ", nth, " of emb3 after the step-5 checkpoint fails (", between,
+  // The first such request after the step-5 checkpoint fails. A read then
+  // is a prefetch of a batch at most prefetch_batches (2) ahead of the step
+  // the trainer is in, step 6 or later: its failure comes out at that
+  // batch's WaitResident, by step 8, before the checkpoint of step 10,
+  // whatever the timing. A write is one of the few segment writes of emb3's
+  // dirty rows (5 in this stretch), reported by emb3's next Prefetch.
+  //
+  // The fault was once placed a quarter of the way, by the count of the
+  // uninterrupted run. emb3's reads in this stretch have fallen from about
+  // 2,600 to 130-160 since (a block is read once while it is at hand,
+  // 1262685), and the quarter (the 39th read) came after the step-10
+  // checkpoint in a loaded CI run (b24276b): another run's count says
+  // nothing certain about where a request of this one falls.
+  ASSERT_GT(between, 0) << "emb3 does no " << IoOpName(op) << " I/O between steps 5 and 10";
+  constexpr int64_t nth = 1;
+  SCOPED_TRACE(absl::StrCat("the first ", IoOpName(op), " of emb3 after the step-5 checkpoint fails (", between,
                             " before the step-10 one in the uninterrupted run)"));
 
   std::vector<std::string> run = ssd;
