@@ -23,6 +23,9 @@
 # Environment: BUILD_DIR (build), SSD_DIR (/work/tmp/pyssd: on the drive under
 # test), CAP (1950M), BUDGET_FIT (1GiB), BUDGET_SMALL (256MiB), STEPS (200),
 # PEER_STEPS (40), ROUNDS (2), OUT (a new temporary directory: logs and data).
+# torch's matmuls need OpenBLAS, for this benchmark only (not in
+# scripts/setup.sh): apt-get install python3-torch libopenblas0 (Debian's
+# netlib BLAS alone is ~10x slower, and the script refuses it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
@@ -42,7 +45,13 @@ export PYTHONPATH="$PWD/$BUILD_DIR/python"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD_DIR" --target dlrm-train dlrm-data cemb_python >/dev/null
 mkdir -p "$OUT" "$SSD_DIR"
+# torch's MLPs (the DLRM of part 2) on OpenBLAS at this CPU's best core, not
+# the generic fallback 0.3.21 picks on newer Xeons (~4x slower sgemm): it
+# exports OPENBLAS_CORETYPE for every run below, cemb's and the peers'.
+source bench/torch_blas.sh
+torch_blas "$PYTHON" || { echo "run_python.sh: $blas" >&2; exit 1; }
 echo "== $(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== torch: $blas"
 echo "== CAP $CAP, BUDGET_FIT $BUDGET_FIT, BUDGET_SMALL $BUDGET_SMALL, STEPS $STEPS, logs in $OUT"
 
 # The bench-ssd data as dlrm-train prepares it (STEPS + 10 batches), and
