@@ -33,7 +33,10 @@
 #           The WRITTEN run's parameters are the serving sitting's bench-ssd
 #           weights (SERVE_OUT/ssd/npy) when they are there, else exported.
 # Each part's output is kept in OUT/logs/<part>.txt; OUT/summary.txt gathers
-# the tables each script ends with.
+# the tables each script ends with. Disk: run_serve.sh's (about 35 GB while
+# its checkpoints are made, 20 GB after), and for the ssd part an 11.7 GiB
+# log file at a time plus, without the serving weights, 7.6 GiB of exported
+# parameters (OUT/ssd-uniform/init).
 #
 # Environment: BUILD_DIR (build), SERVE_OUT (OUT/serve), SERVE_PHASES ("prepare
 # drive dram http-dram http-ssd formats formats-auc"), SSD_STEPS (1000),
