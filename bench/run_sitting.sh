@@ -45,7 +45,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/machine.sh
-[[ $# -ge 1 ]] || { sed -n '2,40p' "$0"; exit 2; }
+[[ $# -ge 1 ]] || { sed -n '2,44p' "$0"; exit 2; }
 OUT=$(realpath -m "$1")
 shift
 parts=("$@")
