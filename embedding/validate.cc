@@ -49,12 +49,10 @@ template <typename Index>
   }
   return lo >= 0 && static_cast<int64_t>(hi) < nvectors;
 }
-CEMB_ISA_CLONES bool AllInRange(std::span<const int32_t> indices,
-                                                                      int64_t nvectors) {
+CEMB_ISA_CLONES bool AllInRange(std::span<const int32_t> indices, int64_t nvectors) {
   return MinMaxInRange(indices, nvectors);
 }
-CEMB_ISA_CLONES bool AllInRange(std::span<const int64_t> indices,
-                                                                      int64_t nvectors) {
+CEMB_ISA_CLONES bool AllInRange(std::span<const int64_t> indices, int64_t nvectors) {
   return MinMaxInRange(indices, nvectors);
 }
 
