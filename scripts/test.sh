@@ -9,6 +9,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# ctest runs $jobs tests at once, each with OpenMP teams as wide as the
+# machine: spinning threads of one test then hold the cores another test's
+# threads wait for. Waiting threads sleep instead (on 2 cores: the Release
+# tests 218 -> 147 s, the ASan tests 226 -> 173 s); no result depends on it.
+export OMP_WAIT_POLICY=PASSIVE
 
 echo "== Release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

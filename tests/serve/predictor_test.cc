@@ -666,8 +666,11 @@ TEST_P(ConvertedTest, AConvertedModelScoresAsItsDecodedRows) {
           SCOPED_TRACE(c.table);
           EXPECT_GT(c.stats.hits(), 0u);
           EXPECT_LT(c.stats.hits(), c.stats.lookups());  // some rows were read from the slow tier
-          if (kind == StorageKind::kStatic) EXPECT_GT(c.stats.cold.rows_filled, 0u);
-          if (kind == StorageKind::kDynamic) EXPECT_GT(c.stats.cold.rows_evicted, 0u);
+          if (kind == StorageKind::kStatic) {
+            EXPECT_GT(c.stats.cold.rows_filled, 0u);
+          } else {
+            EXPECT_GT(c.stats.cold.rows_evicted, 0u);
+          }
         }
       } else {
         EXPECT_TRUE((*p)->cached_tables().empty());
