@@ -9,6 +9,8 @@
 #ifndef CEMB_BASE_TIMER_H_
 #define CEMB_BASE_TIMER_H_
 
+#include <sys/resource.h>
+
 #include <chrono>
 
 namespace cemb {
@@ -17,6 +19,14 @@ using SteadyClock = std::chrono::steady_clock;
 
 inline double SecondsSince(SteadyClock::time_point t0) {
   return std::chrono::duration<double>(SteadyClock::now() - t0).count();
+}
+
+// The CPU seconds this process has used, all threads, user and system.
+inline double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
 // Adds the seconds of its lifetime to *into.

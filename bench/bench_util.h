@@ -23,7 +23,6 @@
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +36,7 @@
 #include <vector>
 
 #include "base/random.h"
+#include "base/timer.h"
 #include "embedding/cpu.h"
 #include "embedding/memory.h"
 #include "base/parallel.h"
@@ -114,10 +114,7 @@ inline void AddMachineContext() {
 struct CpuClock {
   double cpu = 0.0, wall = 0.0;
   static CpuClock Now() {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-    return {sec(u.ru_utime) + sec(u.ru_stime),
+    return {ProcessCpuSeconds(),
             std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count()};
   }
   double Share(const CpuClock& start, int threads) const {

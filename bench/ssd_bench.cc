@@ -4,7 +4,8 @@
 //             never written is computed, never read);
 //   2. limit: random 4 KiB O_DIRECT reads of the same file through the same
 //             io_uring backend at the table's queue depth (the machine's own
-//             limit, measured here, not quoted);
+//             limit, measured here, not quoted), and the process CPU each
+//             read costs (cpu:);
 //   3. steps: a training-like loop: batch k+1 is prefetched while batch k is
 //             read (kForward) and updated (kUpdate), then unpinned; reports
 //             steps/s, blocks read/s against the limit, the time waited, the
@@ -31,6 +32,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/random.h"
+#include "base/timer.h"
 #include "ssd/ssd_table.h"
 
 namespace cemb {
@@ -74,9 +76,17 @@ void Check(const absl::Status& s) {
   }
 }
 
+// The drive's random-read limit and what each read costs the CPU.
+struct ReadLimit {
+  double reads_per_s = 0;
+  // Process CPU (user + system: the kernel's submission and completion
+  // path, most of it) per read: what a reader pays beside the drive.
+  double cpu_us_per_read = 0;
+};
+
 // Random 4 KiB reads over the file for about `seconds`, queue_depth in
-// flight: reads per second.
-double RawReadLimit(const BlockFile& file, int queue_depth, double seconds) {
+// flight, with unregistered buffers (as the serving path's reads).
+ReadLimit RawReadLimit(const BlockFile& file, int queue_depth, double seconds) {
   BlockIo& io = file.io();
   const uint64_t nblocks = file.size() / kIoAlignment;
   auto* buffers = static_cast<unsigned char*>(std::aligned_alloc(kIoAlignment, size_t{kIoAlignment} * queue_depth));
@@ -85,6 +95,7 @@ double RawReadLimit(const BlockFile& file, int queue_depth, double seconds) {
   std::vector<BlockCompletion> done;
   int64_t reads = 0;
   const Clock::time_point start = Clock::now();
+  const double cpu_start = ProcessCpuSeconds();
   std::vector<uint64_t> free_tags;
   for (int i = 0; i < queue_depth; ++i) free_tags.push_back(static_cast<uint64_t>(i));
   while (Seconds(start) < seconds) {
@@ -110,8 +121,18 @@ double RawReadLimit(const BlockFile& file, int queue_depth, double seconds) {
   (void)io.Reap(io.in_flight(), &done);
   reads += static_cast<int64_t>(done.size());
   const double rate = static_cast<double>(reads) / Seconds(start);
+  const double cpu_s = ProcessCpuSeconds() - cpu_start;
   std::free(buffers);
-  return rate;
+  return {rate, reads > 0 ? cpu_s * 1e6 / static_cast<double>(reads) : 0.0};
+}
+
+// RawReadLimit for 5 s, printed ("limit:" and "cpu:" lines): reads/s.
+double MeasureReadLimit(const BlockFile& file, int queue_depth) {
+  const ReadLimit limit = RawReadLimit(file, queue_depth, 5.0);
+  std::printf("limit: %.0f random 4 KiB reads/s at queue depth %d (%.0f MiB/s)\n", limit.reads_per_s, queue_depth,
+              limit.reads_per_s * 4096 / (1 << 20));
+  std::printf("cpu:   %.2f us of process CPU per read (user + system)\n", limit.cpu_us_per_read);
+  return limit.reads_per_s;
 }
 
 // Writes the whole file with sequential 1 MiB writes, `depth` in flight (a
@@ -153,9 +174,7 @@ int LimitOnly(const Flags& f) {
               f.dir.c_str(), file->direct() ? "O_DIRECT" : "buffered", write_s);
   std::printf("seqwrite: %.0f MiB/s in 1 MiB writes, 8 in flight\n",
               static_cast<double>(file->size()) / (1 << 20) / write_s);
-  const double limit = RawReadLimit(*file, f.queue_depth, 5.0);
-  std::printf("limit: %.0f random 4 KiB reads/s at queue depth %d (%.0f MiB/s)\n", limit, f.queue_depth,
-              limit * 4096 / (1 << 20));
+  MeasureReadLimit(*file, f.queue_depth);
   return 0;
 }
 
@@ -195,9 +214,7 @@ int Main(const Flags& f) {
               static_cast<double>(table->stats().io.bytes_written) / (1 << 20) / load_s);
 
   // 2. The device's limit, same file, same backend, same queue depth.
-  const double limit = RawReadLimit(table->file(), f.queue_depth, 5.0);
-  std::printf("limit: %.0f random 4 KiB reads/s at queue depth %d (%.0f MiB/s)\n", limit, f.queue_depth,
-              limit * 4096 / (1 << 20));
+  const double limit = MeasureReadLimit(table->file(), f.queue_depth);
 
   // 3. Steps.
   std::vector<std::vector<int64_t>> batches(static_cast<size_t>(f.steps));
