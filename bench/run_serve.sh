@@ -149,6 +149,7 @@ torch_bench() {  # torch_serve_bench.py with torch's environment
 }
 load_bench() { "$bin/serve_load_bench" --seconds "$SECONDS_PER_RATE" --warmup_seconds "$WARMUP" "$@"; }
 has() { local p; for p in "${phases[@]}"; do [[ $p == "$1" ]] && return 0; done; return 1; }
+max_qps() { sed -n 's/^max QPS: \([0-9.]*\) .*/\1/p' "$1" | tail -n 1; }  # of a --find_max log
 banner() { echo; echo "== $1: $(machine_line), load $(cut -d' ' -f1-3 /proc/loadavg)"; }
 run() {  # run LOG COMMAND...: prints the command, runs it, keeps its output in LOG
   local log=$1; shift
@@ -297,7 +298,6 @@ serve_down() {  # SIGTERM to dlrm-serve (not to memlimit, which waits for it); i
   tail -n 3 "$logs/$1-serve.txt"
 }
 http_load() { "$bin/serve_http_load" --url "$url" --seconds "$SECONDS_PER_RATE" --warmup_seconds "$WARMUP" "$@"; }
-max_qps() { sed -n 's/^max QPS: \([0-9.]*\) .*/\1/p' "$1" | tail -n 1; }
 # The server's defaults, but many HTTP threads: the load generator's
 # connections (each holds one) must exceed the rate x the p99.
 serve_flags=(--http_threads 128 --max_queue 512)
