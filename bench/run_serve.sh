@@ -34,7 +34,9 @@
 #             (bench/torch_serve_bench.py check, to 1e-5).
 #   drive     the drive's random 4 KiB O_DIRECT read rate at queue depth 64
 #             over an 8 GiB file, the tables' size (bench/ssd_bench --limit_only 1).
-#   dram      the Kaggle model in DRAM, closed loop, batch 1, 16, 256, 2048,
+#   dram      the cores' fp32 multiply-add peak (bench/fma_peak: the limit
+#             of the MLPs' GFLOP/s), then the Kaggle model in DRAM, closed
+#             loop, batch 1, 16, 256, 2048,
 #             1 and 2 clients: bench/predictor_bench (request-level and
 #             batch-level) against torch_serve_bench.py closed (the same two
 #             ways, OpenBLAS at its best core); each client cycles through
@@ -139,7 +141,7 @@ logs=$OUT/logs
 mkdir -p "$logs"
 
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$BUILD_DIR" -j "$JOBS" --target dlrm-train ssd_bench predictor_bench serve_load_bench miss_latency_bench cemb_python \
+cmake --build "$BUILD_DIR" -j "$JOBS" --target dlrm-train ssd_bench fma_peak predictor_bench serve_load_bench miss_latency_bench cemb_python \
   cemb_serve_python dlrm-serve serve_http_load dlrm-convert format_quality >/dev/null
 bin=$BUILD_DIR/bench
 train=$BUILD_DIR/apps/dlrm-train
@@ -214,6 +216,7 @@ fi
 
 if has dram; then
   banner "dram: the Kaggle model, closed loop"
+  run "$logs/fma-peak.txt" "$bin/fma_peak"  # the cores' fp32 limit: the MLPs' GFLOP/s are read against it
   run "$logs/dram-cemb.txt" "$bin/predictor_bench" --checkpoint "$kaggle/ck" --batches 1,16,256,2048 --clients 1,2 \
     --max_batch 2048 --pool "$POOL" --seconds "$SECONDS_PER_RATE"
   run "$logs/dram-torch.txt" torch_bench closed --npy "$kaggle/npy" --checkpoint "$kaggle/ck" \
