@@ -64,18 +64,27 @@ torch_blas() {  # PYTHON; sets blas, may export OPENBLAS_CORETYPE; 1: a BLAS too
     blas+=" apt-get install libopenblas0 (update-alternatives --config libblas.so.3-x86_64-linux-gnu)"
     return 1
   fi
+  mapfile -t cores < <(cpu_cores)
+  local dropped=""
+  # A caller's OPENBLAS_CORETYPE below this CPU's best (a machine's
+  # environment may name Haswell on a CPU with AVX-512) is dropped.
+  if [[ -n ${OPENBLAS_CORETYPE:-} ]] &&
+    ((${#cores[@]} > 0 && $(core_rank "$core") < $(core_rank "${cores[0]}"))); then
+    dropped="; the caller's OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE ($core) dropped: below this CPU's best"
+    unset OPENBLAS_CORETYPE
+    core=$(blas_probe | sed -n 's/^core=//p')
+  fi
   if [[ -n ${OPENBLAS_CORETYPE:-} ]]; then
     blas="OpenBLAS core $core (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, set by the caller)"
   else
-    mapfile -t cores < <(cpu_cores)
-    blas="OpenBLAS core $core (detected)"
+    blas="OpenBLAS core $core (detected$dropped)"
     if ((${#cores[@]} > 0 && $(core_rank "$core") < $(core_rank "${cores[0]}"))); then
-      blas="OpenBLAS core $core (detected), a generic fallback on this CPU; no better core accepted"
+      blas="OpenBLAS core $core (detected), a generic fallback on this CPU; no better core accepted$dropped"
       for c in "${cores[@]}"; do  # the first one OpenBLAS accepts and runs
         if forced=$(OPENBLAS_CORETYPE=$c blas_probe | sed -n 's/^core=//p') &&
           (($(core_rank "$forced") == $(core_rank "$c"))); then
           export OPENBLAS_CORETYPE=$c
-          blas="OpenBLAS core $forced (OPENBLAS_CORETYPE=$c; detected $core, a generic fallback on this CPU)"
+          blas="OpenBLAS core $forced (OPENBLAS_CORETYPE=$c; detected $core, a generic fallback on this CPU$dropped)"
           break
         fi
       done

@@ -90,13 +90,13 @@ def openblas_core(env):
 
 def choose_openblas_core():
     """Sets OPENBLAS_CORETYPE, before torch is imported, where OpenBLAS 0.3.21 falls back to a
-    generic core on a CPU it does not know (newer Xeons report Prescott: sgemm ~4x slower).
-    Returns a description of the core used."""
+    generic core on a CPU it does not know (newer Xeons report Prescott: sgemm ~4x slower). A
+    caller's OPENBLAS_CORETYPE is kept where its core uses as much of the vector ISA as this CPU
+    allows, else dropped (a machine's environment may name Haswell on a CPU with AVX-512: torch's
+    sgemm then ran 1.6x slower). Returns a description of the core used."""
     core = openblas_core(os.environ)
     if core is None:
         return "not OpenBLAS (torch's sgemm may be the ~10x slower reference BLAS)"
-    if "OPENBLAS_CORETYPE" in os.environ:
-        return f"OpenBLAS {core} (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']}, set by the caller)"
     flags = set(next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), []))
     wanted = []
     if {"avx512_bf16", "avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
@@ -107,15 +107,23 @@ def choose_openblas_core():
         wanted.append("HASWELL")
     if "avx" in flags:
         wanted.append("SANDYBRIDGE")
-    rank = CORE_RANK.get(core.lower(), 0)
-    if not wanted or rank >= CORE_RANK[wanted[0].lower()]:
-        return f"OpenBLAS {core} (detected)"
+    best = CORE_RANK[wanted[0].lower()] if wanted else 0
+    dropped = ""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        caller = os.environ["OPENBLAS_CORETYPE"]
+        if CORE_RANK.get(core.lower(), 0) >= best:
+            return f"OpenBLAS {core} (OPENBLAS_CORETYPE={caller}, set by the caller)"
+        dropped = f"; the caller's OPENBLAS_CORETYPE={caller} ({core}) dropped: below this CPU's best"
+        del os.environ["OPENBLAS_CORETYPE"]
+        core = openblas_core(os.environ)
+    if CORE_RANK.get(core.lower(), 0) >= best:
+        return f"OpenBLAS {core} (detected{dropped})"
     for c in wanted:
         forced = openblas_core(dict(os.environ, OPENBLAS_CORETYPE=c))
         if forced and CORE_RANK.get(forced.lower(), 0) == CORE_RANK[c.lower()]:
             os.environ["OPENBLAS_CORETYPE"] = c
-            return f"OpenBLAS {forced} (OPENBLAS_CORETYPE={c}; detected {core}, a generic fallback)"
-    return f"OpenBLAS {core} (detected, a generic fallback; no better core accepted)"
+            return f"OpenBLAS {forced} (OPENBLAS_CORETYPE={c}; detected {core}, a generic fallback{dropped})"
+    return f"OpenBLAS {core} (detected, a generic fallback; no better core accepted{dropped})"
 
 
 def readahead_kb(path):
