@@ -96,10 +96,18 @@ int main(int argc, char** argv) {
   const double per_round = std::chrono::duration<double>(Clock::now() - t0).count() / 16;
   const auto rounds = static_cast<int64_t>(seconds / per_round) + 1;
 
+  int ran = 0;  // the threads the team had (OMP_THREAD_LIMIT or OMP_DYNAMIC may give fewer)
+  float sum = 0;
   const Clock::time_point start = Clock::now();
-#pragma omp parallel num_threads(threads)
-  sink = sink + run(rounds);
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+  {
+#pragma omp single nowait
+    ran = omp_get_num_threads();
+    sum += run(rounds);
+  }
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  sink = sink + sum;
+  threads = ran;
   const double flops = 2.0 * lanes * kChains * static_cast<double>(kInner) * static_cast<double>(rounds) * threads;
   std::printf("fma peak: %.1f GFLOP/s fp32 (%s, %d threads, %.2f s; %.1f GFLOP/s a thread)\n", flops / wall * 1e-9,
               avx512 ? "AVX-512" : "AVX2 + FMA", threads, wall, flops / wall * 1e-9 / threads);

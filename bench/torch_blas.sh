@@ -7,8 +7,9 @@
 # OpenBLAS 0.3.21 falls back to generic kernels on CPUs it does not know
 # (newer Xeons: "Core: Prescott", sgemm ~4x slower): torch_blas probes the
 # core OpenBLAS picked and, on such a fallback, exports OPENBLAS_CORETYPE for
-# the best core this CPU's flags allow that OpenBLAS accepts. A torch built
-# with MKL (PyPI's) is taken as it is.
+# the best core this CPU's flags allow that OpenBLAS accepts. A caller's
+# OPENBLAS_CORETYPE is kept unless its core is below this CPU's best (then
+# dropped, and said). A torch built with MKL (PyPI's) is taken as it is.
 #
 #   source bench/torch_blas.sh
 #   torch_blas "$python" || { echo "$blas" >&2; exit 1; }   # blas: what the peer runs on, or why not

@@ -93,7 +93,7 @@ def choose_openblas_core():
     generic core on a CPU it does not know (newer Xeons report Prescott: sgemm ~4x slower). A
     caller's OPENBLAS_CORETYPE is kept where its core uses as much of the vector ISA as this CPU
     allows, else dropped (a machine's environment may name Haswell on a CPU with AVX-512: torch's
-    sgemm then ran 1.6x slower). Returns a description of the core used."""
+    inference then ran 1.6x slower). Returns a description of the core used."""
     core = openblas_core(os.environ)
     if core is None:
         return "not OpenBLAS (torch's sgemm may be the ~10x slower reference BLAS)"
@@ -115,7 +115,7 @@ def choose_openblas_core():
             return f"OpenBLAS {core} (OPENBLAS_CORETYPE={caller}, set by the caller)"
         dropped = f"; the caller's OPENBLAS_CORETYPE={caller} ({core}) dropped: below this CPU's best"
         del os.environ["OPENBLAS_CORETYPE"]
-        core = openblas_core(os.environ)
+        core = openblas_core(os.environ) or "unknown"
     if CORE_RANK.get(core.lower(), 0) >= best:
         return f"OpenBLAS {core} (detected{dropped})"
     for c in wanted:

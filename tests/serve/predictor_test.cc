@@ -259,7 +259,8 @@ TEST_P(PredictorTest, ASamplesScoreDoesNotDependOnItsBatch) {
   // bf16 with AMX: oneDNN's matmul sums a row's products in an order that
   // depends on the batch's size, and a sum rounded to bf16 between layers
   // can then round the other way: the tolerance docs/serving.md states.
-  // Its AVX512-BF16 kernels (no AMX: AMD Zen 4 and 5) keep the order.
+  // Its AVX512-BF16 kernels (no AMX: AMD Zen 5) kept the order; where it
+  // emulates bf16 (plain AVX-512) only the tolerance is known.
   double worst = 0;
   for (int64_t i = 0; i < samples.n; ++i) {
     worst = std::max({worst, std::abs(double{alone[i]} - whole[i]), std::abs(double{in_odd_batches[i]} - whole[i])});
@@ -268,7 +269,7 @@ TEST_P(PredictorTest, ASamplesScoreDoesNotDependOnItsBatch) {
   EXPECT_LE(worst, kBf16BatchTolerance);
   if (dlrm::DetectMatmulCpu().amx_bf16) {
     EXPECT_NE(Bits(alone), Bits(whole));  // the premise: the sums did differ
-  } else {
+  } else if (dlrm::DetectMatmulCpu().avx512_bf16) {
     EXPECT_EQ(Bits(alone), Bits(whole));
     EXPECT_EQ(Bits(in_odd_batches), Bits(whole));
   }
