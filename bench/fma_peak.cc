@@ -68,19 +68,20 @@ __attribute__((target("avx2,fma"))) float Run256(int64_t rounds) {
 int main(int argc, char** argv) {
   int threads = omp_get_num_procs();
   double seconds = 2.0;
+  bool ok = true;
   for (int i = 1; i < argc; i += 2) {
     const std::string_view k = argv[i];
-    if (i + 1 < argc && k == "--threads") {
+    ok = i + 1 < argc && (k == "--threads" || k == "--seconds");
+    if (!ok) break;
+    if (k == "--threads") {
       threads = std::atoi(argv[i + 1]);
-    } else if (i + 1 < argc && k == "--seconds") {
-      seconds = std::atof(argv[i + 1]);
     } else {
-      threads = 0;
+      seconds = std::atof(argv[i + 1]);
     }
-    if (threads < 1 || !(seconds > 0)) {
-      std::fprintf(stderr, "usage: fma_peak [--threads N >= 1] [--seconds S > 0]\n");
-      return 2;
-    }
+  }
+  if (!ok || threads < 1 || !(seconds > 0)) {
+    std::fprintf(stderr, "usage: fma_peak [--threads N >= 1] [--seconds S > 0]\n");
+    return 2;
   }
   const bool avx512 = __builtin_cpu_supports("avx512f");
   if (!avx512 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
